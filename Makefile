@@ -1,0 +1,52 @@
+# Quick start (as root on Debian 12): `make demo` and `make test`.
+# Every target first installs the Debian packages that are missing, then configures and builds.
+BUILD     ?= build
+FUZZBUILD ?= build-fuzz
+ASANBUILD ?= build-asan
+JOBS      ?= $(shell nproc)
+FUZZ_SECONDS ?= 30
+
+DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libisal-dev \
+            libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
+            ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev iproute2 clang-format
+
+.PHONY: setup configure build test demo fuzz asan format clean
+
+setup:
+	@missing=""; for p in $(DEB_PKGS); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q 'install ok installed' || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+configure: setup
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo
+
+build: configure
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
+
+demo: build
+	@bash tools/demo.sh $(BUILD)
+
+# libFuzzer targets, built with clang, each run for FUZZ_SECONDS (label fuzz).
+fuzz: setup
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTRDMA_FUZZ=ON
+	cmake --build $(FUZZBUILD) -j$(JOBS)
+	cd $(FUZZBUILD) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L '^fuzz$$'
+
+# The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
+asan: setup
+	cmake -S . -B $(ASANBUILD) -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_SANITIZE=ON
+	cmake --build $(ASANBUILD) -j$(JOBS)
+	cd $(ASANBUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
+
+format:
+	find wire pcap lint tools tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD) $(FUZZBUILD) $(ASANBUILD)

@@ -1,0 +1,74 @@
+#include "lint/report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+namespace softrdma::lint {
+
+std::string hex(std::uint64_t v, int width) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*llx", width, static_cast<unsigned long long>(v));
+  return buf;
+}
+
+void Report::sort() {
+  std::stable_sort(violations_.begin(), violations_.end(),
+                   [](const Violation& a, const Violation& b) { return a.frame < b.frame; });
+}
+
+void Report::print_text(std::ostream& os, const std::string& file) const {
+  for (const auto& v : violations_) {
+    os << "frame " << v.frame << ": " << v.flow << ": " << v.rule << ": expected " << v.expected
+       << ", found " << v.found << '\n';
+  }
+  os << file << ": " << counters_.packets << " packets read, " << counters_.roce_packets
+     << " RoCEv2 packets, " << counters_.iwarp_fpdus << " iWARP FPDUs, " << violations_.size()
+     << " violations\n";
+}
+
+namespace {
+void json_string(std::ostream& os, const std::string& s) {
+  os << '"';
+  for (unsigned char c : s) {
+    switch (c) {
+      case '"': os << "\\\""; break;
+      case '\\': os << "\\\\"; break;
+      case '\n': os << "\\n"; break;
+      case '\t': os << "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          os << buf;
+        } else {
+          os << c;
+        }
+    }
+  }
+  os << '"';
+}
+}  // namespace
+
+void Report::print_json(std::ostream& os, const std::string& file) const {
+  os << "{\"file\":";
+  json_string(os, file);
+  os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
+     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
+     << ",\"violation_count\":" << violations_.size() << ",\"violations\":[";
+  bool first = true;
+  for (const auto& v : violations_) {
+    os << (first ? "" : ",") << "{\"frame\":" << v.frame << ",\"flow\":";
+    json_string(os, v.flow);
+    os << ",\"rule\":";
+    json_string(os, v.rule);
+    os << ",\"expected\":";
+    json_string(os, v.expected);
+    os << ",\"found\":";
+    json_string(os, v.found);
+    os << '}';
+    first = false;
+  }
+  os << "]}\n";
+}
+
+}  // namespace softrdma::lint

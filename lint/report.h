@@ -1,0 +1,45 @@
+// Collects lint violations and counters, and prints them as text or JSON.
+#pragma once
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace softrdma::lint {
+
+struct Violation {
+  std::uint64_t frame = 0;  // 1-based frame number in the capture
+  std::string flow;         // e.g. "10.0.0.1:50000 > 10.0.0.2:4791 qp 0x000011"
+  std::string rule;         // stable rule name, e.g. "roce.icrc", "mpa.crc"
+  std::string expected;
+  std::string found;
+};
+
+struct Counters {
+  std::uint64_t packets = 0;       // frames read from the file
+  std::uint64_t roce_packets = 0;  // UDP datagrams to a RoCEv2 port
+  std::uint64_t iwarp_fpdus = 0;   // FPDUs found in MPA streams
+  std::uint64_t mpa_frames = 0;    // MPA request/reply frames
+  std::uint64_t skipped = 0;       // frames that are neither (ARP, other ports, …)
+};
+
+class Report {
+ public:
+  void add(Violation v) { violations_.push_back(std::move(v)); }
+  Counters& counters() { return counters_; }
+  const Counters& counters() const { return counters_; }
+  const std::vector<Violation>& violations() const { return violations_; }
+  // Sorts violations by frame number (stable), as printed.
+  void sort();
+  void print_text(std::ostream& os, const std::string& file) const;
+  void print_json(std::ostream& os, const std::string& file) const;
+
+ private:
+  std::vector<Violation> violations_;
+  Counters counters_;
+};
+
+std::string hex(std::uint64_t v, int width = 0);
+
+}  // namespace softrdma::lint
