@@ -1,0 +1,91 @@
+#include "wire/roce_opcode.h"
+
+#include <array>
+
+namespace softrdma::wire {
+
+namespace {
+
+using T = Transport;
+using K = OpKind;
+using S = Seg;
+
+struct Row {
+  std::uint8_t opcode;
+  OpcodeInfo info;
+};
+
+// IBTA vol. 1, table 38 (opcodes) and the header layouts of 9.2–9.5, for the
+// transports RoCEv2 devices use; RD and XRC are not implemented.
+constexpr Row kRows[] = {
+    {0x00, {"RC SEND_FIRST", T::kRc, K::kSend, S::kFirst, 0, true, true}},
+    {0x01, {"RC SEND_MIDDLE", T::kRc, K::kSend, S::kMiddle, 0, true, true}},
+    {0x02, {"RC SEND_LAST", T::kRc, K::kSend, S::kLast, 0, true, true}},
+    {0x03, {"RC SEND_LAST_WITH_IMMEDIATE", T::kRc, K::kSend, S::kLast, kImmDt, true, true}},
+    {0x04, {"RC SEND_ONLY", T::kRc, K::kSend, S::kOnly, 0, true, true}},
+    {0x05, {"RC SEND_ONLY_WITH_IMMEDIATE", T::kRc, K::kSend, S::kOnly, kImmDt, true, true}},
+    {0x06, {"RC RDMA_WRITE_FIRST", T::kRc, K::kWrite, S::kFirst, kReth, true, true}},
+    {0x07, {"RC RDMA_WRITE_MIDDLE", T::kRc, K::kWrite, S::kMiddle, 0, true, true}},
+    {0x08, {"RC RDMA_WRITE_LAST", T::kRc, K::kWrite, S::kLast, 0, true, true}},
+    {0x09, {"RC RDMA_WRITE_LAST_WITH_IMMEDIATE", T::kRc, K::kWrite, S::kLast, kImmDt, true, true}},
+    {0x0A, {"RC RDMA_WRITE_ONLY", T::kRc, K::kWrite, S::kOnly, kReth, true, true}},
+    {0x0B, {"RC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kRc, K::kWrite, S::kOnly, kReth | kImmDt, true,
+            true}},
+    {0x0C, {"RC RDMA_READ_REQUEST", T::kRc, K::kReadRequest, S::kOnly, kReth, false, true}},
+    {0x0D, {"RC RDMA_READ_RESPONSE_FIRST", T::kRc, K::kReadResponse, S::kFirst, kAeth, true, false}},
+    {0x0E, {"RC RDMA_READ_RESPONSE_MIDDLE", T::kRc, K::kReadResponse, S::kMiddle, 0, true, false}},
+    {0x0F, {"RC RDMA_READ_RESPONSE_LAST", T::kRc, K::kReadResponse, S::kLast, kAeth, true, false}},
+    {0x10, {"RC RDMA_READ_RESPONSE_ONLY", T::kRc, K::kReadResponse, S::kOnly, kAeth, true, false}},
+    {0x11, {"RC ACKNOWLEDGE", T::kRc, K::kAck, S::kOnly, kAeth, false, false}},
+    {0x12, {"RC ATOMIC_ACKNOWLEDGE", T::kRc, K::kAtomicAck, S::kOnly, kAeth | kAtomicAckEth, false,
+            false}},
+    {0x13, {"RC CMP_SWAP", T::kRc, K::kAtomic, S::kOnly, kAtomicEth, false, true}},
+    {0x14, {"RC FETCH_ADD", T::kRc, K::kAtomic, S::kOnly, kAtomicEth, false, true}},
+    {0x16, {"RC SEND_LAST_WITH_INVALIDATE", T::kRc, K::kSend, S::kLast, kIeth, true, true}},
+    {0x17, {"RC SEND_ONLY_WITH_INVALIDATE", T::kRc, K::kSend, S::kOnly, kIeth, true, true}},
+    {0x20, {"UC SEND_FIRST", T::kUc, K::kSend, S::kFirst, 0, true, true}},
+    {0x21, {"UC SEND_MIDDLE", T::kUc, K::kSend, S::kMiddle, 0, true, true}},
+    {0x22, {"UC SEND_LAST", T::kUc, K::kSend, S::kLast, 0, true, true}},
+    {0x23, {"UC SEND_LAST_WITH_IMMEDIATE", T::kUc, K::kSend, S::kLast, kImmDt, true, true}},
+    {0x24, {"UC SEND_ONLY", T::kUc, K::kSend, S::kOnly, 0, true, true}},
+    {0x25, {"UC SEND_ONLY_WITH_IMMEDIATE", T::kUc, K::kSend, S::kOnly, kImmDt, true, true}},
+    {0x26, {"UC RDMA_WRITE_FIRST", T::kUc, K::kWrite, S::kFirst, kReth, true, true}},
+    {0x27, {"UC RDMA_WRITE_MIDDLE", T::kUc, K::kWrite, S::kMiddle, 0, true, true}},
+    {0x28, {"UC RDMA_WRITE_LAST", T::kUc, K::kWrite, S::kLast, 0, true, true}},
+    {0x29, {"UC RDMA_WRITE_LAST_WITH_IMMEDIATE", T::kUc, K::kWrite, S::kLast, kImmDt, true, true}},
+    {0x2A, {"UC RDMA_WRITE_ONLY", T::kUc, K::kWrite, S::kOnly, kReth, true, true}},
+    {0x2B, {"UC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kUc, K::kWrite, S::kOnly, kReth | kImmDt, true,
+            true}},
+    {0x64, {"UD SEND_ONLY", T::kUd, K::kSend, S::kOnly, kDeth, true, true}},
+    {0x65, {"UD SEND_ONLY_WITH_IMMEDIATE", T::kUd, K::kSend, S::kOnly, kDeth | kImmDt, true, true}},
+    {0x81, {"CNP", T::kCnp, K::kCnp, S::kNone, kCnpPad, false, true}},
+};
+
+constexpr std::array<OpcodeInfo, 256> make_table() {
+  std::array<OpcodeInfo, 256> t{};
+  for (const auto& r : kRows) t[r.opcode] = r.info;
+  return t;
+}
+
+constexpr std::array<OpcodeInfo, 256> kTable = make_table();
+
+}  // namespace
+
+std::size_t ext_header_len(std::uint8_t ext) {
+  std::size_t n = 0;
+  if (ext & kDeth) n += kDethLen;
+  if (ext & kReth) n += kRethLen;
+  if (ext & kAtomicEth) n += kAtomicEthLen;
+  if (ext & kAeth) n += kAethLen;
+  if (ext & kAtomicAckEth) n += kAtomicAckEthLen;
+  if (ext & kImmDt) n += kImmDtLen;
+  if (ext & kIeth) n += kIethLen;
+  if (ext & kCnpPad) n += kCnpPadLen;
+  return n;
+}
+
+std::size_t OpcodeInfo::header_len() const { return kBthLen + ext_header_len(headers); }
+
+const OpcodeInfo& opcode_info(std::uint8_t opcode) { return kTable[opcode]; }
+
+}  // namespace softrdma::wire

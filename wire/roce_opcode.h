@@ -1,0 +1,66 @@
+// The IBTA opcode table for RoCEv2 (RC, UC, UD and CNP): for each 8-bit opcode,
+// which extended headers follow the BTH, the transport, the packet's place in its
+// message, whether payload is allowed and whether it is a request or a response.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace softrdma::wire {
+
+enum class Transport : std::uint8_t { kNone, kRc, kUc, kUd, kCnp };
+enum class Seg : std::uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
+enum class OpKind : std::uint8_t {
+  kNone, kSend, kWrite, kReadRequest, kReadResponse, kAck, kAtomicAck, kAtomic, kCnp
+};
+
+// Extended headers, as bits; they follow the BTH in this (IBTA) order.
+enum ExtHeader : std::uint8_t {
+  kDeth = 1u << 0,
+  kReth = 1u << 1,
+  kAtomicEth = 1u << 2,
+  kAeth = 1u << 3,
+  kAtomicAckEth = 1u << 4,
+  kImmDt = 1u << 5,
+  kIeth = 1u << 6,
+  kCnpPad = 1u << 7,  // the 16 reserved bytes of a CNP
+};
+
+inline constexpr std::size_t kBthLen = 12, kRethLen = 16, kAethLen = 4, kAtomicEthLen = 28,
+                             kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4, kDethLen = 8,
+                             kCnpPadLen = 16, kIcrcLen = 4;
+inline constexpr std::uint16_t kRoceV2Port = 4791;
+
+struct OpcodeInfo {
+  std::string_view name;  // IBTA name, e.g. "RC RDMA_WRITE_ONLY"; empty when undefined
+  Transport transport = Transport::kNone;
+  OpKind kind = OpKind::kNone;
+  Seg seg = Seg::kNone;
+  std::uint8_t headers = 0;  // ExtHeader bits
+  bool payload = false;      // may carry payload
+  bool request = false;      // sent by the requester (false: a response)
+  bool immediate() const { return headers & kImmDt; }
+  bool defined() const { return transport != Transport::kNone; }
+  // BTH plus extended headers, in bytes.
+  std::size_t header_len() const;
+};
+
+const OpcodeInfo& opcode_info(std::uint8_t opcode);
+std::size_t ext_header_len(std::uint8_t ext_bits);
+
+// Named opcodes used across the code base.
+namespace op {
+inline constexpr std::uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast = 0x02,
+                              kRcSendLastImm = 0x03, kRcSendOnly = 0x04, kRcSendOnlyImm = 0x05,
+                              kRcWriteFirst = 0x06, kRcWriteMiddle = 0x07, kRcWriteLast = 0x08,
+                              kRcWriteLastImm = 0x09, kRcWriteOnly = 0x0A,
+                              kRcWriteOnlyImm = 0x0B, kRcReadRequest = 0x0C,
+                              kRcReadResponseFirst = 0x0D, kRcReadResponseMiddle = 0x0E,
+                              kRcReadResponseLast = 0x0F, kRcReadResponseOnly = 0x10,
+                              kRcAck = 0x11, kRcAtomicAck = 0x12, kRcCompareSwap = 0x13,
+                              kRcFetchAdd = 0x14, kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17;
+inline constexpr std::uint8_t kUcBase = 0x20, kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65,
+                              kCnp = 0x81;
+}  // namespace op
+
+}  // namespace softrdma::wire
