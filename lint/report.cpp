@@ -26,45 +26,44 @@ void Report::print_text(std::ostream& os, const std::string& file) const {
      << " violations\n";
 }
 
-namespace {
-void json_string(std::ostream& os, const std::string& s) {
-  os << '"';
+std::string json_quote(const std::string& s) {
+  std::string os = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': os << "\\\""; break;
-      case '\\': os << "\\\\"; break;
-      case '\n': os << "\\n"; break;
-      case '\t': os << "\\t"; break;
+      case '"': os += "\\\""; break;
+      case '\\': os += "\\\\"; break;
+      case '\n': os += "\\n"; break;
+      case '\t': os += "\\t"; break;
       default:
         if (c < 0x20) {
           char buf[8];
           std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          os << buf;
+          os += buf;
         } else {
-          os << c;
+          os += static_cast<char>(c);
         }
     }
   }
-  os << '"';
+  os += '"';
+  return os;
 }
-}  // namespace
 
 void Report::print_json(std::ostream& os, const std::string& file) const {
   os << "{\"file\":";
-  json_string(os, file);
+  os << json_quote(file);
   os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
      << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
      << ",\"violation_count\":" << violations_.size() << ",\"violations\":[";
   bool first = true;
   for (const auto& v : violations_) {
     os << (first ? "" : ",") << "{\"frame\":" << v.frame << ",\"flow\":";
-    json_string(os, v.flow);
+    os << json_quote(v.flow);
     os << ",\"rule\":";
-    json_string(os, v.rule);
+    os << json_quote(v.rule);
     os << ",\"expected\":";
-    json_string(os, v.expected);
+    os << json_quote(v.expected);
     os << ",\"found\":";
-    json_string(os, v.found);
+    os << json_quote(v.found);
     os << '}';
     first = false;
   }

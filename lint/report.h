@@ -41,5 +41,7 @@ class Report {
 };
 
 std::string hex(std::uint64_t v, int width = 0);
+// A JSON string literal, quotes included.
+std::string json_quote(const std::string& s);
 
 }  // namespace softrdma::lint

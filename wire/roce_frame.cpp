@@ -12,7 +12,7 @@ std::uint16_t roce_src_port(std::uint32_t qpn) {
 
 Expected<std::size_t> build_roce_frame(MutBytes out, const RoceAddr& addr, const RoceHeaders& h,
                                        Bytes payload) {
-  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  const RoceOpcodeInfo& info = roce_opcode_info(h.bth.opcode);
   if (!info.defined()) return Error::kUnknownOpcode;
   const std::size_t roce = roce_len(info, payload.size());
   const std::size_t ip_len = addr.ipv6 ? kIpv6Len : kIpv4MinLen;

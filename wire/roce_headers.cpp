@@ -82,7 +82,7 @@ void encode_deth(std::uint8_t* p, const Deth& h) {
   store24(p + 5, h.src_qp & kQpnMask);
 }
 
-std::size_t roce_len(const OpcodeInfo& info, std::size_t payload_len) {
+std::size_t roce_len(const RoceOpcodeInfo& info, std::size_t payload_len) {
   return info.header_len() + payload_len + roce_pad(payload_len) + kIcrcLen;
 }
 
@@ -91,7 +91,7 @@ Expected<RocePacket> parse_roce(Bytes in) {
   if (!bth) return bth.error();
   RocePacket pkt;
   pkt.hdr.bth = *bth;
-  const OpcodeInfo& info = opcode_info(bth->opcode);
+  const RoceOpcodeInfo& info = roce_opcode_info(bth->opcode);
   if (!info.defined()) return Error::kUnknownOpcode;
   pkt.info = &info;
   if (bth->tver != 0) return Error::kBadVersion;
@@ -142,7 +142,7 @@ Expected<RocePacket> parse_roce(Bytes in) {
 }
 
 Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes payload) {
-  const OpcodeInfo& info = opcode_info(h.bth.opcode);
+  const RoceOpcodeInfo& info = roce_opcode_info(h.bth.opcode);
   if (!info.defined()) return Error::kUnknownOpcode;
   if (!info.payload && !payload.empty()) return Error::kBadValue;
   const auto need = [&](std::uint8_t bit, bool present) {

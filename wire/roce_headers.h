@@ -89,7 +89,7 @@ struct RoceHeaders {
 // A parsed packet: views into the datagram it came from.
 struct RocePacket {
   RoceHeaders hdr;
-  const OpcodeInfo* info = nullptr;
+  const RoceOpcodeInfo* info = nullptr;
   std::size_t header_len = 0;  // BTH + extended headers
   Bytes payload;               // without pad
   Bytes pad;
@@ -124,7 +124,7 @@ inline std::uint8_t roce_pad(std::size_t payload_len) {
   return static_cast<std::uint8_t>((4 - (payload_len & 3)) & 3);
 }
 // UDP payload length of a packet with these headers and payload (incl. pad and ICRC).
-std::size_t roce_len(const OpcodeInfo& info, std::size_t payload_len);
+std::size_t roce_len(const RoceOpcodeInfo& info, std::size_t payload_len);
 
 // Writes BTH, the extended headers the opcode requires, payload, zero pad and a
 // zero ICRC placeholder. bth.pad_count is set from the payload length. Errors:

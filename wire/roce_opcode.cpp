@@ -12,7 +12,7 @@ using S = Seg;
 
 struct Row {
   std::uint8_t opcode;
-  OpcodeInfo info;
+  RoceOpcodeInfo info;
 };
 
 // IBTA vol. 1, table 38 (opcodes) and the header layouts of 9.2–9.5, for the
@@ -61,13 +61,13 @@ constexpr Row kRows[] = {
     {0x81, {"CNP", T::kCnp, K::kCnp, S::kNone, kCnpPad, false, true}},
 };
 
-constexpr std::array<OpcodeInfo, 256> make_table() {
-  std::array<OpcodeInfo, 256> t{};
+constexpr std::array<RoceOpcodeInfo, 256> make_table() {
+  std::array<RoceOpcodeInfo, 256> t{};
   for (const auto& r : kRows) t[r.opcode] = r.info;
   return t;
 }
 
-constexpr std::array<OpcodeInfo, 256> kTable = make_table();
+constexpr std::array<RoceOpcodeInfo, 256> kTable = make_table();
 
 }  // namespace
 
@@ -84,8 +84,8 @@ std::size_t ext_header_len(std::uint8_t ext) {
   return n;
 }
 
-std::size_t OpcodeInfo::header_len() const { return kBthLen + ext_header_len(headers); }
+std::size_t RoceOpcodeInfo::header_len() const { return kBthLen + ext_header_len(headers); }
 
-const OpcodeInfo& opcode_info(std::uint8_t opcode) { return kTable[opcode]; }
+const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode) { return kTable[opcode]; }
 
 }  // namespace softrdma::wire

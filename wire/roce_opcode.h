@@ -31,7 +31,7 @@ inline constexpr std::size_t kBthLen = 12, kRethLen = 16, kAethLen = 4, kAtomicE
                              kCnpPadLen = 16, kIcrcLen = 4;
 inline constexpr std::uint16_t kRoceV2Port = 4791;
 
-struct OpcodeInfo {
+struct RoceOpcodeInfo {
   std::string_view name;  // IBTA name, e.g. "RC RDMA_WRITE_ONLY"; empty when undefined
   Transport transport = Transport::kNone;
   OpKind kind = OpKind::kNone;
@@ -45,7 +45,7 @@ struct OpcodeInfo {
   std::size_t header_len() const;
 };
 
-const OpcodeInfo& opcode_info(std::uint8_t opcode);
+const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode);
 std::size_t ext_header_len(std::uint8_t ext_bits);
 
 // Named opcodes used across the code base.

@@ -34,7 +34,7 @@ RoceHeaders sample_headers(std::uint8_t opcode, std::mt19937& rng) {
   h.bth.dest_qp = r32(rng) & kQpnMask;
   h.bth.ack_req = r32(rng) & 1;
   h.bth.psn = r32(rng) & kPsnMask;
-  const OpcodeInfo& info = opcode_info(opcode);
+  const RoceOpcodeInfo& info = roce_opcode_info(opcode);
   if (info.headers & kDeth) h.deth = Deth{static_cast<std::uint32_t>(r32(rng)), 0, r32(rng) & kQpnMask};
   if (info.headers & kReth)
     h.reth = Reth{(std::uint64_t{r32(rng)} << 32) | r32(rng), static_cast<std::uint32_t>(r32(rng)),
@@ -149,24 +149,24 @@ TEST(Icrc, Ipv6MasksTrafficClassFlowLabelHopLimit) {
 }
 
 TEST(RoceOpcode, TableMatchesSpec) {
-  EXPECT_EQ(opcode_info(op::kRcWriteOnlyImm).headers, kReth | kImmDt);
-  EXPECT_EQ(opcode_info(op::kRcReadResponseMiddle).headers, 0);
-  EXPECT_EQ(opcode_info(op::kRcReadResponseFirst).headers, kAeth);
-  EXPECT_EQ(opcode_info(op::kRcAtomicAck).headers, kAeth | kAtomicAckEth);
-  EXPECT_EQ(opcode_info(op::kUdSendOnlyImm).headers, kDeth | kImmDt);
-  EXPECT_EQ(opcode_info(op::kUdSendOnly).header_len(), 20u);
-  EXPECT_EQ(opcode_info(op::kRcCompareSwap).header_len(), 40u);
-  EXPECT_EQ(opcode_info(op::kCnp).header_len(), 28u);
-  EXPECT_FALSE(opcode_info(0x15).defined());
-  EXPECT_FALSE(opcode_info(0x2C).defined());
-  EXPECT_FALSE(opcode_info(0x60).defined());
-  EXPECT_TRUE(opcode_info(op::kRcReadRequest).request);
-  EXPECT_FALSE(opcode_info(op::kRcReadResponseOnly).request);
-  EXPECT_FALSE(opcode_info(op::kRcReadRequest).payload);
-  EXPECT_EQ(opcode_info(0x22).transport, Transport::kUc);
-  EXPECT_EQ(opcode_info(0x22).seg, Seg::kLast);
+  EXPECT_EQ(roce_opcode_info(op::kRcWriteOnlyImm).headers, kReth | kImmDt);
+  EXPECT_EQ(roce_opcode_info(op::kRcReadResponseMiddle).headers, 0);
+  EXPECT_EQ(roce_opcode_info(op::kRcReadResponseFirst).headers, kAeth);
+  EXPECT_EQ(roce_opcode_info(op::kRcAtomicAck).headers, kAeth | kAtomicAckEth);
+  EXPECT_EQ(roce_opcode_info(op::kUdSendOnlyImm).headers, kDeth | kImmDt);
+  EXPECT_EQ(roce_opcode_info(op::kUdSendOnly).header_len(), 20u);
+  EXPECT_EQ(roce_opcode_info(op::kRcCompareSwap).header_len(), 40u);
+  EXPECT_EQ(roce_opcode_info(op::kCnp).header_len(), 28u);
+  EXPECT_FALSE(roce_opcode_info(0x15).defined());
+  EXPECT_FALSE(roce_opcode_info(0x2C).defined());
+  EXPECT_FALSE(roce_opcode_info(0x60).defined());
+  EXPECT_TRUE(roce_opcode_info(op::kRcReadRequest).request);
+  EXPECT_FALSE(roce_opcode_info(op::kRcReadResponseOnly).request);
+  EXPECT_FALSE(roce_opcode_info(op::kRcReadRequest).payload);
+  EXPECT_EQ(roce_opcode_info(0x22).transport, Transport::kUc);
+  EXPECT_EQ(roce_opcode_info(0x22).seg, Seg::kLast);
   int defined = 0;
-  for (int i = 0; i < 256; ++i) defined += opcode_info(static_cast<std::uint8_t>(i)).defined();
+  for (int i = 0; i < 256; ++i) defined += roce_opcode_info(static_cast<std::uint8_t>(i)).defined();
   EXPECT_EQ(defined, 23 + 12 + 2 + 1);
 }
 
@@ -174,7 +174,7 @@ TEST(RoceHeaders, EveryOpcodeRoundTrips) {
   std::mt19937 rng(42);
   for (int opc = 0; opc < 256; ++opc) {
     const auto opcode = static_cast<std::uint8_t>(opc);
-    const OpcodeInfo& info = opcode_info(opcode);
+    const RoceOpcodeInfo& info = roce_opcode_info(opcode);
     if (!info.defined()) continue;
     for (std::size_t plen : {0u, 1u, 2u, 3u, 4u, 255u, 1024u}) {
       if (!info.payload && plen) continue;
@@ -283,7 +283,7 @@ TEST(RoceHeaders, EveryTruncationIsAnErrorNotACrash) {
   for (std::uint8_t opcode : {op::kRcWriteOnlyImm, op::kRcCompareSwap, op::kRcAtomicAck,
                               op::kUdSendOnlyImm, op::kCnp, op::kRcSendOnlyInv}) {
     std::vector<std::uint8_t> buf(128);
-    const auto& info = opcode_info(opcode);
+    const auto& info = roce_opcode_info(opcode);
     const std::vector<std::uint8_t> payload(info.payload ? 8 : 0, 0x33);
     auto n = build_roce(buf, sample_headers(opcode, rng), payload);
     ASSERT_TRUE(n.ok());

@@ -1,1 +1,39 @@
-int main() { return 0; }
+// The `softrdma` command line: dispatches to subcommands.
+#include <cstdio>
+#include <cstring>
+
+#include "tools/softrdma/commands.h"
+
+namespace {
+
+void usage(std::FILE* out) {
+  std::fprintf(out,
+               "usage: softrdma COMMAND [ARGS]\n"
+               "\n"
+               "commands:\n"
+               "  lint [--json] [--roce-port PORT]... FILE\n"
+               "      check every RoCEv2 packet and iWARP stream in a pcap/pcapng capture\n"
+               "  sample-trace OUT.pcap\n"
+               "      write a capture of RoCEv2 packets and an iWARP stream built by wire/\n"
+               "  help\n"
+               "      this text\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  const char* cmd = argv[1];
+  if (!std::strcmp(cmd, "lint")) return softrdma::tools::cmd_lint(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "sample-trace")) return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
+    usage(stdout);
+    return 0;
+  }
+  std::fprintf(stderr, "softrdma: unknown command '%s'\n", cmd);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,61 @@
+#include "lint/lint.h"
+
+#include <algorithm>
+
+#include "lint/flow.h"
+#include "lint/iwarp_check.h"
+#include "lint/roce_check.h"
+#include "pcap/reader.h"
+#include "wire/frame.h"
+#include "wire/net.h"
+
+namespace softrdma::lint {
+
+int run(const std::string& path, const Options& opts, Report& report, std::string& error) {
+  auto reader = pcap::Reader::open(path, error);
+  if (!reader) return 2;
+  if (!wire::link_type_supported(reader->linktype())) {
+    error = "unsupported link type " + std::to_string(reader->linktype()) +
+            " (Ethernet, Linux cooked SLL/SLL2 and raw IP are supported)";
+    return 2;
+  }
+  IwarpChecker iwarp(report);
+  pcap::Frame f;
+  std::uint64_t frame_no = 0;
+  int rc = 0;
+  while ((rc = reader->next(f)) == 1) {
+    ++frame_no;
+    ++report.counters().packets;
+    auto v = wire::parse_frame(f.data, reader->linktype());
+    if (!v) {
+      ++report.counters().skipped;
+      continue;
+    }
+    if (v->is_ipv6 == false && wire::ipv4_header_checksum(v->ip_header) != 0 &&
+        f.caplen == f.len) {
+      report.add({frame_no, flow_string(*v), "ip.checksum", "a valid IPv4 header checksum",
+                  hex(v->ipv4.checksum, 4)});
+    }
+    if (v->udp) {
+      const auto& ports = opts.roce_ports;
+      if (std::find(ports.begin(), ports.end(), v->udp->dst_port) == ports.end()) {
+        ++report.counters().skipped;
+        continue;
+      }
+      ++report.counters().roce_packets;
+      if (f.caplen < f.len) continue;  // cut by the snap length: nothing to judge
+      check_roce(frame_no, *v, report);
+    } else if (v->tcp) {
+      iwarp.on_tcp_segment(frame_no, *v);
+    }
+  }
+  iwarp.finish();
+  report.sort();
+  if (rc < 0) {
+    error = "capture damaged after frame " + std::to_string(frame_no) + ": " + reader->error();
+    return 2;
+  }
+  return report.violations().empty() ? 0 : 1;
+}
+
+}  // namespace softrdma::lint

@@ -1,0 +1,21 @@
+// `softrdma lint`: reads a capture and checks every RoCEv2 packet and every iWARP
+// stream in it. Exit status: 0 no violation, 1 violations, 2 unreadable capture.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "lint/report.h"
+
+namespace softrdma::lint {
+
+struct Options {
+  std::vector<std::uint16_t> roce_ports{4791};
+};
+
+// Fills `report`; on a file that cannot be read (or is damaged part-way) sets
+// `error` and returns 2, keeping what was checked before the damage.
+int run(const std::string& path, const Options& opts, Report& report, std::string& error);
+
+}  // namespace softrdma::lint

@@ -1,0 +1,10 @@
+// Subcommands of the `softrdma` command line. Each takes argv after its name
+// and returns the process exit status.
+#pragma once
+
+namespace softrdma::tools {
+
+int cmd_lint(int argc, char** argv);
+int cmd_sample_trace(int argc, char** argv);
+
+}  // namespace softrdma::tools
