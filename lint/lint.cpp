@@ -14,6 +14,11 @@ namespace softrdma::lint {
 int run(const std::string& path, const Options& opts, Report& report, std::string& error) {
   auto reader = pcap::Reader::open(path, error);
   if (!reader) return 2;
+  return run(*reader, opts, report, error);
+}
+
+int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::string& error) {
+  pcap::Reader* reader = &reader_ref;
   if (!wire::link_type_supported(reader->linktype())) {
     error = "unsupported link type " + std::to_string(reader->linktype()) +
             " (Ethernet, Linux cooked SLL/SLL2 and raw IP are supported)";

@@ -19,3 +19,14 @@ struct Options {
 int run(const std::string& path, const Options& opts, Report& report, std::string& error);
 
 }  // namespace softrdma::lint
+
+namespace softrdma::pcap {
+class Reader;
+}
+
+namespace softrdma::lint {
+
+// The same over an open capture.
+int run(pcap::Reader& reader, const Options& opts, Report& report, std::string& error);
+
+}  // namespace softrdma::lint

@@ -2,6 +2,8 @@
 
 #include <pcap/pcap.h>
 
+#include <cstdio>
+
 namespace softrdma::pcap {
 
 std::unique_ptr<Reader> Reader::open(const std::string& path, std::string& error) {
@@ -13,6 +15,26 @@ std::unique_ptr<Reader> Reader::open(const std::string& path, std::string& error
     return nullptr;
   }
   return std::unique_ptr<Reader>(new Reader(p));
+}
+
+std::unique_ptr<Reader> Reader::open_memory(wire::Bytes capture, std::string& error) {
+  if (capture.empty()) {
+    error = "empty capture";
+    return nullptr;
+  }
+  std::FILE* f = fmemopen(const_cast<std::uint8_t*>(capture.data()), capture.size(), "rb");
+  if (!f) {
+    error = "fmemopen failed";
+    return nullptr;
+  }
+  char errbuf[PCAP_ERRBUF_SIZE] = {};
+  ::pcap* p = pcap_fopen_offline_with_tstamp_precision(f, PCAP_TSTAMP_PRECISION_NANO, errbuf);
+  if (!p) {
+    std::fclose(f);
+    error = errbuf[0] ? errbuf : "cannot read capture";
+    return nullptr;
+  }
+  return std::unique_ptr<Reader>(new Reader(p));  // pcap_close closes f
 }
 
 Reader::Reader(::pcap* p) : p_(p), linktype_(pcap_datalink(p)) {}

@@ -24,6 +24,8 @@ class Reader {
  public:
   // Opens `path`; on failure returns nullptr and sets `error`.
   static std::unique_ptr<Reader> open(const std::string& path, std::string& error);
+  // Reads a capture held in memory (the bytes must outlive the Reader).
+  static std::unique_ptr<Reader> open_memory(wire::Bytes capture, std::string& error);
   ~Reader();
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
