@@ -56,8 +56,8 @@ int cmd_sample_trace(int argc, char** argv) {
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i);
 
   RoceAddr a;
-  a.src4 = 0xC0A80001;  // 192.168.0.1 > 192.168.0.2 (documentation only: nothing is sent)
-  a.dst4 = 0xC0A80002;
+  a.src4 = 0xC0000201;  // 192.0.2.1 > 192.0.2.2 (RFC 5737 documentation range)
+  a.dst4 = 0xC0000202;
   a.src_port = roce_src_port(0x11);
   a.eth = Ethernet{{0x02, 0, 0, 0, 0, 2}, {0x02, 0, 0, 0, 0, 1}, std::nullopt, 0};
   std::uint32_t psn = 100;
@@ -83,8 +83,8 @@ int cmd_sample_trace(int argc, char** argv) {
   // The same flow over IPv6 and behind a VLAN tag.
   RoceAddr a6 = a;
   a6.ipv6 = true;
-  a6.src6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-  a6.dst6 = {0xfd, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+  a6.src6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};  // 2001:db8::1
+  a6.dst6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
   RoceAddr av = a;
   av.eth->vlan_tci = 100;
   for (const RoceAddr* addr : {&a6, &av}) {
