@@ -76,8 +76,7 @@ Expected<std::size_t> build_mpa(MutBytes out, const MpaFrame& f) {
   }
   const std::size_t total = kMpaHeaderLen + pd_len;
   if (out.size() < total) return Error::kNoRoom;
-  std::memcpy(out.data(), f.kind == MpaKind::kRequest ? kMpaRequestKey : kMpaReplyKey,
-              kMpaKeyLen);
+  std::memcpy(out.data(), f.kind == MpaKind::kRequest ? kMpaRequestKey : kMpaReplyKey, kMpaKeyLen);
   std::uint8_t flags = 0;
   if (f.markers) flags |= kMpaFlagMarkers;
   if (f.crc) flags |= kMpaFlagCrc;

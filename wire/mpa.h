@@ -26,12 +26,12 @@ enum class MpaKind : std::uint8_t { kRequest, kReply };
 
 // RFC 6581 IRD/ORD words, present when the enhanced flag is set (revision 2).
 struct MpaIrdOrd {
-  bool peer_to_peer = false;     // IRD word 0x8000
-  bool zero_send_rtr = false;    // IRD word 0x4000
-  std::uint16_t ird = 0;         // 14 bits
-  bool zero_write_rtr = false;   // ORD word 0x8000
-  bool zero_read_rtr = false;    // ORD word 0x4000
-  std::uint16_t ord = 0;         // 14 bits
+  bool peer_to_peer = false;    // IRD word 0x8000
+  bool zero_send_rtr = false;   // IRD word 0x4000
+  std::uint16_t ird = 0;        // 14 bits
+  bool zero_write_rtr = false;  // ORD word 0x8000
+  bool zero_read_rtr = false;   // ORD word 0x4000
+  std::uint16_t ord = 0;        // 14 bits
 };
 
 struct MpaFrame {
