@@ -404,7 +404,9 @@ bool IwarpChecker::Impl::parse_mpa_frame(Conn& c, int d) {
 }
 
 // Once both MPA frames are parsed: CRC and markers for both directions (RFC 5044
-// §7.1.2), then full operation. `d` is the direction being pumped by the caller.
+// §7.1.2), then full operation. Markers are placed relative to the first octet after
+// each side's MPA frame, i.e. the first FPDU it sends (§5). `d` is the direction being pumped by
+// the caller.
 void IwarpChecker::Impl::negotiate(Conn& c, int d) {
   Direction& ini = c.dir[c.initiator];
   Direction& rsp = c.dir[1 - c.initiator];
@@ -413,13 +415,11 @@ void IwarpChecker::Impl::negotiate(Conn& c, int d) {
     rsp.drop();
     return;
   }
-  if (ini.mpa.crc && !rsp.mpa.crc) {
-    violation(rsp, rsp.mpa_frame_no, "mpa.crc_flag", "C set in the reply as in the request",
-              "C clear");
-  }
+  // C is each side's preference; a 1 in either frame puts CRCs in both directions
+  // (RFC 5044 §7.1.2), so a reply with C clear after a request with C set is no error.
   const bool crc = ini.mpa.crc || rsp.mpa.crc;
   ini.crc = rsp.crc = crc;
-  // M in a frame asks for markers toward its sender.
+  // M in a received frame means: add markers when sending to its sender (§7.1.2).
   ini.markers = rsp.mpa.markers;
   rsp.markers = ini.mpa.markers;
   for (Direction* dir : {&ini, &rsp}) {

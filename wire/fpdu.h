@@ -50,9 +50,10 @@ struct Fpdu {
 // kTruncated when `in` ends before the FPDU does. Reads only the FPDU's bytes.
 Expected<Fpdu> parse_fpdu(Bytes in, bool crc_negotiated);
 
-// ---- Markers. Stream offsets count octets (markers included) from the first
-// octet after the MPA request/reply in that direction, where a marker sits at
-// every multiple of 512. A marker that falls where an FPDU would begin is placed
+// ---- Markers (RFC 5044 §4.3, §5). Stream offsets count octets (markers included)
+// from the first octet after the MPA request/reply in that direction -- the first
+// octet of the first FPDU, which a marker immediately precedes -- and a marker sits
+// at every multiple of 512. A marker that falls where an FPDU would begin is placed
 // before its ULPDU_Length field, belongs to that FPDU (the CRC covers it) and
 // carries FPDUPTR 0; any other marker carries the distance back from its first
 // octet to the ULPDU_Length field of the FPDU it sits in.

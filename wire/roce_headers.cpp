@@ -141,10 +141,11 @@ Expected<RocePacket> parse_roce(Bytes in) {
   return pkt;
 }
 
-Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes payload) {
+Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
+                                        std::size_t payload_len) {
   const RoceOpcodeInfo& info = roce_opcode_info(h.bth.opcode);
   if (!info.defined()) return Error::kUnknownOpcode;
-  if (!info.payload && !payload.empty()) return Error::kBadValue;
+  if (!info.payload && payload_len != 0) return Error::kBadValue;
   const auto need = [&](std::uint8_t bit, bool present) {
     return !(info.headers & bit) || present;
   };
@@ -154,10 +155,10 @@ Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes paylo
       !need(kIeth, h.inv_rkey.has_value())) {
     return Error::kBadValue;
   }
-  const std::size_t total = roce_len(info, payload.size());
-  if (out.size() < total) return Error::kNoRoom;
+  const std::size_t hlen = info.header_len();
+  if (out.size() < hlen) return Error::kNoRoom;
   Bth bth = h.bth;
-  bth.pad_count = roce_pad(payload.size());
+  bth.pad_count = roce_pad(payload_len);
   std::uint8_t* p = out.data();
   encode_bth(p, bth);
   p += kBthLen;
@@ -171,10 +172,22 @@ Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes paylo
   }
   if (info.headers & kImmDt) { store32(p, *h.imm); p += kImmDtLen; }
   if (info.headers & kIeth) { store32(p, *h.inv_rkey); p += kIethLen; }
-  if (info.headers & kCnpPad) { std::memset(p, 0, kCnpPadLen); p += kCnpPadLen; }
+  if (info.headers & kCnpPad) std::memset(p, 0, kCnpPadLen);
+  return hlen;
+}
+
+Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes payload) {
+  const RoceOpcodeInfo& info = roce_opcode_info(h.bth.opcode);
+  if (!info.defined()) return Error::kUnknownOpcode;
+  const std::size_t total = roce_len(info, payload.size());
+  if (out.size() < total && info.payload) return Error::kNoRoom;
+  auto hlen = build_roce_header(out, h, payload.size());
+  if (!hlen) return hlen.error();
+  if (out.size() < total) return Error::kNoRoom;
+  std::uint8_t* p = out.data() + *hlen;
   if (!payload.empty()) std::memcpy(p, payload.data(), payload.size());
   p += payload.size();
-  std::memset(p, 0, bth.pad_count + kIcrcLen);
+  std::memset(p, 0, roce_pad(payload.size()) + kIcrcLen);
   return total;
 }
 

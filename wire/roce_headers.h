@@ -132,4 +132,10 @@ std::size_t roce_len(const RoceOpcodeInfo& info, std::size_t payload_len);
 // without payload, or a field out of range), kNoRoom.
 Expected<std::size_t> build_roce(MutBytes out, const RoceHeaders& h, Bytes payload);
 
+// Writes only the BTH and extended headers for a packet that will carry
+// `payload_len` bytes (pad count set accordingly); the caller writes payload, zero
+// pad and ICRC placeholder after them. Returns the header length; same errors.
+Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
+                                        std::size_t payload_len);
+
 }  // namespace softrdma::wire

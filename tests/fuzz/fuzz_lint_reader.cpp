@@ -10,7 +10,7 @@
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace softrdma;
   std::string error;
-  auto reader = pcap::Reader::open_memory(wire::Bytes(data, size), error);
+  auto reader = softrdma::pcap::Reader::open_memory(wire::Bytes(data, size), error);
   if (!reader) return 0;
   lint::Report report;
   (void)lint::run(*reader, lint::Options{}, report, error);

@@ -442,6 +442,24 @@ TEST(IwarpSynthRules, MpaRules) {
   EXPECT_EQ(r.violations()[0].rule, "mpa.pd_length");
 }
 
+// RFC 5044 §7.1.2: C is a preference; a 1 in either frame means CRCs both ways.
+TEST(IwarpSynthRules, CrcFromEitherFrameAppliesBothWays) {
+  for (int side = 0; side < 2; ++side) {
+    Synth s;
+    s.crc = true;  // FPDUs carry real CRCs in both directions
+    s.handshake();
+    s.stream[side][16] &= static_cast<std::uint8_t>(~wire::kMpaFlagCrc);  // C clear on one side
+    s.traffic();
+    auto r = s.run(s.segments(3, false));
+    EXPECT_TRUE(r.violations().empty()) << side << dump(r);
+    // A flipped payload byte in the direction of the side that cleared C is still caught.
+    s.stream[side][s.payload_byte(side, 2)] ^= 1;
+    r = s.run(s.segments(3, false));
+    ASSERT_EQ(r.violations().size(), 1u) << side << dump(r);
+    EXPECT_EQ(r.violations()[0].rule, "fpdu.crc");
+  }
+}
+
 TEST(IwarpSynthRules, RejectStopsChecking) {
   Synth s;
   s.handshake();

@@ -1,0 +1,109 @@
+// The packet I/O interface every backend implements: send and receive batches of
+// RoCEv2 datagrams (UDP payloads, BTH first, ICRC last) with their addressing.
+// Backends own framing below the BTH: they fill the ICRC on send and verify it on
+// receive (a bad ICRC is a counted drop), because only they know the IP/UDP
+// headers actually used on the wire.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace softrdma::netdev {
+
+// An IP address; IPv4 is held as IPv4-mapped IPv6 (::ffff:a.b.c.d), as in a RoCE v2 GID.
+struct IpAddr {
+  std::array<std::uint8_t, 16> bytes{};
+  static IpAddr v4(std::uint32_t host_order);
+  static IpAddr v6(const std::array<std::uint8_t, 16>& b) { return IpAddr{b}; }
+  // Parses "a.b.c.d" or an IPv6 literal; false on a bad string.
+  static bool parse(const std::string& s, IpAddr& out);
+  bool is_v4() const;
+  std::uint32_t v4_host() const;  // meaningful when is_v4()
+  std::string str() const;
+  auto operator<=>(const IpAddr&) const = default;
+};
+
+inline constexpr std::uint16_t kRoceV2Port = 4791;
+// Largest datagram a backend carries: 4096-byte MTU payload + headers, with room
+// for 9000-byte jumbo frames.
+inline constexpr std::size_t kMaxDatagram = 9216;
+
+// One datagram. `data` points at a caller-owned buffer of `cap` bytes; `len` bytes
+// are used: BTH … payload, pad, and the 4 ICRC bytes (filled by the backend on send).
+struct Packet {
+  IpAddr src;
+  IpAddr dst;
+  std::uint16_t src_port = 0xC000;
+  std::uint16_t dst_port = kRoceV2Port;
+  std::uint8_t traffic_class = 0;
+  std::uint8_t hop_limit = 64;
+  std::uint8_t* data = nullptr;
+  std::uint32_t len = 0;
+  std::uint32_t cap = 0;
+};
+
+// Per-device counters (like rxe's hw_counters, for the packet layer).
+struct Counters {
+  std::uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  std::uint64_t rx_icrc_errors = 0;  // dropped: bad ICRC
+  std::uint64_t rx_malformed = 0;    // dropped: shorter than BTH + ICRC, bad UDP, …
+  std::uint64_t rx_not_ours = 0;     // dropped: destination is not one of our addresses
+  std::uint64_t tx_errors = 0;       // the OS refused a send
+  std::uint64_t tx_dropped = 0;      // sent, but lost below us (no such host, full ring)
+  std::uint64_t rx_dropped = 0;      // arrived at a full receive queue
+  std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_corrupted = 0,
+                fault_delayed = 0;
+};
+
+// The live counters a backend updates (relaxed atomics: several threads send).
+struct AtomicCounters {
+  std::atomic<std::uint64_t> tx_packets{0}, tx_bytes{0}, rx_packets{0}, rx_bytes{0},
+      rx_icrc_errors{0}, rx_malformed{0}, rx_not_ours{0}, tx_errors{0}, tx_dropped{0},
+      rx_dropped{0}, fault_dropped{0}, fault_duplicated{0}, fault_reordered{0}, fault_corrupted{0},
+      fault_delayed{0};
+  Counters snapshot() const;
+};
+inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {
+  c.fetch_add(n, std::memory_order_relaxed);
+}
+
+// Threads: send_batch may be called from several threads at once; recv_batch,
+// service and next_timeout_ms from one thread at a time (the progress thread or
+// a polling application thread holding the device's receive lock).
+class Netdev {
+ public:
+  virtual ~Netdev() = default;
+  virtual std::string name() const = 0;     // e.g. "mem:10.0.0.1", "udp:127.0.0.1"
+  virtual std::string backend() const = 0;  // "mem", "udp", …
+  virtual std::uint32_t mtu() const = 0;    // IP MTU of the link (1500, 9000, …)
+  virtual std::span<const IpAddr> addresses() const = 0;
+
+  // Sends the packets (fills each ICRC first). Packets are copied or sent before
+  // return, so their buffers may be reused. Returns how many were accepted; the
+  // rest were refused (counted in tx_errors).
+  // Backends stop at the first packet they refuse (shorter than BTH + ICRC, longer than
+  // the MTU allows, wrong address family), so the accepted ones are a prefix. They set
+  // each accepted packet's src (and src_port, when the asked one could not be used) to
+  // what actually went on the wire, since the ICRC covers it.
+  virtual std::size_t send_batch(std::span<Packet* const> pkts) = 0;
+  // Non-blocking: fills up to pkts.size() packets (each with its own buffer and cap)
+  // and returns how many. Packets with a bad ICRC never come out (counted).
+  virtual std::size_t recv_batch(std::span<Packet* const> pkts) = 0;
+  // Readable (EPOLLIN) when recv_batch may return packets.
+  virtual int wait_fd() const = 0;
+  // Milliseconds until the backend needs service() again (delayed packets), or -1.
+  virtual int next_timeout_ms() const { return -1; }
+  // Releases delayed packets that are due. Cheap; call it in every progress loop.
+  virtual void service() {}
+
+  Counters counters() const { return counters_.snapshot(); }
+
+ protected:
+  AtomicCounters counters_;
+};
+
+}  // namespace softrdma::netdev

@@ -1,0 +1,492 @@
+#include "netdev/udp.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/filter.h>
+#include <linux/udp.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <poll.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "netdev/icrc_pseudo.h"
+#include "wire/net.h"
+#include "wire/roce_opcode.h"
+
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+namespace softrdma::netdev {
+
+namespace {
+
+constexpr int kSockBuf = 16 << 20;
+constexpr std::size_t kSendChunk = 64;
+constexpr std::size_t kRecvBatch = 32;
+constexpr std::size_t kGroBufSize = 65536;
+constexpr int kSendWaitMs = 100;
+
+bool setopt(int fd, int level, int name, int value) {
+  return setsockopt(fd, level, name, &value, sizeof value) == 0;
+}
+
+void set_buffers(int fd, int rcv, int snd) {
+  if (rcv > 0 && !setopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, rcv))
+    setopt(fd, SOL_SOCKET, SO_RCVBUF, rcv);
+  if (snd > 0 && !setopt(fd, SOL_SOCKET, SO_SNDBUFFORCE, snd))
+    setopt(fd, SOL_SOCKET, SO_SNDBUF, snd);
+}
+
+socklen_t to_sockaddr(const IpAddr& a, std::uint16_t port, std::uint32_t scope_id,
+                      sockaddr_storage& ss) {
+  std::memset(&ss, 0, sizeof ss);
+  if (a.is_v4()) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&ss);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(port);
+    s->sin_addr.s_addr = htonl(a.v4_host());
+    return sizeof(sockaddr_in);
+  }
+  auto* s = reinterpret_cast<sockaddr_in6*>(&ss);
+  s->sin6_family = AF_INET6;
+  s->sin6_port = htons(port);
+  std::memcpy(s->sin6_addr.s6_addr, a.bytes.data(), 16);
+  if (a.bytes[0] == 0xFE && (a.bytes[1] & 0xC0) == 0x80) s->sin6_scope_id = scope_id;
+  return sizeof(sockaddr_in6);
+}
+
+bool from_sockaddr(const sockaddr_storage& ss, IpAddr& a, std::uint16_t& port) {
+  if (ss.ss_family == AF_INET) {
+    const auto* s = reinterpret_cast<const sockaddr_in*>(&ss);
+    a = IpAddr::v4(ntohl(s->sin_addr.s_addr));
+    port = ntohs(s->sin_port);
+    return true;
+  }
+  if (ss.ss_family == AF_INET6) {
+    const auto* s = reinterpret_cast<const sockaddr_in6*>(&ss);
+    std::memcpy(a.bytes.data(), s->sin6_addr.s6_addr, 16);
+    port = ntohs(s->sin6_port);
+    return true;
+  }
+  return false;
+}
+
+std::string endpoint(const IpAddr& a, std::uint16_t port) {
+  const std::string host = a.is_v4() ? a.str() : "[" + a.str() + "]";
+  return host + ":" + std::to_string(port);
+}
+
+// The interface that owns `a` (or, failing that, whose subnet holds it, as 127.0.0.2 is on lo):
+// its MTU and index. 1500 and 0 when none is found.
+void find_interface(const IpAddr& a, int fd, std::uint32_t& mtu, std::uint32_t& index) {
+  mtu = 1500;
+  index = 0;
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return;
+  auto to_ip = [](const sockaddr* sa, IpAddr& out) {
+    if (!sa || (sa->sa_family != AF_INET && sa->sa_family != AF_INET6)) return false;
+    sockaddr_storage ss{};
+    std::memcpy(&ss, sa, sa->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    std::uint16_t port = 0;
+    return from_sockaddr(ss, out, port);
+  };
+  const ifaddrs* exact = nullptr;
+  const ifaddrs* subnet = nullptr;
+  for (const ifaddrs* i = list; i && !exact; i = i->ifa_next) {
+    IpAddr b, mask;
+    if (!i->ifa_name || !to_ip(i->ifa_addr, b) || b.is_v4() != a.is_v4()) continue;
+    if (b == a) {
+      exact = i;
+    } else if (!subnet && to_ip(i->ifa_netmask, mask)) {
+      bool same = true;
+      for (std::size_t k = 0; k < 16; ++k) {
+        const std::uint8_t m = a.is_v4() && k < 12 ? 0xFF : mask.bytes[k];
+        same = same && ((a.bytes[k] ^ b.bytes[k]) & m) == 0;
+      }
+      if (same) subnet = i;
+    }
+  }
+  if (const ifaddrs* i = exact ? exact : subnet) {
+    ifreq ifr{};
+    std::strncpy(ifr.ifr_name, i->ifa_name, IFNAMSIZ - 1);
+    if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
+      mtu = static_cast<std::uint32_t>(ifr.ifr_mtu);
+    }
+    index = if_nametoindex(i->ifa_name);
+  }
+  freeifaddrs(list);
+}
+
+// Path MTU discovery on (DF set), which also makes Linux send IPv4 ID 0 from unconnected sockets.
+void set_df(int fd, bool v4) {
+  if (v4) {
+    setopt(fd, IPPROTO_IP, IP_MTU_DISCOVER, IP_PMTUDISC_DO);
+  } else {
+    setopt(fd, IPPROTO_IPV6, IPV6_MTU_DISCOVER, IPV6_PMTUDISC_DO);
+  }
+}
+
+}  // namespace
+
+UdpNetdev::Sock::~Sock() {
+  if (fd >= 0) close(fd);
+}
+
+std::unique_ptr<UdpNetdev> UdpNetdev::open(IpAddr local, std::string& error, FaultConfig faults,
+                                           std::uint16_t port) {
+  std::unique_ptr<UdpNetdev> d(new UdpNetdev());
+  const std::string where = "udp:" + endpoint(local, port);
+  auto fail = [&](const std::string& what) {
+    error = where + ": " + what + std::strerror(errno);
+    return nullptr;
+  };
+  d->addrs_[0] = local;
+  d->port_ = port;
+  d->v4_ = local.is_v4();
+  const int family = d->v4_ ? AF_INET : AF_INET6;
+  d->rx_fd_ = socket(family, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (d->rx_fd_ < 0) return fail("socket: ");
+  const int fd = d->rx_fd_;
+  if (!d->v4_ && !setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) return fail("IPV6_V6ONLY: ");
+  set_buffers(fd, kSockBuf, kSockBuf);
+  set_df(fd, d->v4_);
+  bool ok = d->v4_
+                ? setopt(fd, IPPROTO_IP, IP_PKTINFO, 1) && setopt(fd, IPPROTO_IP, IP_RECVTOS, 1) &&
+                      setopt(fd, IPPROTO_IP, IP_RECVTTL, 1)
+                : setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) &&
+                      setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) &&
+                      setopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+  if (!ok) return fail("packet info options: ");
+  d->gro_ = setopt(fd, IPPROTO_UDP, UDP_GRO, 1);
+  find_interface(local, fd, d->mtu_, d->scope_id_);
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(local, port, d->scope_id_, ss);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return fail("");
+
+  d->pend_efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  d->epfd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (d->pend_efd_ < 0 || d->epfd_ < 0) return fail("eventfd/epoll: ");
+  for (int member : {d->rx_fd_, d->pend_efd_}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = member;
+    if (epoll_ctl(d->epfd_, EPOLL_CTL_ADD, member, &ev) != 0) return fail("epoll_ctl: ");
+  }
+  d->buf_size_ = d->gro_ ? kGroBufSize : kMaxDatagram;
+  d->rx_bufs_.resize(d->buf_size_ * kRecvBatch);
+  if (faults.any()) d->faults_ = std::make_unique<FaultInjector>(faults, d->counters_);
+  return d;
+}
+
+UdpNetdev::~UdpNetdev() {
+  if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit(p); });
+  {
+    std::lock_guard lock(send_mu_);
+    send_socks_.clear();
+  }
+  for (int fd : {epfd_, pend_efd_, rx_fd_}) {
+    if (fd >= 0) close(fd);
+  }
+}
+
+std::string UdpNetdev::name() const {
+  return port_ == kRoceV2Port ? "udp:" + addrs_[0].str() : "udp:" + endpoint(addrs_[0], port_);
+}
+
+std::size_t UdpNetdev::send_sockets() const {
+  std::lock_guard lock(send_mu_);
+  return send_socks_.size();
+}
+
+std::shared_ptr<UdpNetdev::Sock> UdpNetdev::make_send_socket(std::uint16_t src_port) const {
+  auto s = std::make_shared<Sock>();
+  s->fd = socket(v4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (s->fd < 0) return nullptr;
+  if (!v4_) setopt(s->fd, IPPROTO_IPV6, IPV6_V6ONLY, 1);
+  setopt(s->fd, SOL_SOCKET, SO_REUSEADDR, 1);
+  setopt(s->fd, SOL_SOCKET, SO_REUSEPORT, 1);
+  set_buffers(s->fd, 0, kSockBuf);
+  setopt(s->fd, SOL_SOCKET, SO_RCVBUF, 4096);
+  set_df(s->fd, v4_);
+  // It only sends: a filter that accepts nothing keeps stray datagrams from queueing on it.
+  sock_filter reject_all = BPF_STMT(BPF_RET | BPF_K, 0);
+  sock_fprog prog{1, &reject_all};
+  setsockopt(s->fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog);
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(addrs_[0], src_port, scope_id_, ss);
+  if (bind(s->fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return nullptr;
+  return s;
+}
+
+std::shared_ptr<UdpNetdev::Sock> UdpNetdev::send_socket(std::uint16_t src_port) {
+  std::lock_guard lock(send_mu_);
+  auto it = send_socks_.find(src_port);
+  if (it != send_socks_.end()) {
+    it->second.last_use = ++use_clock_;
+    return it->second.sock;
+  }
+  if (send_socks_.size() >= kMaxSendSockets) {
+    auto lru = std::min_element(send_socks_.begin(), send_socks_.end(), [](auto& a, auto& b) {
+      return a.second.last_use < b.second.last_use;
+    });
+    send_socks_.erase(lru);  // closes when the last sender using it is done
+  }
+  SendEntry e{make_send_socket(src_port), ++use_clock_};
+  send_socks_.emplace(src_port, e);
+  return e.sock;
+}
+
+std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
+  const std::uint32_t ip_udp = (v4_ ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
+  const std::uint32_t max_len =
+      std::min<std::uint32_t>(kMaxDatagram, mtu_ > ip_udp ? mtu_ - ip_udp : 0);
+  std::size_t n = 0;
+  std::uint16_t last_asked = 0, last_used = 0;
+  bool have_last = false;
+  for (Packet* p : pkts) {
+    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len ||
+        p->dst.is_v4() != v4_) {
+      break;
+    }
+    p->src = addrs_[0];
+    if (!have_last || p->src_port != last_asked) {
+      last_asked = p->src_port;
+      last_used = p->src_port == port_ || send_socket(p->src_port) ? p->src_port : port_;
+      have_last = true;
+    }
+    p->src_port = last_used;
+    fill_icrc(*p);
+    ++n;
+  }
+  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
+  if (n == 0) return 0;
+  if (faults_) {
+    faults_->process(pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
+    return n;
+  }
+  // Without faults the packets go straight out; copy their headers into a contiguous run.
+  std::array<Packet, kSendChunk> run;
+  for (std::size_t i = 0; i < n; i += kSendChunk) {
+    const std::size_t m = std::min(kSendChunk, n - i);
+    for (std::size_t j = 0; j < m; ++j) run[j] = *pkts[i + j];
+    transmit(std::span<const Packet>(run.data(), m));
+  }
+  return n;
+}
+
+void UdpNetdev::transmit(std::span<const Packet> pkts) {
+  std::size_t i = 0;
+  while (i < pkts.size()) {
+    std::size_t j = i + 1;
+    while (j < pkts.size() && j - i < kSendChunk && pkts[j].src_port == pkts[i].src_port) ++j;
+    std::shared_ptr<Sock> sock;
+    if (pkts[i].src_port != port_) sock = send_socket(pkts[i].src_port);
+    send_chunk(sock ? sock->fd : rx_fd_, &pkts[i], j - i);
+    i = j;
+  }
+}
+
+void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
+  constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(int)) * 2;
+  std::array<mmsghdr, kSendChunk> msgs{};
+  std::array<iovec, kSendChunk> iov{};
+  std::array<sockaddr_storage, kSendChunk> addrs;
+  alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kSendChunk> cbuf{};
+  for (std::size_t i = 0; i < n; ++i) {
+    const Packet& p = pkts[i];
+    iov[i].iov_base = p.data;
+    iov[i].iov_len = p.len;
+    msghdr& h = msgs[i].msg_hdr;
+    h.msg_name = &addrs[i];
+    h.msg_namelen = to_sockaddr(p.dst, p.dst_port, scope_id_, addrs[i]);
+    h.msg_iov = &iov[i];
+    h.msg_iovlen = 1;
+    h.msg_control = cbuf[i].data();
+    h.msg_controllen = kCmsgSpace;
+    cmsghdr* c = CMSG_FIRSTHDR(&h);
+    const int tc = p.traffic_class;
+    c->cmsg_level = v4_ ? IPPROTO_IP : IPPROTO_IPV6;
+    c->cmsg_type = v4_ ? IP_TOS : IPV6_TCLASS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &tc, sizeof tc);
+    if (p.hop_limit != 0) {
+      const int hl = p.hop_limit;
+      c = CMSG_NXTHDR(&h, c);
+      c->cmsg_level = v4_ ? IPPROTO_IP : IPPROTO_IPV6;
+      c->cmsg_type = v4_ ? IP_TTL : IPV6_HOPLIMIT;
+      c->cmsg_len = CMSG_LEN(sizeof(int));
+      std::memcpy(CMSG_DATA(c), &hl, sizeof hl);
+    } else {
+      h.msg_controllen = CMSG_SPACE(sizeof(int));
+    }
+  }
+  std::size_t off = 0;
+  bool waited = false;
+  while (off < n) {
+    const int r = sendmmsg(fd, &msgs[off], static_cast<unsigned>(n - off), 0);
+    if (r > 0) {
+      for (std::size_t i = off; i < off + static_cast<std::size_t>(r); ++i) {
+        bump(counters_.tx_packets);
+        bump(counters_.tx_bytes, pkts[i].len);
+      }
+      off += static_cast<std::size_t>(r);
+      waited = false;
+      continue;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN && !waited) {
+      // The socket's send buffer is full: wait (without spinning) for room, once.
+      pollfd pfd{fd, POLLOUT, 0};
+      poll(&pfd, 1, kSendWaitMs);
+      waited = true;
+      continue;
+    }
+    if (errno == EAGAIN) {
+      bump(counters_.tx_errors, n - off);  // still full: the rest is lost, like a full ring
+      return;
+    }
+    bump(counters_.tx_errors);  // this datagram was refused (EMSGSIZE, ENOBUFS, …): skip it
+    ++off;
+  }
+}
+
+void UdpNetdev::set_pending_signal(bool on) {
+  if (on == pending_signaled_) return;
+  if (on) {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] ssize_t r = write(pend_efd_, &one, sizeof one);
+  } else {
+    std::uint64_t v;
+    [[maybe_unused]] ssize_t r = read(pend_efd_, &v, sizeof v);
+  }
+  pending_signaled_ = on;
+}
+
+bool UdpNetdev::deliver(const Packet& view, Packet& out) {
+  if (view.dst != addrs_[0]) {
+    bump(counters_.rx_not_ours);
+    return false;
+  }
+  if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+    bump(counters_.rx_malformed);
+    return false;
+  }
+  if (!check_icrc(view)) {
+    bump(counters_.rx_icrc_errors);
+    return false;
+  }
+  std::uint8_t* buf = out.data;
+  const std::uint32_t cap = out.cap;
+  std::memcpy(buf, view.data, view.len);
+  out = view;
+  out.data = buf;
+  out.cap = cap;
+  bump(counters_.rx_packets);
+  bump(counters_.rx_bytes, view.len);
+  return true;
+}
+
+std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
+  std::size_t n = 0;
+  while (n < pkts.size() && !pending_.empty()) {
+    if (deliver(pending_.front().view, *pkts[n])) ++n;
+    pending_.pop_front();
+  }
+  constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(in6_pktinfo)) + 3 * CMSG_SPACE(sizeof(int));
+  while (n < pkts.size() && pending_.empty()) {
+    const std::size_t want = std::min(kRecvBatch, pkts.size() - n);
+    std::array<mmsghdr, kRecvBatch> msgs{};
+    std::array<iovec, kRecvBatch> iov{};
+    std::array<sockaddr_storage, kRecvBatch> from{};
+    alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kRecvBatch> cbuf{};
+    for (std::size_t i = 0; i < want; ++i) {
+      iov[i].iov_base = rx_bufs_.data() + i * buf_size_;
+      iov[i].iov_len = buf_size_;
+      msghdr& h = msgs[i].msg_hdr;
+      h.msg_name = &from[i];
+      h.msg_namelen = sizeof from[i];
+      h.msg_iov = &iov[i];
+      h.msg_iovlen = 1;
+      h.msg_control = cbuf[i].data();
+      h.msg_controllen = kCmsgSpace;
+    }
+    const int r = recvmmsg(rx_fd_, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    if (r <= 0) {
+      if (r < 0 && errno == EINTR) continue;
+      break;
+    }
+    for (std::size_t i = 0; i < static_cast<std::size_t>(r); ++i) {
+      msghdr& h = msgs[i].msg_hdr;
+      Packet view;
+      view.dst = addrs_[0];
+      view.dst_port = port_;
+      if ((h.msg_flags & MSG_TRUNC) || !from_sockaddr(from[i], view.src, view.src_port)) {
+        bump(counters_.rx_malformed);
+        continue;
+      }
+      std::size_t seg = msgs[i].msg_len;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
+        int v = 0;
+        if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
+          in_pktinfo pi;
+          std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+          view.dst = IpAddr::v4(ntohl(pi.ipi_addr.s_addr));
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_PKTINFO) {
+          in6_pktinfo pi;
+          std::memcpy(&pi, CMSG_DATA(c), sizeof pi);
+          std::memcpy(view.dst.bytes.data(), pi.ipi6_addr.s6_addr, 16);
+        } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+          view.traffic_class = *reinterpret_cast<const std::uint8_t*>(CMSG_DATA(c));
+        } else if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) {
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          view.hop_limit = static_cast<std::uint8_t>(v);
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          view.traffic_class = static_cast<std::uint8_t>(v);
+        } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT) {
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          view.hop_limit = static_cast<std::uint8_t>(v);
+        } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+          std::memcpy(&v, CMSG_DATA(c), sizeof v);
+          if (v > 0) seg = static_cast<std::size_t>(v);
+        }
+      }
+      // A GRO buffer holds segments of `seg` bytes, the last one possibly shorter.
+      std::uint8_t* base = static_cast<std::uint8_t*>(iov[i].iov_base);
+      for (std::size_t off = 0; off < msgs[i].msg_len; off += seg) {
+        view.data = base + off;
+        view.len = static_cast<std::uint32_t>(std::min(seg, msgs[i].msg_len - off));
+        view.cap = view.len;
+        if (n < pkts.size() && pending_.empty()) {
+          if (deliver(view, *pkts[n])) ++n;
+        } else {
+          pending_.push_back(Pending{view});
+        }
+        if (seg == 0) break;
+      }
+    }
+    if (static_cast<std::size_t>(r) < want) break;
+  }
+  set_pending_signal(!pending_.empty());
+  return n;
+}
+
+int UdpNetdev::next_timeout_ms() const {
+  return faults_ ? faults_->next_timeout_ms() : -1;
+}
+
+void UdpNetdev::service() {
+  if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+}
+
+}  // namespace softrdma::netdev

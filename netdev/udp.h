@@ -1,0 +1,92 @@
+// UDP socket backend: RoCEv2 datagrams over the host's UDP/IP stack (port 4791), with per-QP
+// source ports, DF set, traffic class and hop limit per packet, sendmmsg/recvmmsg and UDP GRO.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "netdev/faults.h"
+#include "netdev/netdev.h"
+
+namespace softrdma::netdev {
+
+class UdpNetdev : public Netdev {
+ public:
+  // Binds local:port. nullptr with `error` set (e.g. "udp:127.0.0.1:4791: Address already in
+  // use") when the socket cannot be set up.
+  static std::unique_ptr<UdpNetdev> open(IpAddr local, std::string& error, FaultConfig faults = {},
+                                         std::uint16_t port = kRoceV2Port);
+  ~UdpNetdev() override;
+  UdpNetdev(const UdpNetdev&) = delete;
+  UdpNetdev& operator=(const UdpNetdev&) = delete;
+
+  std::string name() const override;
+  std::string backend() const override { return "udp"; }
+  std::uint32_t mtu() const override { return mtu_; }
+  std::span<const IpAddr> addresses() const override { return addrs_; }
+
+  // Sets each packet's src to the local address and src_port to the port actually used (the
+  // receive port when no socket could be bound to the one asked for), fills the ICRC, applies
+  // faults and sends. Stops at (refuses) a packet that is too short, too long for the MTU or of
+  // the other address family. A datagram the OS will not take is lost like on a wire: it is
+  // counted in tx_errors but still accepted.
+  std::size_t send_batch(std::span<Packet* const> pkts) override;
+  std::size_t recv_batch(std::span<Packet* const> pkts) override;
+  int wait_fd() const override { return epfd_; }
+  int next_timeout_ms() const override;
+  void service() override;
+
+  std::uint16_t port() const { return port_; }
+  bool gro() const { return gro_; }  // the kernel may hand us coalesced datagrams
+  // Send sockets kept open, one per source port; beyond this the least recently used closes.
+  static constexpr std::size_t kMaxSendSockets = 64;
+  std::size_t send_sockets() const;
+
+ private:
+  struct Sock {
+    int fd = -1;
+    ~Sock();
+  };
+  struct SendEntry {
+    std::shared_ptr<Sock> sock;  // null: binding failed, the receive socket sends instead
+    std::uint64_t last_use = 0;
+  };
+  struct Pending {  // a received segment waiting for room in the caller's batch
+    Packet view;
+  };
+  UdpNetdev() = default;
+  std::shared_ptr<Sock> send_socket(std::uint16_t src_port);  // null: use the receive socket
+  std::shared_ptr<Sock> make_send_socket(std::uint16_t src_port) const;
+  void transmit(std::span<const Packet> pkts);
+  void send_chunk(int fd, const Packet* pkts, std::size_t n);
+  bool deliver(const Packet& view, Packet& out);
+  void set_pending_signal(bool on);
+
+  std::array<IpAddr, 1> addrs_;
+  std::uint16_t port_ = kRoceV2Port;
+  std::uint32_t mtu_ = 1500;
+  std::uint32_t scope_id_ = 0;  // for IPv6 link-local addresses
+  bool v4_ = true;
+  bool gro_ = false;
+  int rx_fd_ = -1;
+  int epfd_ = -1;
+  int pend_efd_ = -1;
+  std::unique_ptr<FaultInjector> faults_;
+
+  mutable std::mutex send_mu_;
+  std::map<std::uint16_t, SendEntry> send_socks_;
+  std::uint64_t use_clock_ = 0;
+
+  // Receive state (one receiving thread at a time).
+  std::size_t buf_size_ = 0;
+  std::vector<std::uint8_t> rx_bufs_;
+  std::deque<Pending> pending_;
+  bool pending_signaled_ = false;
+};
+
+}  // namespace softrdma::netdev

@@ -1,0 +1,277 @@
+// The completer: consumes ACKs, NAKs, read responses and atomic ACKs, completes
+// send-queue WQEs in order, and drives retries (timeouts, sequence-error NAKs,
+// RNR NAKs with the IB timer table).
+#include <cstring>
+
+#include "rxe/device.h"
+#include "rxe/payload.h"
+#include "rxe/psn.h"
+#include "rxe/qp.h"
+
+namespace softrdma::rxe {
+
+namespace {
+
+// IBTA table 45: RNR NAK timer codes, in microseconds.
+constexpr std::uint32_t kRnrTimerUs[32] = {
+    655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,   320,
+    480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240, 15360,
+    20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    default: return WcOpcode::kSend;
+  }
+}
+
+}  // namespace
+
+void Qp::complete_send(SendWqe& w) {
+  if (w.is_read_or_atomic() && w.started && outstanding_rd_atomic_ > 0) --outstanding_rd_atomic_;
+  if (!(w.flags & kSendSignaled) && !sq_sig_all_ && w.status == WcStatus::kSuccess) return;
+  Wc wc;
+  wc.wr_id = w.wr_id;
+  wc.status = w.status;
+  wc.opcode = wc_opcode(w.opcode);
+  wc.qp_num = qpn_;
+  if (w.status == WcStatus::kSuccess) {
+    wc.byte_len = w.is_read_or_atomic() && w.opcode != WrOpcode::kRdmaRead
+                      ? 8
+                      : static_cast<std::uint32_t>(w.length);
+  }
+  if (!send_cq_->push(wc, false)) dev_.async_event({AsyncEventType::kCqErr, nullptr, send_cq_});
+}
+
+void Qp::complete_ready() {
+  while (!sq_.empty() && sq_.front().done) {
+    complete_send(sq_.front());
+    sq_.pop_front();
+    if (req_idx_ > 0) --req_idx_;
+  }
+}
+
+void Qp::fail_head(WcStatus status) {
+  for (SendWqe& w : sq_) {
+    if (!w.done) {
+      w.done = true;
+      w.status = status;
+      break;
+    }
+  }
+  enter_error();
+  dev_.async_event({AsyncEventType::kQpFatal, this});
+}
+
+void Qp::ack_through(std::uint32_t psn, bool implicit) {
+  bool progress = false;
+  for (SendWqe& w : sq_) {
+    if (!w.started) break;
+    if (w.done) continue;
+    if (psn_cmp(w.last_psn, psn) > 0) break;
+    if (w.is_read_or_atomic()) {
+      // Acknowledged past a read or atomic whose responses did not all arrive:
+      // they were lost; ask again for what is missing.
+      if (!implicit) retry_from(w.resp_psn);
+      break;
+    }
+    w.done = true;
+    progress = true;
+  }
+  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) {
+    unacked_psn_ = psn_add(psn, 1);
+    progress = true;
+  }
+  if (progress) {
+    retry_left_ = attr_.retry_cnt;
+    rnr_retry_left_ = attr_.rnr_retry;
+  }
+}
+
+void Qp::rc_response(const wire::RocePacket& pkt) {
+  using wire::OpKind;
+  const auto now = Clock::now();
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  const wire::RoceOpcodeInfo& info = *pkt.info;
+  // A response for nothing outstanding is a stale duplicate.
+  if (psn_cmp(psn, req_psn_) >= 0) return;
+
+  if (info.kind == OpKind::kAck) {
+    const std::uint8_t syn = pkt.hdr.aeth->syndrome;
+    switch (wire::aeth_kind(syn)) {
+      case wire::AethKind::kAck:
+        ack_through(psn, false);
+        break;
+      case wire::AethKind::kRnrNak:
+        ++counters_.rnr_naks_received;
+        ack_through(psn_add(psn, kPsnMask), true);
+        if (rnr_retry_left_ == 0) {
+          ++counters_.rnr_retry_exceeded;
+          fail_head(WcStatus::kRnrRetryExcErr);
+          return;
+        }
+        if (attr_.rnr_retry != 7) --rnr_retry_left_;
+        rnr_psn_ = psn;
+        rnr_deadline_ = now + std::chrono::microseconds(kRnrTimerUs[syn & 0x1F]);
+        retransmit_deadline_ = Clock::time_point::max();
+        break;
+      case wire::AethKind::kNak: {
+        if (syn == wire::syndrome::kNakPsnSeqErr) {
+          ack_through(psn_add(psn, kPsnMask), true);
+          if (retry_left_ == 0) {
+            ++counters_.retry_exceeded;
+            fail_head(WcStatus::kRetryExcErr);
+            return;
+          }
+          --retry_left_;
+          retry_from(psn);
+          break;
+        }
+        ack_through(psn_add(psn, kPsnMask), true);
+        complete_ready();
+        WcStatus st = WcStatus::kRemOpErr;
+        if (syn == wire::syndrome::kNakInvalidRequest) st = WcStatus::kRemInvReqErr;
+        if (syn == wire::syndrome::kNakRemoteAccess) st = WcStatus::kRemAccessErr;
+        if (syn == wire::syndrome::kNakInvalidRdRequest) st = WcStatus::kRemInvRdReqErr;
+        fail_head(st);
+        return;
+      }
+      default:
+        return;
+    }
+  } else if (info.kind == OpKind::kReadResponse || info.kind == OpKind::kAtomicAck) {
+    SendWqe* target = nullptr;
+    for (SendWqe& w : sq_) {
+      if (!w.started) break;
+      if (w.done) continue;
+      if (psn_cmp(w.last_psn, psn) < 0) {
+        if (w.is_read_or_atomic()) {
+          // Responses of an earlier read/atomic are missing.
+          if (retry_left_ == 0) {
+            ++counters_.retry_exceeded;
+            fail_head(WcStatus::kRetryExcErr);
+            return;
+          }
+          --retry_left_;
+          retry_from(w.resp_psn);
+          return;
+        }
+        w.done = true;  // implicitly acknowledged
+        continue;
+      }
+      if (psn_cmp(w.first_psn, psn) <= 0) target = &w;
+      break;
+    }
+    if (!target) return;
+    SendWqe& w = *target;
+    const bool atomic_ack = info.kind == OpKind::kAtomicAck;
+    if (atomic_ack != (w.opcode != WrOpcode::kRdmaRead) || !w.is_read_or_atomic()) {
+      fail_head(WcStatus::kBadRespErr);
+      return;
+    }
+    if (psn != w.resp_psn) {
+      if (psn_cmp(psn, w.resp_psn) > 0) {
+        if (retry_left_ == 0) {
+          ++counters_.retry_exceeded;
+          fail_head(WcStatus::kRetryExcErr);
+          return;
+        }
+        --retry_left_;
+        retry_from(w.resp_psn);
+      }
+      return;  // a duplicate, or a gap being retried
+    }
+    WcStatus err = WcStatus::kSuccess;
+    if (atomic_ack) {
+      const std::uint64_t orig = pkt.hdr.atomic_ack_eth->orig;
+      std::uint8_t buf[8];
+      std::memcpy(buf, &orig, 8);  // host order into the local buffer, as verbs expects
+      if (!scatter(dev_.mrs(), pd_, w.sge, 0, buf, 8, err)) {
+        w.done = true;
+        w.status = err;
+        complete_ready();
+        enter_error();
+        return;
+      }
+      w.done = true;
+      w.resp_psn = psn_add(psn, 1);
+    } else {
+      const auto n = static_cast<std::uint32_t>(pkt.payload.size());
+      const std::uint64_t want = std::min<std::uint64_t>(mtu_, w.length - w.resp_bytes);
+      const bool last = info.seg == wire::Seg::kLast || info.seg == wire::Seg::kOnly;
+      if (n != want || last != (w.resp_bytes + n == w.length)) {
+        fail_head(WcStatus::kBadRespErr);
+        return;
+      }
+      if (n && !scatter(dev_.mrs(), pd_, w.sge, w.resp_bytes, pkt.payload.data(), n, err)) {
+        w.done = true;
+        w.status = err;
+        complete_ready();
+        enter_error();
+        return;
+      }
+      w.resp_bytes += n;
+      w.resp_psn = psn_add(psn, 1);
+      if (last) w.done = true;
+    }
+    if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) unacked_psn_ = psn_add(psn, 1);
+    retry_left_ = attr_.retry_cnt;
+  } else {
+    return;
+  }
+  complete_ready();
+  bool outstanding = false;
+  for (const SendWqe& w : sq_) {
+    if (w.started && !w.done) {
+      outstanding = true;
+      break;
+    }
+  }
+  if (!outstanding) {
+    retransmit_deadline_ = Clock::time_point::max();
+  } else if (rnr_deadline_ == Clock::time_point::max()) {
+    arm_retransmit(now);
+  }
+}
+
+void Qp::run_timers(Clock::time_point now) {
+  if (attr_.qp_state == QpState::kErr) {
+    retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
+    return;
+  }
+  if (rnr_deadline_ <= now) {
+    rnr_deadline_ = Clock::time_point::max();
+    retry_from(rnr_psn_);
+    arm_retransmit(now);
+    dev_.kick(this);
+  }
+  if (retransmit_deadline_ <= now) {
+    bool outstanding = false;
+    for (const SendWqe& w : sq_) {
+      if (w.started && !w.done) {
+        outstanding = true;
+        break;
+      }
+    }
+    if (!outstanding) {
+      retransmit_deadline_ = Clock::time_point::max();
+      return;
+    }
+    if (retry_left_ == 0) {
+      ++counters_.retry_exceeded;
+      fail_head(WcStatus::kRetryExcErr);
+      return;
+    }
+    --retry_left_;
+    retry_from(unacked_psn_);
+    arm_retransmit(now);
+    dev_.kick(this);
+  }
+}
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,67 @@
+#include "rxe/cq.h"
+
+namespace softrdma::rxe {
+
+Cq::Cq(std::uint32_t cqe) : ring_(cqe ? cqe : 1) {}
+
+bool Cq::push(const Wc& wc, bool solicited) {
+  bool fire = false, overflow = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (error_) return false;
+    if (count_ == ring_.size()) {
+      error_ = true;
+      overflow = true;
+    } else {
+      ring_[(head_ + count_) % ring_.size()] = wc;
+      ++count_;
+      if (arm_ == Arm::kNext ||
+          (arm_ == Arm::kSolicited && (solicited || wc.status != WcStatus::kSuccess))) {
+        arm_ = Arm::kNone;
+        fire = true;
+      }
+    }
+  }
+  if (overflow) {
+    if (overflow_) overflow_();
+    return false;
+  }
+  if (fire && notify_) notify_();
+  return true;
+}
+
+int Cq::poll(std::span<Wc> out) {
+  std::lock_guard lock(mutex_);
+  if (error_ && count_ == 0) return -1;
+  std::size_t n = 0;
+  while (n < out.size() && count_ > 0) {
+    out[n++] = ring_[head_];
+    head_ = (head_ + 1) % ring_.size();
+    --count_;
+  }
+  return static_cast<int>(n);
+}
+
+void Cq::req_notify(bool solicited_only) {
+  std::lock_guard lock(mutex_);
+  // Solicited-only never weakens a pending "next completion" request.
+  if (solicited_only && arm_ == Arm::kNext) return;
+  arm_ = solicited_only ? Arm::kSolicited : Arm::kNext;
+}
+
+bool Cq::resize(std::uint32_t cqe) {
+  std::lock_guard lock(mutex_);
+  if (cqe == 0 || cqe < count_) return false;
+  std::vector<Wc> ring(cqe);
+  for (std::size_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  ring_ = std::move(ring);
+  head_ = 0;
+  return true;
+}
+
+std::size_t Cq::count() const {
+  std::lock_guard lock(mutex_);
+  return count_;
+}
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,45 @@
+// Completion queue: a bounded ring of work completions with solicited / next
+// completion notification. Overflow puts the CQ in error and raises CQ_ERR.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "rxe/types.h"
+
+namespace softrdma::rxe {
+
+class Cq {
+ public:
+  explicit Cq(std::uint32_t cqe);
+  std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
+  // Called (outside the CQ lock) when an armed notification fires.
+  void set_notify(std::function<void()> fn) { notify_ = std::move(fn); }
+  // Called once when the CQ overflows.
+  void set_overflow(std::function<void()> fn) { overflow_ = std::move(fn); }
+  // Adds a completion; false when the CQ is full (the completion is lost and the
+  // CQ enters the error state, as on hardware).
+  bool push(const Wc& wc, bool solicited);
+  // Removes up to out.size() completions, oldest first. -1 once the CQ is in error.
+  int poll(std::span<Wc> out);
+  // Arms notification for the next (or next solicited) completion.
+  void req_notify(bool solicited_only);
+  // Changes the size; false (EINVAL) when more completions are queued than fit.
+  bool resize(std::uint32_t cqe);
+  std::size_t count() const;
+
+ private:
+  enum class Arm : std::uint8_t { kNone, kNext, kSolicited };
+  mutable std::mutex mutex_;
+  std::vector<Wc> ring_;
+  std::size_t head_ = 0, count_ = 0;
+  Arm arm_ = Arm::kNone;
+  bool error_ = false;
+  std::function<void()> notify_;
+  std::function<void()> overflow_;
+};
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,375 @@
+#include "rxe/device.h"
+
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <random>
+
+#include "wire/roce_headers.h"
+
+namespace softrdma::rxe {
+
+namespace {
+constexpr std::size_t kBatch = 64;
+}
+
+Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu) {
+  Mtu best = Mtu::k256;
+  for (Mtu m : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096}) {
+    if (mtu_bytes(m) + 80 <= ip_mtu) best = m;
+  }
+  return best;
+}
+
+Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
+    : name_(std::move(name)), netdev_(std::move(nd)) {
+  for (const netdev::IpAddr& a : netdev_->addresses()) gids_.push_back(a.bytes);
+  std::random_device rd;
+  node_guid_ = (std::uint64_t{rd()} << 32) | rd();
+  node_guid_ = (node_guid_ & ~std::uint64_t{0xFF} << 56) | (std::uint64_t{0x02} << 56);
+  tx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
+  rx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
+  tx_pkts_.resize(kBatch);
+  rx_pkts_.resize(kBatch);
+  for (std::size_t i = 0; i < kBatch; ++i) {
+    tx_pkts_[i].data = tx_bufs_[i].data();
+    tx_pkts_[i].cap = static_cast<std::uint32_t>(tx_bufs_[i].size());
+    rx_pkts_[i].data = rx_bufs_[i].data();
+    rx_pkts_[i].cap = static_cast<std::uint32_t>(rx_bufs_[i].size());
+    tx_ptrs_.push_back(&tx_pkts_[i]);
+    rx_ptrs_.push_back(&rx_pkts_[i]);
+  }
+  kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = kick_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, kick_fd_, &ev);
+  ev.data.fd = netdev_->wait_fd();
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, netdev_->wait_fd(), &ev);
+  thread_ = std::thread([this] { progress_loop(); });
+}
+
+Device::~Device() {
+  stop_ = true;
+  const std::uint64_t one = 1;
+  (void)!write(kick_fd_, &one, sizeof one);
+  thread_.join();
+  {
+    std::unique_lock lock(qps_mutex_);
+    qps_.clear();
+  }
+  close(epoll_fd_);
+  close(kick_fd_);
+}
+
+PortAttr Device::port_attr() const {
+  PortAttr p;
+  p.active_mtu = mtu_for_ip_mtu(netdev_->mtu());
+  p.gid_tbl_len = static_cast<std::uint32_t>(gids_.size());
+  return p;
+}
+
+Pd* Device::alloc_pd() {
+  std::lock_guard lock(objects_mutex_);
+  auto pd = std::make_unique<Pd>();
+  pd->handle = next_pd_++;
+  pds_.push_back(std::move(pd));
+  return pds_.back().get();
+}
+
+int Device::dealloc_pd(Pd* pd) {
+  {
+    std::shared_lock qlock(qps_mutex_);
+    for (const auto& [n, qp] : qps_) {
+      if (qp->pd() == pd) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mutex_);
+  for (const auto& s : srqs_) {
+    if (s->pd() == pd) return EBUSY;
+  }
+  for (const auto& [id, ah] : ahs_) {
+    if (ah.first == pd) return EBUSY;
+  }
+  auto it = std::find_if(pds_.begin(), pds_.end(), [&](const auto& p) { return p.get() == pd; });
+  if (it == pds_.end()) return EINVAL;
+  pds_.erase(it);
+  return 0;
+}
+
+std::shared_ptr<Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                   std::uint32_t access, int* err) {
+  // Remote write or atomic access needs local write (IBTA 10.6.3.1).
+  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  if (length > attr_.max_mr_size || (!addr && length)) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  auto mr = mrs_.add(pd, addr, length, iova, access);
+  *err = mr ? 0 : ENOMEM;
+  return mr;
+}
+
+int Device::dereg_mr(std::uint32_t lkey) { return mrs_.remove(lkey) ? 0 : EINVAL; }
+
+Cq* Device::create_cq(std::uint32_t cqe, int* err) {
+  if (cqe == 0 || cqe > attr_.max_cqe) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mutex_);
+  cqs_.push_back(std::make_unique<Cq>(cqe));
+  Cq* cq = cqs_.back().get();
+  cq->set_overflow([this, cq] { async_event({AsyncEventType::kCqErr, nullptr, cq}); });
+  *err = 0;
+  return cq;
+}
+
+int Device::destroy_cq(Cq* cq) {
+  {
+    std::shared_lock qlock(qps_mutex_);
+    for (const auto& [n, qp] : qps_) {
+      if (qp->send_cq_ == cq || qp->recv_cq_ == cq) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mutex_);
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](const auto& p) { return p.get() == cq; });
+  if (it == cqs_.end()) return EINVAL;
+  cqs_.erase(it);
+  return 0;
+}
+
+Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                        std::uint32_t limit, int* err) {
+  if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge || limit > max_wr) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mutex_);
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
+  Srq* srq = srqs_.back().get();
+  srq->set_limit_event(
+      [this, srq] { async_event({AsyncEventType::kSrqLimitReached, nullptr, nullptr, srq}); });
+  *err = 0;
+  return srq;
+}
+
+int Device::destroy_srq(Srq* srq) {
+  {
+    std::shared_lock qlock(qps_mutex_);
+    for (const auto& [n, qp] : qps_) {
+      if (qp->srq_ == srq) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mutex_);
+  auto it =
+      std::find_if(srqs_.begin(), srqs_.end(), [&](const auto& p) { return p.get() == srq; });
+  if (it == srqs_.end()) return EINVAL;
+  srqs_.erase(it);
+  return 0;
+}
+
+Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
+                      bool sq_sig_all, int* err) {
+  if (!pd || !send_cq || !recv_cq || cap.max_send_wr > attr_.max_qp_wr ||
+      cap.max_recv_wr > attr_.max_qp_wr || cap.max_send_sge > attr_.max_sge ||
+      cap.max_recv_sge > attr_.max_sge || cap.max_inline_data > attr_.max_inline_data) {
+    *err = EINVAL;
+    return nullptr;
+  }
+  // Report what we really give (at least one of each).
+  cap.max_send_wr = std::max<std::uint32_t>(cap.max_send_wr, 1);
+  cap.max_recv_wr = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_wr, 1);
+  cap.max_send_sge = std::max<std::uint32_t>(cap.max_send_sge, 1);
+  cap.max_recv_sge = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_sge, 1);
+  cap.max_inline_data = attr_.max_inline_data;
+  std::unique_lock lock(qps_mutex_);
+  if (qps_.size() >= attr_.max_qp) {
+    *err = ENOMEM;
+    return nullptr;
+  }
+  while (qps_.contains(next_qpn_) || next_qpn_ < 0x11) {
+    next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
+  }
+  const std::uint32_t qpn = next_qpn_;
+  next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
+  auto qp = std::make_unique<Qp>(*this, qpn, type, pd, send_cq, recv_cq, srq, cap, sq_sig_all);
+  Qp* raw = qp.get();
+  qps_[qpn] = std::move(qp);
+  *err = 0;
+  return raw;
+}
+
+int Device::destroy_qp(Qp* qp) {
+  std::unique_lock lock(qps_mutex_);
+  auto it = qps_.find(qp->qpn());
+  if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+  qps_.erase(it);
+  return 0;
+}
+
+std::uint32_t Device::create_ah(Pd* pd, const AhAttr& attr, int* err) {
+  netdev::IpAddr ip;
+  if (!gid_to_ip(attr.dgid, ip)) {
+    *err = EINVAL;
+    return 0;
+  }
+  std::lock_guard lock(objects_mutex_);
+  const std::uint32_t id = next_ah_++;
+  ahs_[id] = {pd, attr};
+  *err = 0;
+  return id;
+}
+
+int Device::destroy_ah(std::uint32_t ah) {
+  std::lock_guard lock(objects_mutex_);
+  return ahs_.erase(ah) ? 0 : EINVAL;
+}
+
+bool Device::find_ah(std::uint32_t ah, AhAttr& out) const {
+  std::lock_guard lock(const_cast<std::mutex&>(objects_mutex_));
+  auto it = ahs_.find(ah);
+  if (it == ahs_.end()) return false;
+  out = it->second.second;
+  return true;
+}
+
+void Device::set_async_handler(std::function<void(const AsyncEvent&)> fn) {
+  std::lock_guard lock(async_mutex_);
+  async_handler_ = std::move(fn);
+}
+
+void Device::async_event(const AsyncEvent& ev) {
+  std::lock_guard lock(async_mutex_);
+  if (async_handler_) async_handler_(ev);
+}
+
+DeviceCounters Device::counters() const {
+  return {rx_unknown_qp_.load(), rx_malformed_.load(), rx_packets_.load(), tx_packets_.load()};
+}
+
+netdev::IpAddr Device::source_address(std::uint8_t sgid_index) const {
+  auto addrs = netdev_->addresses();
+  if (sgid_index < addrs.size()) return addrs[sgid_index];
+  return addrs.empty() ? netdev::IpAddr{} : addrs[0];
+}
+
+bool Device::gid_to_ip(const Gid& gid, netdev::IpAddr& out) const {
+  out.bytes = gid;
+  // Link-local (fe80::) GIDs of RoCE v1 are not routable over UDP.
+  return !(gid[0] == 0xfe && (gid[1] & 0xC0) == 0x80);
+}
+
+netdev::Packet* Device::tx_packet() {
+  if (tx_count_ == tx_pkts_.size()) tx_flush();
+  netdev::Packet* p = tx_ptrs_[tx_count_];
+  p->len = 0;
+  return p;
+}
+
+void Device::tx_commit() { ++tx_count_; }
+
+void Device::tx_flush() {
+  if (tx_count_ == 0) return;
+  const std::size_t n = netdev_->send_batch(std::span(tx_ptrs_.data(), tx_count_));
+  tx_packets_.fetch_add(n, std::memory_order_relaxed);
+  tx_count_ = 0;
+}
+
+void Device::kick(Qp* qp) {
+  bool wake = false;
+  {
+    std::lock_guard lock(kick_mutex_);
+    wake = kicked_.empty();
+    kicked_.push_back(qp->qpn());
+  }
+  if (wake) {
+    const std::uint64_t one = 1;
+    (void)!write(kick_fd_, &one, sizeof one);
+  }
+}
+
+void Device::rx_step() {
+  const std::size_t n = netdev_->recv_batch(rx_ptrs_);
+  if (n == 0) return;
+  rx_packets_.fetch_add(n, std::memory_order_relaxed);
+  std::shared_lock lock(qps_mutex_);
+  for (std::size_t i = 0; i < n; ++i) {
+    const netdev::Packet& raw = *rx_ptrs_[i];
+    auto pkt = wire::parse_roce(wire::Bytes(raw.data, raw.len));
+    if (!pkt) {
+      rx_malformed_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    auto it = qps_.find(pkt->hdr.bth.dest_qp);
+    if (it == qps_.end()) {
+      rx_unknown_qp_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    Qp& qp = *it->second;
+    {
+      std::lock_guard ql(qp.mutex());
+      qp.receive(*pkt, raw);
+    }
+    if (std::find(active_.begin(), active_.end(), qp.qpn()) == active_.end()) {
+      active_.push_back(qp.qpn());
+    }
+  }
+}
+
+void Device::progress_loop() {
+  std::vector<epoll_event> events(4);
+  while (!stop_) {
+    rx_step();
+    {
+      std::lock_guard lock(kick_mutex_);
+      for (std::uint32_t q : kicked_) {
+        if (std::find(active_.begin(), active_.end(), q) == active_.end()) active_.push_back(q);
+      }
+      kicked_.clear();
+    }
+    std::uint64_t drain = 0;
+    (void)!read(kick_fd_, &drain, sizeof drain);
+    const auto now = Clock::now();
+    auto deadline = Clock::time_point::max();
+    {
+      std::shared_lock lock(qps_mutex_);
+      std::vector<std::uint32_t> still;
+      for (std::uint32_t q : active_) {
+        auto it = qps_.find(q);
+        if (it == qps_.end()) continue;
+        std::lock_guard ql(it->second->mutex());
+        if (it->second->run_send(now)) still.push_back(q);
+      }
+      active_.swap(still);
+      for (auto& [qpn, qp] : qps_) {
+        std::lock_guard ql(qp->mutex());
+        qp->run_timers(now);
+        deadline = std::min(deadline, qp->next_deadline());
+      }
+    }
+    tx_flush();
+    netdev_->service();
+    int timeout = -1;
+    if (!active_.empty()) {
+      timeout = 0;
+    } else if (deadline != Clock::time_point::max()) {
+      const auto ms =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
+    }
+    const int nt = netdev_->next_timeout_ms();
+    if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
+    if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
+    if (timeout > 0) epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+  }
+}
+
+}  // namespace softrdma::rxe

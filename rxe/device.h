@@ -1,0 +1,130 @@
+// A RoCEv2 device over one netdev: attributes, the GID table, the verbs objects
+// (PD, MR, CQ, SRQ, QP, AH) and the progress thread that runs every QP's
+// requester, responder and completer. The thread sleeps in epoll when idle.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "netdev/netdev.h"
+#include "rxe/cq.h"
+#include "rxe/mr.h"
+#include "rxe/qp.h"
+#include "rxe/srq.h"
+#include "rxe/types.h"
+
+namespace softrdma::rxe {
+
+struct AsyncEvent {
+  AsyncEventType type;
+  Qp* qp = nullptr;
+  Cq* cq = nullptr;
+  Srq* srq = nullptr;
+  std::uint32_t port = 0;
+};
+
+struct DeviceCounters {
+  std::uint64_t rx_unknown_qp = 0, rx_malformed = 0, rx_packets = 0, tx_packets = 0;
+};
+
+class Device {
+ public:
+  // Starts the progress thread.
+  explicit Device(std::unique_ptr<netdev::Netdev> nd, std::string name = "softroce0");
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return name_; }
+  const DeviceAttr& attr() const { return attr_; }
+  PortAttr port_attr() const;
+  const std::vector<Gid>& gids() const { return gids_; }
+  netdev::Netdev& netdev() { return *netdev_; }
+  std::uint64_t node_guid() const { return node_guid_; }
+
+  Pd* alloc_pd();
+  int dealloc_pd(Pd* pd);  // EBUSY while objects use it
+  std::shared_ptr<Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                             std::uint32_t access, int* err);
+  int dereg_mr(std::uint32_t lkey);
+  Cq* create_cq(std::uint32_t cqe, int* err);
+  int destroy_cq(Cq* cq);  // EBUSY while a QP uses it
+  Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                  int* err);
+  int destroy_srq(Srq* srq);
+  Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
+                bool sq_sig_all, int* err);
+  int destroy_qp(Qp* qp);
+  // Address handles are small ids.
+  std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
+  int destroy_ah(std::uint32_t ah);
+  bool find_ah(std::uint32_t ah, AhAttr& out) const;
+
+  void set_async_handler(std::function<void(const AsyncEvent&)> fn);
+  DeviceCounters counters() const;
+
+  // --- for QPs (progress thread)
+  MrTable& mrs() { return mrs_; }
+  // A TX buffer to fill; committed packets leave at the end of the progress step.
+  netdev::Packet* tx_packet();
+  void tx_commit();
+  void kick(Qp* qp);  // the QP has send work (any thread)
+  void async_event(const AsyncEvent& ev);
+  // The local IP address for a source GID index (falls back to the first address).
+  netdev::IpAddr source_address(std::uint8_t sgid_index) const;
+  bool gid_to_ip(const Gid& gid, netdev::IpAddr& out) const;
+
+ private:
+  void progress_loop();
+  void rx_step();
+  void tx_flush();
+
+  std::string name_;
+  std::unique_ptr<netdev::Netdev> netdev_;
+  DeviceAttr attr_;
+  std::vector<Gid> gids_;
+  std::uint64_t node_guid_ = 0;
+
+  MrTable mrs_;
+  std::mutex objects_mutex_;
+  std::vector<std::unique_ptr<Pd>> pds_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
+  std::uint32_t next_ah_ = 1;
+  std::uint32_t next_pd_ = 1;
+
+  mutable std::shared_mutex qps_mutex_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
+  std::uint32_t next_qpn_ = 0x11;
+
+  std::mutex kick_mutex_;
+  std::vector<std::uint32_t> kicked_;
+  std::vector<std::uint32_t> active_;  // progress thread only
+
+  std::mutex async_mutex_;
+  std::function<void(const AsyncEvent&)> async_handler_;
+
+  // TX/RX buffers (progress thread only)
+  std::vector<std::vector<std::uint8_t>> tx_bufs_, rx_bufs_;
+  std::vector<netdev::Packet> tx_pkts_, rx_pkts_;
+  std::vector<netdev::Packet*> tx_ptrs_, rx_ptrs_;
+  std::size_t tx_count_ = 0;
+
+  std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0},
+      tx_packets_{0};
+  int kick_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,81 @@
+#include "rxe/mr.h"
+
+namespace softrdma::rxe {
+
+MrTable::MrTable() : rng_(std::random_device{}()) {}
+
+std::uint32_t MrTable::new_key() {
+  for (;;) {
+    const std::uint32_t k = static_cast<std::uint32_t>(rng_());
+    if (k != 0 && k != 0xFFFFFFFF && !keys_.contains(k)) return k;
+  }
+}
+
+std::shared_ptr<Mr> MrTable::add(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                 std::uint32_t access) {
+  auto mr = std::make_shared<Mr>();
+  mr->pd = pd;
+  mr->addr = static_cast<std::uint8_t*>(addr);
+  mr->length = length;
+  mr->iova = iova;
+  mr->access = access;
+  std::unique_lock lock(mutex_);
+  if (keys_.size() >= (1u << 20)) return nullptr;
+  mr->lkey = mr->rkey = new_key();
+  keys_[mr->lkey] = mr;
+  return mr;
+}
+
+bool MrTable::remove(std::uint32_t lkey) {
+  std::unique_lock lock(mutex_);
+  return keys_.erase(lkey) == 1;
+}
+
+bool MrTable::rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length,
+                    std::uint64_t iova, std::uint32_t access) {
+  std::unique_lock lock(mutex_);
+  auto it = keys_.find(lkey);
+  if (it == keys_.end()) return false;
+  Mr& mr = *it->second;
+  if (pd) mr.pd = pd;
+  if (addr) {
+    mr.addr = static_cast<std::uint8_t*>(addr);
+    mr.length = length;
+    mr.iova = iova;
+  }
+  mr.access = access;
+  mr.valid = true;
+  return true;
+}
+
+std::shared_ptr<Mr> MrTable::find(std::uint32_t key) const {
+  std::shared_lock lock(mutex_);
+  auto it = keys_.find(key);
+  return it == keys_.end() ? nullptr : it->second;
+}
+
+MrCheck MrTable::resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
+                         std::uint32_t access, std::uint8_t** host) const {
+  // Callers hold a Guard (shared lock) across resolve and the copy.
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return MrCheck::kBadKey;
+  const Mr& mr = *it->second;
+  if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
+  if (mr.pd != pd) return MrCheck::kBadPd;
+  if ((mr.access & access) != access) return MrCheck::kNoAccess;
+  if (iova < mr.iova || len > mr.length || iova - mr.iova > mr.length - len) {
+    return MrCheck::kOutOfBounds;
+  }
+  *host = mr.addr + (iova - mr.iova);
+  return MrCheck::kOk;
+}
+
+bool MrTable::invalidate(std::uint32_t key) {
+  std::shared_lock lock(mutex_);
+  auto it = keys_.find(key);
+  if (it == keys_.end()) return false;
+  it->second->valid.store(false, std::memory_order_release);
+  return true;
+}
+
+}  // namespace softrdma::rxe

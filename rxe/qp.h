@@ -1,0 +1,187 @@
+// A queue pair: attributes, the state machine, the send queue with each WQE's
+// progress, and the requester, responder and completer state of the RoCEv2
+// transport (RC, UC, UD). All protocol work runs on the device's progress thread
+// under the QP's mutex; applications only post WQEs and change state.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rxe/cq.h"
+#include "rxe/mr.h"
+#include "rxe/srq.h"
+#include "rxe/types.h"
+#include "wire/roce_headers.h"
+
+namespace softrdma::rxe {
+
+class Device;
+using Clock = std::chrono::steady_clock;
+
+struct SendWqe {
+  std::uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  std::uint32_t flags = 0;
+  std::uint32_t imm = 0;
+  std::uint32_t invalidate_rkey = 0;
+  std::vector<Sge> sge;
+  std::array<std::uint8_t, kMaxInline> inline_data{};
+  bool is_inline = false;
+  std::uint64_t length = 0;
+  std::uint64_t remote_addr = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t compare_add = 0, swap = 0;
+  // UD destination
+  AhAttr av;
+  std::uint32_t remote_qpn = 0, remote_qkey = 0;
+
+  // Progress
+  bool started = false;      // PSNs assigned (first packet built)
+  bool all_sent = false;     // every request packet built at least once
+  bool done = false;         // ready to complete (acked, or sent for UC/UD, or local)
+  WcStatus status = WcStatus::kSuccess;
+  std::uint32_t first_psn = 0, last_psn = 0;
+  std::uint32_t npkts = 0;
+  std::uint64_t sent = 0;            // bytes of the message built so far (next offset)
+  std::uint32_t next_psn = 0;        // PSN of the next packet to build for this WQE
+  std::uint32_t resp_psn = 0;        // READ: next expected response PSN
+  std::uint64_t resp_bytes = 0;      // READ: bytes placed
+  std::uint64_t atomic_orig = 0;
+  bool is_read_or_atomic() const {
+    return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
+           opcode == WrOpcode::kAtomicFetchAndAdd;
+  }
+  bool is_local() const { return opcode == WrOpcode::kLocalInv; }
+};
+
+// A READ being answered, or an atomic's result kept for duplicates.
+struct RespResource {
+  enum class Kind : std::uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+  std::uint32_t first_psn = 0, last_psn = 0;
+  // READ
+  std::uint64_t va = 0;
+  std::uint32_t rkey = 0;
+  std::uint64_t length = 0;
+  std::uint64_t sent = 0;    // bytes answered so far
+  std::uint32_t next_psn = 0;
+  bool active = false;       // responses still to build
+  // ATOMIC
+  std::uint64_t orig = 0;
+};
+
+struct QpCounters {
+  std::uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, duplicate_requests = 0,
+                out_of_sequence = 0, seq_naks_sent = 0, rnr_naks_sent = 0,
+                rnr_naks_received = 0, retry_exceeded = 0, rnr_retry_exceeded = 0,
+                dropped_wrong_peer = 0, dropped_bad_qkey = 0, dropped_no_recv = 0,
+                dropped_bad_opcode = 0;
+};
+
+class Qp {
+ public:
+  Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
+     const QpCap& cap, bool sq_sig_all);
+  std::uint32_t qpn() const { return qpn_; }
+  QpType type() const { return type_; }
+  Pd* pd() const { return pd_; }
+
+  // Verbs entry points (take the QP lock). Return 0 or an errno value.
+  int modify(const QpAttr& attr, std::uint32_t mask);
+  int query(QpAttr& attr, QpCap& cap);
+  int post_send(const SendWr& wr);
+  int post_recv(const RecvWr& wr);
+  QpState state() const;
+  QpCounters counters() const;
+
+  // Progress-thread entry points.
+  void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  // Builds packets while there is work and TX room; returns true if work remains.
+  bool run_send(Clock::time_point now);
+  // Fires expired timers.
+  void run_timers(Clock::time_point now);
+  // Earliest armed timer, or time_point::max().
+  Clock::time_point next_deadline() const;
+
+  std::mutex& mutex() { return mutex_; }
+
+ private:
+  friend class Device;
+  // --- requester (requester.cpp)
+  bool build_next_packet(SendWqe& w, Clock::time_point now);
+  void retry_from(std::uint32_t psn);
+  void arm_retransmit(Clock::time_point now);
+  // --- responder (responder.cpp)
+  void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  bool build_read_responses();
+  void send_ack(std::uint8_t syndrome, std::uint32_t psn);
+  void send_atomic_ack(std::uint32_t psn, std::uint64_t orig);
+  void responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status);
+  bool take_recv_wqe();
+  // --- completer (completer.cpp)
+  void rc_response(const wire::RocePacket& pkt);
+  void complete_ready();
+  void complete_send(SendWqe& w);
+  void ack_through(std::uint32_t psn, bool implicit);
+  void fail_head(WcStatus status);
+  // --- state
+  void enter_error();  // flush; caller holds the lock
+  void flush_queues();
+  void post_recv_completion(const Wc& wc, bool solicited);
+
+  Device& dev_;
+  const std::uint32_t qpn_;
+  const QpType type_;
+  Pd* const pd_;
+  Cq* const send_cq_;
+  Cq* const recv_cq_;
+  Srq* const srq_;
+  const bool sq_sig_all_;
+  mutable std::mutex mutex_;
+  QpAttr attr_;
+  QpCap cap_;
+  QpCounters counters_;
+  netdev::IpAddr peer_;      // RC/UC: the connected peer's address
+  netdev::IpAddr local_;     // source address used
+  std::uint16_t src_port_ = 0xC000;
+  std::uint32_t mtu_ = 1024;
+
+  // Send queue: WQEs from head (oldest not yet completed) on.
+  std::deque<SendWqe> sq_;
+  std::size_t req_idx_ = 0;        // index in sq_ of the WQE the requester works on
+  std::uint32_t req_psn_ = 0;      // next PSN to send
+  std::uint32_t unacked_psn_ = 0;  // oldest PSN not yet acknowledged
+  std::uint32_t outstanding_rd_atomic_ = 0;
+  std::uint32_t pkts_since_ackreq_ = 0;
+  int retry_left_ = 0;
+  int rnr_retry_left_ = 0;
+  Clock::time_point retransmit_deadline_ = Clock::time_point::max();
+  Clock::time_point rnr_deadline_ = Clock::time_point::max();
+  std::uint32_t rnr_psn_ = 0;
+
+  // Receive side
+  RecvQueue rq_;
+  std::uint32_t epsn_ = 0;  // expected PSN
+  std::uint32_t msn_ = 0;
+  bool nak_sent_ = false;   // a sequence-error NAK was sent for epsn_
+  bool in_message_ = false; // between FIRST and LAST of a SEND or WRITE
+  bool uc_drop_ = false;    // UC: dropping the rest of a damaged message
+  bool cur_is_send_ = false;
+  bool have_wqe_ = false;
+  RecvWqe cur_wqe_;          // the RQ/SRQ WQE a SEND is filling
+  std::uint64_t cur_offset_ = 0;
+  std::uint64_t write_va_ = 0;
+  std::uint32_t write_rkey_ = 0;
+  std::uint64_t write_len_ = 0;  // RETH DMA length
+  bool ack_pending_ = false;
+  std::uint32_t ack_psn_ = 0;
+  std::vector<RespResource> resources_;
+  std::size_t next_resource_ = 0;
+};
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,241 @@
+// The requester: turns send-queue WQEs into request packets (segmentation by
+// the path MTU, PSNs, AckReq), limits the window and the read/atomic depth, and
+// rewinds for go-back-N retransmission.
+#include <algorithm>
+#include <cstring>
+
+#include "rxe/device.h"
+#include "rxe/payload.h"
+#include "rxe/psn.h"
+#include "rxe/qp.h"
+
+namespace softrdma::rxe {
+
+namespace {
+
+constexpr std::uint32_t kWindow = 2048;     // unacknowledged packets at most
+constexpr std::uint32_t kAckReqEvery = 32;  // AckReq on every Nth packet of long messages
+constexpr int kBudget = 64;                 // packets per QP per progress step
+
+std::uint32_t packets_for(std::uint64_t len, std::uint32_t mtu) {
+  return len == 0 ? 1 : static_cast<std::uint32_t>((len + mtu - 1) / mtu);
+}
+
+}  // namespace
+
+void Qp::arm_retransmit(Clock::time_point now) {
+  if (type_ != QpType::kRc || attr_.timeout == 0) {
+    retransmit_deadline_ = Clock::time_point::max();
+    return;
+  }
+  const auto ns = std::chrono::nanoseconds(std::uint64_t{4096} << attr_.timeout);
+  retransmit_deadline_ = now + ns;
+}
+
+void Qp::retry_from(std::uint32_t psn) {
+  std::size_t idx = sq_.size();
+  for (std::size_t i = 0; i < sq_.size(); ++i) {
+    SendWqe& w = sq_[i];
+    if (!w.started) break;
+    if (w.done) continue;
+    if (idx == sq_.size() && psn_cmp(psn, w.last_psn) <= 0) idx = i;
+    if (idx == sq_.size()) continue;
+    // Rewind this and every later started WQE.
+    std::uint32_t from = w.first_psn;
+    if (i == idx && psn_cmp(psn, w.first_psn) > 0) from = psn;
+    if (w.opcode == WrOpcode::kRdmaRead) from = w.resp_psn;  // only what is missing
+    w.next_psn = from;
+    const auto back = static_cast<std::uint64_t>(std::max(psn_cmp(from, w.first_psn), 0));
+    w.sent = std::min<std::uint64_t>(back * mtu_, w.length);
+    w.all_sent = false;
+  }
+  if (idx == sq_.size()) return;
+  req_idx_ = idx;
+  ++counters_.retransmits;
+}
+
+bool Qp::run_send(Clock::time_point now) {
+  // Responder duties first: coalesced ACKs and read responses.
+  if (ack_pending_) {
+    ack_pending_ = false;
+    send_ack(syndrome_ack(), ack_psn_);
+  }
+  bool more = build_read_responses();
+  const QpState st = attr_.qp_state;
+  if (st != QpState::kRts && st != QpState::kSqd) return more;
+  if (rnr_deadline_ != Clock::time_point::max()) return more;  // waiting out an RNR NAK
+  int budget = kBudget;
+  while (budget > 0 && req_idx_ < sq_.size()) {
+    SendWqe& w = sq_[req_idx_];
+    if (w.done && !w.started) {
+      ++req_idx_;
+      continue;
+    }
+    if (w.is_local()) {
+      if (!w.started) {
+        w.started = true;
+        if (!dev_.mrs().invalidate(w.invalidate_rkey)) w.status = WcStatus::kLocQpOpErr;
+        w.done = true;
+      }
+      ++req_idx_;
+      continue;
+    }
+    if (!w.started) {
+      if (st == QpState::kSqd) break;
+      if ((w.flags & kSendFence) && outstanding_rd_atomic_ > 0) break;
+      if (w.is_read_or_atomic() &&
+          outstanding_rd_atomic_ >= std::max<std::uint32_t>(attr_.max_rd_atomic, 1)) {
+        break;
+      }
+      w.started = true;
+      w.first_psn = w.next_psn = w.resp_psn = req_psn_;
+      w.npkts = (w.opcode == WrOpcode::kAtomicCmpAndSwp ||
+                 w.opcode == WrOpcode::kAtomicFetchAndAdd)
+                    ? 1
+                    : packets_for(w.length, type_ == QpType::kUd ? 0xFFFFFFFF : mtu_);
+      w.last_psn = psn_add(w.first_psn, w.npkts - 1);
+      req_psn_ = psn_add(req_psn_, type_ == QpType::kUd ? 1 : w.npkts);
+      if (w.is_read_or_atomic()) ++outstanding_rd_atomic_;
+    } else if (w.all_sent) {
+      ++req_idx_;
+      continue;
+    }
+    if (type_ == QpType::kRc && psn_cmp(w.next_psn, psn_add(unacked_psn_, kWindow)) >= 0) break;
+    const bool was_idle = retransmit_deadline_ == Clock::time_point::max();
+    if (!build_next_packet(w, now)) return false;  // the QP went to the error state
+    --budget;
+    if (type_ == QpType::kRc && was_idle) arm_retransmit(now);
+    if (w.all_sent) {
+      ++req_idx_;
+      if (type_ != QpType::kRc) {
+        w.done = true;
+        complete_ready();
+      }
+    }
+  }
+  complete_ready();
+  return more || (budget == 0 && req_idx_ < sq_.size());
+}
+
+bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
+  using namespace wire;
+  netdev::Packet* p = dev_.tx_packet();
+  RoceHeaders h;
+  h.bth.dest_qp = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qp_num;
+  h.bth.psn = w.next_psn;
+  h.bth.pkey = 0xFFFF;
+  std::uint64_t off = w.sent;
+  std::uint32_t n = 0;
+  const std::uint8_t base = type_ == QpType::kUc ? op::kUcBase : 0;
+  bool last = true;
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+    case WrOpcode::kSendWithImm:
+    case WrOpcode::kSendWithInv:
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm: {
+      const std::uint64_t remaining = w.length - off;
+      n = static_cast<std::uint32_t>(type_ == QpType::kUd ? remaining
+                                                          : std::min<std::uint64_t>(mtu_, remaining));
+      const bool first = off == 0;
+      last = off + n == w.length;
+      const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm ||
+                        w.opcode == WrOpcode::kSendWithInv;
+      const bool imm =
+          w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kRdmaWriteWithImm;
+      const bool inv = w.opcode == WrOpcode::kSendWithInv;
+      std::uint8_t opc;
+      if (type_ == QpType::kUd) {
+        opc = imm ? op::kUdSendOnlyImm : op::kUdSendOnly;
+        h.deth = Deth{w.remote_qkey, 0, qpn_};
+      } else if (send) {
+        if (first && last) opc = inv ? op::kRcSendOnlyInv : imm ? op::kRcSendOnlyImm : op::kRcSendOnly;
+        else if (first) opc = op::kRcSendFirst;
+        else if (!last) opc = op::kRcSendMiddle;
+        else opc = inv ? op::kRcSendLastInv : imm ? op::kRcSendLastImm : op::kRcSendLast;
+        opc = static_cast<std::uint8_t>(opc + base);
+      } else {
+        if (first && last) opc = imm ? op::kRcWriteOnlyImm : op::kRcWriteOnly;
+        else if (first) opc = op::kRcWriteFirst;
+        else if (!last) opc = op::kRcWriteMiddle;
+        else opc = imm ? op::kRcWriteLastImm : op::kRcWriteLast;
+        opc = static_cast<std::uint8_t>(opc + base);
+        if (first) h.reth = Reth{w.remote_addr, w.rkey, static_cast<std::uint32_t>(w.length)};
+      }
+      h.bth.opcode = opc;
+      if (last && imm) h.imm = w.imm;
+      if (last && inv) h.inv_rkey = w.invalidate_rkey;
+      h.bth.se = last && (w.flags & kSendSolicited);
+      break;
+    }
+    case WrOpcode::kRdmaRead:
+      h.bth.opcode = op::kRcReadRequest;
+      h.reth = Reth{w.remote_addr + off, w.rkey, static_cast<std::uint32_t>(w.length - off)};
+      break;
+    case WrOpcode::kAtomicCmpAndSwp:
+    case WrOpcode::kAtomicFetchAndAdd:
+      h.bth.opcode =
+          w.opcode == WrOpcode::kAtomicCmpAndSwp ? op::kRcCompareSwap : op::kRcFetchAdd;
+      h.atomic_eth = AtomicEth{w.remote_addr, w.rkey, w.opcode == WrOpcode::kAtomicCmpAndSwp
+                                                          ? w.swap
+                                                          : w.compare_add,
+                               w.compare_add};
+      break;
+    default:
+      break;
+  }
+  if (type_ == QpType::kRc) {
+    h.bth.ack_req = last || ++pkts_since_ackreq_ >= kAckReqEvery;
+    if (h.bth.ack_req) pkts_since_ackreq_ = 0;
+  }
+  auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
+  if (!hl) {
+    w.done = true;
+    w.status = WcStatus::kLocQpOpErr;
+    enter_error();
+    return false;
+  }
+  if (n) {
+    WcStatus err = WcStatus::kSuccess;
+    if (w.is_inline) {
+      std::memcpy(p->data + *hl, w.inline_data.data() + off, n);
+    } else if (!gather(dev_.mrs(), pd_, w.sge, off, p->data + *hl, n, err)) {
+      w.done = true;
+      w.status = err;
+      enter_error();
+      return false;
+    }
+  }
+  const std::uint8_t pad = roce_pad(n);
+  std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
+  p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
+  if (type_ == QpType::kUd) {
+    dev_.gid_to_ip(w.av.dgid, p->dst);
+    p->src = dev_.source_address(w.av.sgid_index);
+    p->traffic_class = w.av.traffic_class;
+    p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
+  } else {
+    p->dst = peer_;
+    p->src = local_;
+    p->traffic_class = attr_.ah_attr.traffic_class;
+    p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
+  }
+  p->src_port = src_port_;
+  p->dst_port = netdev::kRoceV2Port;
+  dev_.tx_commit();
+  ++counters_.tx_packets;
+  // Advance.
+  if (w.opcode == WrOpcode::kRdmaRead) {
+    w.sent = w.length;
+    w.all_sent = true;
+  } else if (w.is_read_or_atomic()) {
+    w.all_sent = true;
+  } else {
+    w.sent = off + n;
+    w.next_psn = psn_add(w.next_psn, 1);
+    w.all_sent = last;
+  }
+  return true;
+}
+
+}  // namespace softrdma::rxe

@@ -1,0 +1,202 @@
+// Verbs-level types of the engine: work requests, completions, QP attributes and
+// limits. Numeric values equal libibverbs' (IBTA verbs), so the drop-in library
+// converts by copying; tests/rxe/test_abi_values.cpp checks each against verbs.h.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "netdev/netdev.h"
+
+namespace softrdma::rxe {
+
+enum class WcStatus : std::uint8_t {
+  kSuccess = 0, kLocLenErr = 1, kLocQpOpErr = 2, kLocEecOpErr = 3, kLocProtErr = 4,
+  kWrFlushErr = 5, kMwBindErr = 6, kBadRespErr = 7, kLocAccessErr = 8, kRemInvReqErr = 9,
+  kRemAccessErr = 10, kRemOpErr = 11, kRetryExcErr = 12, kRnrRetryExcErr = 13,
+  kLocRddViolErr = 14, kRemInvRdReqErr = 15, kRemAbortErr = 16, kInvEecnErr = 17,
+  kInvEecStateErr = 18, kFatalErr = 19, kRespTimeoutErr = 20, kGeneralErr = 21,
+};
+const char* to_string(WcStatus s);
+
+enum class WcOpcode : std::uint8_t {
+  kSend = 0, kRdmaWrite = 1, kRdmaRead = 2, kCompSwap = 3, kFetchAdd = 4, kBindMw = 5,
+  kLocalInv = 6, kRecv = 128, kRecvRdmaWithImm = 129,
+};
+
+enum WcFlags : std::uint32_t { kWcGrh = 1u << 0, kWcWithImm = 1u << 1, kWcWithInv = 1u << 3 };
+
+enum class WrOpcode : std::uint8_t {
+  kRdmaWrite = 0, kRdmaWriteWithImm = 1, kSend = 2, kSendWithImm = 3, kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5, kAtomicFetchAndAdd = 6, kLocalInv = 7, kBindMw = 8, kSendWithInv = 9,
+  kTso = 10,
+};
+
+enum SendFlags : std::uint32_t {
+  kSendFence = 1u << 0, kSendSignaled = 1u << 1, kSendSolicited = 1u << 2, kSendInline = 1u << 3,
+};
+
+enum Access : std::uint32_t {
+  kAccessLocalWrite = 1u << 0, kAccessRemoteWrite = 1u << 1, kAccessRemoteRead = 1u << 2,
+  kAccessRemoteAtomic = 1u << 3, kAccessMwBind = 1u << 4, kAccessZeroBased = 1u << 5,
+};
+
+enum class QpType : std::uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+enum class QpState : std::uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
+const char* to_string(QpState s);
+
+enum QpAttrMask : std::uint32_t {
+  kQpState = 1u << 0, kQpCurState = 1u << 1, kQpEnSqdAsyncNotify = 1u << 2,
+  kQpAccessFlags = 1u << 3, kQpPkeyIndex = 1u << 4, kQpPort = 1u << 5, kQpQkey = 1u << 6,
+  kQpAv = 1u << 7, kQpPathMtu = 1u << 8, kQpTimeout = 1u << 9, kQpRetryCnt = 1u << 10,
+  kQpRnrRetry = 1u << 11, kQpRqPsn = 1u << 12, kQpMaxQpRdAtomic = 1u << 13,
+  kQpAltPath = 1u << 14, kQpMinRnrTimer = 1u << 15, kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17, kQpPathMigState = 1u << 18, kQpCap = 1u << 19,
+  kQpDestQpn = 1u << 20, kQpRateLimit = 1u << 25,
+};
+
+// IB MTU enumeration (1: 256 … 5: 4096).
+enum class Mtu : std::uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
+inline std::uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<unsigned>(m); }
+// The largest IB MTU whose packets fit an IP MTU (80 bytes of headers, as rxe).
+Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu);
+
+enum class AsyncEventType : std::uint8_t {
+  kCqErr = 0, kQpFatal = 1, kQpReqErr = 2, kQpAccessErr = 3, kCommEst = 4, kSqDrained = 5,
+  kPathMig = 6, kPathMigErr = 7, kDeviceFatal = 8, kPortActive = 9, kPortErr = 10,
+  kLidChange = 11, kPkeyChange = 12, kSmChange = 13, kSrqErr = 14, kSrqLimitReached = 15,
+  kQpLastWqeReached = 16, kClientReregister = 17, kGidChange = 18,
+};
+
+struct Sge {
+  std::uint64_t addr = 0;
+  std::uint32_t length = 0;
+  std::uint32_t lkey = 0;
+};
+
+inline constexpr std::size_t kMaxSge = 32;
+inline constexpr std::size_t kMaxInline = 512;
+
+struct SendWr {
+  std::uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  std::uint32_t send_flags = 0;
+  std::uint32_t imm_data = 0;    // host order; also the rkey to invalidate for SEND_WITH_INV
+  std::uint32_t invalidate_rkey = 0;
+  std::span<const Sge> sg_list;  // read at post time only
+  // RDMA
+  std::uint64_t remote_addr = 0;
+  std::uint32_t rkey = 0;
+  // atomics
+  std::uint64_t compare_add = 0;
+  std::uint64_t swap = 0;
+  // UD
+  std::uint32_t ah = 0;  // address handle id
+  std::uint32_t remote_qpn = 0;
+  std::uint32_t remote_qkey = 0;
+};
+
+struct RecvWr {
+  std::uint64_t wr_id = 0;
+  std::span<const Sge> sg_list;  // read at post time only
+};
+
+struct Wc {
+  std::uint64_t wr_id = 0;
+  WcStatus status = WcStatus::kSuccess;
+  WcOpcode opcode = WcOpcode::kSend;
+  std::uint32_t vendor_err = 0;
+  std::uint32_t byte_len = 0;
+  std::uint32_t imm_data = 0;  // host order (verbs hands it out in network order)
+  std::uint32_t invalidated_rkey = 0;
+  std::uint32_t qp_num = 0;
+  std::uint32_t src_qp = 0;
+  std::uint32_t wc_flags = 0;
+  std::uint16_t pkey_index = 0;
+  std::uint16_t slid = 0;
+  std::uint8_t sl = 0;
+  std::uint8_t dlid_path_bits = 0;
+};
+
+using Gid = std::array<std::uint8_t, 16>;
+
+// The address vector: RoCE v2 always carries a GRH (here: the IP header).
+struct AhAttr {
+  Gid dgid{};
+  std::uint8_t sgid_index = 0;
+  std::uint8_t hop_limit = 64;
+  std::uint8_t traffic_class = 0;
+  std::uint32_t flow_label = 0;
+  std::uint16_t dlid = 0;  // only to resolve LID-addressed peers (qperf); 0 when unused
+  std::uint8_t sl = 0;
+  std::uint8_t port_num = 1;
+  bool is_global = true;
+};
+
+struct QpCap {
+  std::uint32_t max_send_wr = 0, max_recv_wr = 0, max_send_sge = 0, max_recv_sge = 0,
+                max_inline_data = 0;
+};
+
+struct QpAttr {
+  QpState qp_state = QpState::kReset;
+  QpState cur_qp_state = QpState::kReset;
+  Mtu path_mtu = Mtu::k1024;
+  std::uint32_t qkey = 0;
+  std::uint32_t rq_psn = 0;
+  std::uint32_t sq_psn = 0;
+  std::uint32_t dest_qp_num = 0;
+  std::uint32_t qp_access_flags = 0;
+  QpCap cap;
+  AhAttr ah_attr;
+  std::uint16_t pkey_index = 0;
+  bool en_sqd_async_notify = false;
+  bool sq_draining = false;
+  std::uint8_t max_rd_atomic = 0;
+  std::uint8_t max_dest_rd_atomic = 0;
+  std::uint8_t min_rnr_timer = 0;
+  std::uint8_t port_num = 1;
+  std::uint8_t timeout = 0;
+  std::uint8_t retry_cnt = 0;
+  std::uint8_t rnr_retry = 0;
+};
+
+// Honest device limits: what the engine implements.
+struct DeviceAttr {
+  std::uint64_t max_mr_size = 1ull << 40;
+  std::uint64_t page_size_cap = 4096;
+  std::uint32_t vendor_id = 0x1AF4;  // see docs: a software device
+  std::uint32_t vendor_part_id = 0x5352;
+  std::uint32_t hw_ver = 1;
+  std::uint32_t max_qp = 1u << 16;
+  std::uint32_t max_qp_wr = 1u << 14;
+  std::uint32_t max_sge = kMaxSge;
+  std::uint32_t max_sge_rd = kMaxSge;
+  std::uint32_t max_cq = 1u << 14;
+  std::uint32_t max_cqe = (1u << 20) - 1;
+  std::uint32_t max_mr = 1u << 18;
+  std::uint32_t max_pd = 1u << 16;
+  std::uint32_t max_qp_rd_atom = 128;
+  std::uint32_t max_qp_init_rd_atom = 128;
+  std::uint32_t max_res_rd_atom = 128u << 16;
+  std::uint32_t max_srq = 1u << 14;
+  std::uint32_t max_srq_wr = 1u << 14;
+  std::uint32_t max_srq_sge = kMaxSge;
+  std::uint32_t max_ah = 1u << 16;
+  std::uint32_t max_mcast_grp = 0;  // multicast not implemented yet
+  std::uint32_t max_inline_data = kMaxInline;
+  std::uint16_t max_pkeys = 1;
+  std::uint8_t local_ca_ack_delay = 15;
+  bool atomic_glob = true;  // atomics are atomic across all QPs of the device
+};
+
+struct PortAttr {
+  bool active = true;
+  Mtu max_mtu = Mtu::k4096;
+  Mtu active_mtu = Mtu::k1024;
+  std::uint32_t gid_tbl_len = 0;
+  std::uint16_t lid = 0;
+};
+
+}  // namespace softrdma::rxe

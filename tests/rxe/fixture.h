@@ -1,0 +1,167 @@
+// Test fixture: RoCEv2 devices on one in-memory fabric, helpers to register
+// memory, create and connect QPs, and wait for completions.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "netdev/memory.h"
+#include "rxe/device.h"
+
+namespace softrdma::rxe::test {
+
+inline netdev::IpAddr addr(int host) { return netdev::IpAddr::v4(0xC0000200u | host); }  // 192.0.2.x
+
+struct Node {
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* cq = nullptr;  // send and receive
+  Node(std::shared_ptr<netdev::MemoryFabric> fabric, int host, std::uint32_t mtu = 9000,
+       netdev::FaultConfig faults = {}) {
+    dev = std::make_unique<Device>(
+        std::make_unique<netdev::MemoryNetdev>(fabric, addr(host), mtu, faults));
+    pd = dev->alloc_pd();
+    int err = 0;
+    cq = dev->create_cq(65536, &err);
+  }
+  Gid gid() const { return dev->gids()[0]; }
+};
+
+struct Buffer {
+  std::vector<std::uint8_t> bytes;
+  std::shared_ptr<Mr> mr;
+  Buffer(Node& n, std::size_t size, std::uint32_t access, std::uint8_t fill = 0) : bytes(size, fill) {
+    int err = 0;
+    mr = n.dev->reg_mr(n.pd, bytes.data(), size, reinterpret_cast<std::uint64_t>(bytes.data()),
+                       access, &err);
+  }
+  std::uint64_t addr(std::size_t off = 0) const {
+    return reinterpret_cast<std::uint64_t>(bytes.data()) + off;
+  }
+  Sge sge(std::size_t off, std::uint32_t len) const { return Sge{addr(off), len, mr->lkey}; }
+};
+
+inline constexpr std::uint32_t kAllAccess =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+struct ConnectOptions {
+  Mtu mtu = Mtu::k4096;
+  std::uint8_t timeout = 12;  // 16.8 ms
+  std::uint8_t retry_cnt = 7;
+  std::uint8_t rnr_retry = 7;
+  std::uint8_t min_rnr_timer = 1;  // 10 us
+  std::uint8_t rd_atomic = 16;
+  std::uint32_t access = kAllAccess;
+  std::uint32_t psn_a = 0x123456, psn_b = 0xFFFFF0;  // B's start wraps soon
+};
+
+inline QpCap default_cap() {
+  QpCap c;
+  c.max_send_wr = 4096;
+  c.max_recv_wr = 4096;
+  c.max_send_sge = 16;
+  c.max_recv_sge = 16;
+  c.max_inline_data = 256;
+  return c;
+}
+
+inline Qp* make_qp(Node& n, QpType type, Srq* srq = nullptr) {
+  QpCap cap = default_cap();
+  int err = 0;
+  Qp* qp = n.dev->create_qp(n.pd, type, n.cq, n.cq, srq, cap, false, &err);
+  EXPECT_EQ(err, 0);
+  return qp;
+}
+
+// RESET -> INIT -> RTR -> RTS with the masks a real program uses.
+inline void bring_up(Qp* qp, const Gid& dgid, std::uint32_t dest_qpn, std::uint32_t rq_psn,
+                     std::uint32_t sq_psn, const ConnectOptions& o) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qp_access_flags = o.access;
+  a.qkey = 0x11111111;
+  const bool ud = qp->type() == QpType::kUd;
+  ASSERT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | (ud ? kQpQkey : kQpAccessFlags)), 0);
+  a.qp_state = QpState::kRtr;
+  a.path_mtu = o.mtu;
+  a.dest_qp_num = dest_qpn;
+  a.rq_psn = rq_psn;
+  a.max_dest_rd_atomic = o.rd_atomic;
+  a.min_rnr_timer = o.min_rnr_timer;
+  a.ah_attr.dgid = dgid;
+  std::uint32_t mask = kQpState;
+  if (qp->type() == QpType::kRc) {
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  } else if (qp->type() == QpType::kUc) {
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+  }
+  ASSERT_EQ(qp->modify(a, mask), 0);
+  a.qp_state = QpState::kRts;
+  a.sq_psn = sq_psn;
+  a.timeout = o.timeout;
+  a.retry_cnt = o.retry_cnt;
+  a.rnr_retry = o.rnr_retry;
+  a.max_rd_atomic = o.rd_atomic;
+  mask = kQpState | kQpSqPsn;
+  if (qp->type() == QpType::kRc) mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+  ASSERT_EQ(qp->modify(a, mask), 0);
+}
+
+inline void connect(Node& a, Qp* qa, Node& b, Qp* qb, const ConnectOptions& o = {}) {
+  bring_up(qa, b.gid(), qb->qpn(), o.psn_b, o.psn_a, o);
+  bring_up(qb, a.gid(), qa->qpn(), o.psn_a, o.psn_b, o);
+}
+
+// Polls until `n` completions arrived or `timeout` passed.
+inline std::vector<Wc> wait_wc(Cq* cq, std::size_t n,
+                               std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::vector<Wc> out;
+  const auto end = std::chrono::steady_clock::now() + timeout;
+  Wc buf[64];
+  while (out.size() < n && std::chrono::steady_clock::now() < end) {
+    const int got = cq->poll(std::span<Wc>(buf, std::min<std::size_t>(64, n - out.size())));
+    if (got > 0) {
+      out.insert(out.end(), buf, buf + got);
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  }
+  return out;
+}
+
+inline SendWr wr(WrOpcode op, std::uint64_t id, std::span<const Sge> sge,
+                 std::uint32_t flags = kSendSignaled) {
+  SendWr w;
+  w.opcode = op;
+  w.wr_id = id;
+  w.sg_list = sge;
+  w.send_flags = flags;
+  return w;
+}
+
+inline int post_recv(Qp* qp, std::uint64_t id, std::span<const Sge> sge) {
+  RecvWr r;
+  r.wr_id = id;
+  r.sg_list = sge;
+  return qp->post_recv(r);
+}
+
+class Pair : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fabric = std::make_shared<netdev::MemoryFabric>();
+    a = std::make_unique<Node>(fabric, 1);
+    b = std::make_unique<Node>(fabric, 2);
+  }
+  std::shared_ptr<netdev::MemoryFabric> fabric;
+  std::unique_ptr<Node> a, b;
+};
+
+}  // namespace softrdma::rxe::test
