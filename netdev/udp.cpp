@@ -430,11 +430,12 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
       Packet view;
       view.dst = addrs_[0];
       view.dst_port = port_;
-      if ((h.msg_flags & MSG_TRUNC) || !from_sockaddr(from[i], view.src, view.src_port)) {
+      if ((h.msg_flags & MSG_TRUNC) || msgs[i].msg_len == 0 ||
+          !from_sockaddr(from[i], view.src, view.src_port)) {
         bump(counters_.rx_malformed);
         continue;
       }
-      std::size_t seg = msgs[i].msg_len;
+      std::size_t seg = msgs[i].msg_len;  // > 0
       for (cmsghdr* c = CMSG_FIRSTHDR(&h); c; c = CMSG_NXTHDR(&h, c)) {
         int v = 0;
         if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_PKTINFO) {
@@ -472,7 +473,6 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
         } else {
           pending_.push_back(Pending{view});
         }
-        if (seg == 0) break;
       }
     }
     if (static_cast<std::size_t>(r) < want) break;

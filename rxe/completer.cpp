@@ -68,6 +68,19 @@ void Qp::fail_head(WcStatus status) {
   dev_.async_event({AsyncEventType::kQpFatal, this});
 }
 
+bool Qp::retry_responses(SendWqe& w) {
+  if (w.gap_retried) return true;  // the timer covers a retry that is lost too
+  if (retry_left_ == 0) {
+    ++counters_.retry_exceeded;
+    fail_head(WcStatus::kRetryExcErr);
+    return false;
+  }
+  --retry_left_;
+  w.gap_retried = true;
+  retry_from(w.resp_psn);
+  return true;
+}
+
 void Qp::ack_through(std::uint32_t psn, bool implicit) {
   bool progress = false;
   for (SendWqe& w : sq_) {
@@ -77,7 +90,7 @@ void Qp::ack_through(std::uint32_t psn, bool implicit) {
     if (w.is_read_or_atomic()) {
       // Acknowledged past a read or atomic whose responses did not all arrive:
       // they were lost; ask again for what is missing.
-      if (!implicit) retry_from(w.resp_psn);
+      if (!implicit) retry_responses(w);
       break;
     }
     w.done = true;
@@ -151,14 +164,7 @@ void Qp::rc_response(const wire::RocePacket& pkt) {
       if (w.done) continue;
       if (psn_cmp(w.last_psn, psn) < 0) {
         if (w.is_read_or_atomic()) {
-          // Responses of an earlier read/atomic are missing.
-          if (retry_left_ == 0) {
-            ++counters_.retry_exceeded;
-            fail_head(WcStatus::kRetryExcErr);
-            return;
-          }
-          --retry_left_;
-          retry_from(w.resp_psn);
+          retry_responses(w);  // responses of an earlier read/atomic are missing
           return;
         }
         w.done = true;  // implicitly acknowledged
@@ -175,17 +181,10 @@ void Qp::rc_response(const wire::RocePacket& pkt) {
       return;
     }
     if (psn != w.resp_psn) {
-      if (psn_cmp(psn, w.resp_psn) > 0) {
-        if (retry_left_ == 0) {
-          ++counters_.retry_exceeded;
-          fail_head(WcStatus::kRetryExcErr);
-          return;
-        }
-        --retry_left_;
-        retry_from(w.resp_psn);
-      }
+      if (psn_cmp(psn, w.resp_psn) > 0) retry_responses(w);
       return;  // a duplicate, or a gap being retried
     }
+    w.gap_retried = false;
     WcStatus err = WcStatus::kSuccess;
     if (atomic_ack) {
       const std::uint64_t orig = pkt.hdr.atomic_ack_eth->orig;
@@ -268,6 +267,7 @@ void Qp::run_timers(Clock::time_point now) {
       return;
     }
     --retry_left_;
+    for (SendWqe& w : sq_) w.gap_retried = false;
     retry_from(unacked_psn_);
     arm_retransmit(now);
     dev_.kick(this);

@@ -51,6 +51,7 @@ struct SendWqe {
   std::uint32_t next_psn = 0;        // PSN of the next packet to build for this WQE
   std::uint32_t resp_psn = 0;        // READ: next expected response PSN
   std::uint64_t resp_bytes = 0;      // READ: bytes placed
+  bool gap_retried = false;          // a retry for resp_psn is already under way
   std::uint64_t atomic_orig = 0;
   bool is_read_or_atomic() const {
     return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
@@ -129,6 +130,8 @@ class Qp {
   void complete_send(SendWqe& w);
   void ack_through(std::uint32_t psn, bool implicit);
   void fail_head(WcStatus status);
+  // Missing responses of a read/atomic: retry from what is missing, once per gap.
+  bool retry_responses(SendWqe& w);
   // --- state
   void enter_error();  // flush; caller holds the lock
   void flush_queues();

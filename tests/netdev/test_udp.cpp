@@ -183,6 +183,36 @@ TEST(Udp, SeveralThreadsSendAtOnce) {
   EXPECT_EQ(b->counters().rx_icrc_errors, 0u);
 }
 
+TEST(Udp, ShortAndDamagedDatagramsAreCounted) {
+  std::uint16_t pb = 0;
+  auto b = open_at("127.0.0.2", pb);
+  ASSERT_TRUE(b);
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(pb);
+  to.sin_addr.s_addr = htonl(0x7F000002);
+  auto good = make_datagram(1, 40);  // ICRC left zero: wrong
+  const std::uint8_t tiny[3] = {1, 2, 3};
+  for (auto [data, len] : {std::pair<const void*, std::size_t>{tiny, 0},
+                           {tiny, sizeof tiny},
+                           {good.data(), good.size()}}) {
+    ASSERT_EQ(sendto(fd, data, len, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(len));
+  }
+  close(fd);
+  RecvBatch rb(8);
+  std::size_t got = 0;
+  while (b->counters().rx_malformed + b->counters().rx_icrc_errors < 3 &&
+         readable(b->wait_fd(), 1000)) {
+    got += b->recv_batch(rb.span());
+  }
+  EXPECT_EQ(got, 0u);
+  EXPECT_EQ(b->counters().rx_malformed, 2u);
+  EXPECT_EQ(b->counters().rx_icrc_errors, 1u);
+}
+
 TEST(Udp, OpeningTheSameAddressTwiceFails) {
   std::uint16_t port = 0;
   auto a = open_at("127.0.0.1", port);
