@@ -1,0 +1,292 @@
+// Every error status provoked on purpose; memory outside the allowed range is
+// never touched (guard bytes).
+#include "tests/rxe/fixture.h"
+
+namespace softrdma::rxe::test {
+namespace {
+
+class RcErrors : public Pair {
+ protected:
+  void SetUp() override {
+    Pair::SetUp();
+    qa = make_qp(*a, QpType::kRc);
+    qb = make_qp(*b, QpType::kRc);
+  }
+  void up(ConnectOptions o = {}) { connect(*a, qa, *b, qb, o); }
+  // Posts a WRITE of `len` bytes to (addr, rkey) and returns its completion status.
+  WcStatus write(std::uint64_t addr, std::uint32_t rkey, std::uint32_t len) {
+    src = std::make_unique<Buffer>(*a, 8192, kAllAccess, 0xEE);
+    const Sge s = src->sge(0, len);
+    SendWr w = wr(WrOpcode::kRdmaWrite, 1, std::span(&s, 1));
+    w.remote_addr = addr;
+    w.rkey = rkey;
+    EXPECT_EQ(qa->post_send(w), 0);
+    auto wc = wait_wc(a->cq, 1);
+    return wc.empty() ? WcStatus::kGeneralErr : wc[0].status;
+  }
+  Qp *qa = nullptr, *qb = nullptr;
+  std::unique_ptr<Buffer> src;
+};
+
+bool all_equal(const std::vector<std::uint8_t>& v, std::uint8_t x) {
+  return std::all_of(v.begin(), v.end(), [x](std::uint8_t b) { return b == x; });
+}
+
+TEST_F(RcErrors, WrongRkeyIsRemoteAccessErrorAndMemoryUnchanged) {
+  up();
+  Buffer dst(*b, 4096, kAllAccess, 0x11);
+  EXPECT_EQ(write(dst.addr(), dst.mr->rkey ^ 0x5A5A, 100), WcStatus::kRemAccessErr);
+  EXPECT_TRUE(all_equal(dst.bytes, 0x11));
+  EXPECT_EQ(qa->state(), QpState::kErr);
+  EXPECT_EQ(qb->state(), QpState::kErr);
+}
+
+TEST_F(RcErrors, WrongPdIsRemoteAccessError) {
+  up();
+  Pd* other = b->dev->alloc_pd();
+  std::vector<std::uint8_t> mem(4096, 0x22);
+  int err = 0;
+  auto mr = b->dev->reg_mr(other, mem.data(), mem.size(),
+                           reinterpret_cast<std::uint64_t>(mem.data()), kAllAccess, &err);
+  ASSERT_TRUE(mr);
+  EXPECT_EQ(write(reinterpret_cast<std::uint64_t>(mem.data()), mr->rkey, 64),
+            WcStatus::kRemAccessErr);
+  EXPECT_TRUE(all_equal(mem, 0x22));
+}
+
+TEST_F(RcErrors, WritingAReadOnlyRegionIsRemoteAccessError) {
+  up();
+  Buffer dst(*b, 4096, kAccessLocalWrite | kAccessRemoteRead, 0x33);
+  EXPECT_EQ(write(dst.addr(), dst.mr->rkey, 64), WcStatus::kRemAccessErr);
+  EXPECT_TRUE(all_equal(dst.bytes, 0x33));
+}
+
+TEST_F(RcErrors, OneByteOutOfBoundsIsRemoteAccessErrorAndGuardBytesHold) {
+  up();
+  // Register only the middle of a larger allocation: the rest are guard bytes.
+  std::vector<std::uint8_t> mem(3 * 4096, 0x44);
+  int err = 0;
+  auto mr = b->dev->reg_mr(b->pd, mem.data() + 4096, 4096,
+                           reinterpret_cast<std::uint64_t>(mem.data() + 4096), kAllAccess, &err);
+  ASSERT_TRUE(mr);
+  const auto base = reinterpret_cast<std::uint64_t>(mem.data() + 4096);
+  EXPECT_EQ(write(base + 1, mr->rkey, 4096), WcStatus::kRemAccessErr);  // last byte outside
+  EXPECT_TRUE(all_equal(mem, 0x44));
+}
+
+TEST_F(RcErrors, ExactBoundsSucceed) {
+  up();
+  std::vector<std::uint8_t> mem(3 * 4096, 0x44);
+  int err = 0;
+  auto mr = b->dev->reg_mr(b->pd, mem.data() + 4096, 4096,
+                           reinterpret_cast<std::uint64_t>(mem.data() + 4096), kAllAccess, &err);
+  ASSERT_TRUE(mr);
+  EXPECT_EQ(write(reinterpret_cast<std::uint64_t>(mem.data() + 4096), mr->rkey, 4096),
+            WcStatus::kSuccess);
+  EXPECT_TRUE(std::all_of(mem.begin(), mem.begin() + 4096, [](auto x) { return x == 0x44; }));
+  EXPECT_TRUE(std::all_of(mem.begin() + 4096, mem.begin() + 8192, [](auto x) { return x == 0xEE; }));
+  EXPECT_TRUE(std::all_of(mem.begin() + 8192, mem.end(), [](auto x) { return x == 0x44; }));
+}
+
+TEST_F(RcErrors, ReadWithoutRemoteReadAccess) {
+  up();
+  Buffer remote(*b, 4096, kAccessLocalWrite | kAccessRemoteWrite, 0x55);
+  Buffer local(*a, 4096, kAllAccess, 0);
+  const Sge s = local.sge(0, 100);
+  SendWr w = wr(WrOpcode::kRdmaRead, 9, std::span(&s, 1));
+  w.remote_addr = remote.addr();
+  w.rkey = remote.mr->rkey;
+  ASSERT_EQ(qa->post_send(w), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kRemAccessErr);
+  EXPECT_TRUE(all_equal(local.bytes, 0));
+}
+
+TEST_F(RcErrors, QpWithoutRemoteWriteAccessRejectsWrites) {
+  ConnectOptions o;
+  o.access = kAccessLocalWrite | kAccessRemoteRead;
+  up(o);
+  Buffer dst(*b, 4096, kAllAccess, 0x66);
+  EXPECT_EQ(write(dst.addr(), dst.mr->rkey, 10), WcStatus::kRemInvReqErr);
+  EXPECT_TRUE(all_equal(dst.bytes, 0x66));
+}
+
+TEST_F(RcErrors, ErrorFlushesTheRestOfTheSendQueue) {
+  up();
+  Buffer dst(*b, 4096, kAllAccess);
+  Buffer s(*a, 4096, kAllAccess);
+  const Sge sg = s.sge(0, 10);
+  SendWr bad = wr(WrOpcode::kRdmaWrite, 1, std::span(&sg, 1));
+  bad.remote_addr = dst.addr();
+  bad.rkey = dst.mr->rkey + 1;
+  ASSERT_EQ(qa->post_send(bad), 0);
+  for (int i = 2; i <= 4; ++i) {
+    SendWr ok = bad;
+    ok.wr_id = i;
+    ok.rkey = dst.mr->rkey;
+    ASSERT_EQ(qa->post_send(ok), 0);
+  }
+  auto wc = wait_wc(a->cq, 4);
+  ASSERT_EQ(wc.size(), 4u);
+  EXPECT_EQ(wc[0].status, WcStatus::kRemAccessErr);
+  for (int i = 1; i < 4; ++i) {
+    EXPECT_EQ(wc[i].status, WcStatus::kWrFlushErr);
+    EXPECT_EQ(wc[i].wr_id, static_cast<std::uint64_t>(i + 1));
+  }
+  // Posting in ERR completes with a flush error too; receives are flushed.
+  ASSERT_EQ(qa->post_send(bad), 0);
+  wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kWrFlushErr);
+  const Sge rs = dst.sge(0, 10);
+  ASSERT_EQ(post_recv(qb, 77, std::span(&rs, 1)), 0);
+  wc = wait_wc(b->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(wc[0].wr_id, 77u);
+}
+
+TEST_F(RcErrors, ReceiveBufferTooSmall) {
+  up();
+  Buffer s(*a, 4096, kAllAccess);
+  Buffer d(*b, 4096, kAllAccess);
+  const Sge rs = d.sge(0, 100);
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = s.sge(0, 101);
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
+  auto swc = wait_wc(a->cq, 1);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(swc.size(), 1u);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(swc[0].status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(rwc[0].status, WcStatus::kLocLenErr);
+}
+
+TEST_F(RcErrors, BadLocalKeyIsLocalProtectionError) {
+  up();
+  Buffer s(*a, 4096, kAllAccess);
+  Sge ss = s.sge(0, 100);
+  ss.lkey ^= 1;
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 3, std::span(&ss, 1))), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(qa->state(), QpState::kErr);
+}
+
+TEST_F(RcErrors, PeerGoneGivesRetryExceeded) {
+  ConnectOptions o;
+  o.timeout = 8;  // ~1 ms
+  o.retry_cnt = 3;
+  up(o);
+  ASSERT_EQ(b->dev->destroy_qp(qb), 0);  // nobody answers now
+  qb = nullptr;
+  Buffer s(*a, 64, kAllAccess);
+  const Sge ss = s.sge(0, 10);
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 5, std::span(&ss, 1))), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kRetryExcErr);
+  EXPECT_EQ(qa->counters().retransmits, 3u);  // retry_cnt retries, then the error
+  EXPECT_GE(b->dev->counters().rx_unknown_qp, 4u);
+}
+
+TEST_F(RcErrors, RnrThenSuccessOnceAReceiveIsPosted) {
+  ConnectOptions o;
+  o.rnr_retry = 7;  // forever
+  up(o);
+  Buffer s(*a, 64, kAllAccess, 0x77);
+  Buffer d(*b, 64, kAllAccess);
+  const Sge ss = s.sge(0, 64);
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 6, std::span(&ss, 1))), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_EQ(a->cq->count(), 0u);
+  EXPECT_GT(qb->counters().rnr_naks_sent, 0u);
+  const Sge rs = d.sge(0, 64);
+  ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(all_equal(d.bytes, 0x77));
+  EXPECT_GT(qa->counters().rnr_naks_received, 0u);
+}
+
+TEST_F(RcErrors, RnrRetryExceeded) {
+  ConnectOptions o;
+  o.rnr_retry = 2;
+  up(o);
+  Buffer s(*a, 64, kAllAccess);
+  const Sge ss = s.sge(0, 64);
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 8, std::span(&ss, 1))), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kRnrRetryExcErr);
+  EXPECT_EQ(qa->counters().rnr_naks_received, 3u);
+}
+
+TEST_F(RcErrors, SendWithInvalidateRevokesTheRemoteKey) {
+  up();
+  Buffer d(*b, 4096, kAllAccess, 0x10);
+  Buffer s(*a, 64, kAllAccess);
+  Buffer rbuf(*b, 64, kAllAccess);
+  const Sge rs = rbuf.sge(0, 64);
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = s.sge(0, 8);
+  SendWr w = wr(WrOpcode::kSendWithInv, 2, std::span(&ss, 1));
+  w.invalidate_rkey = d.mr->rkey;
+  ASSERT_EQ(qa->post_send(w), 0);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithInv));
+  EXPECT_EQ(rwc[0].invalidated_rkey, d.mr->rkey);
+  ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
+  EXPECT_EQ(write(d.addr(), d.mr->rkey, 16), WcStatus::kRemAccessErr);
+  EXPECT_TRUE(all_equal(d.bytes, 0x10));
+}
+
+TEST_F(RcErrors, LocalInvalidateRevokesALocalKey) {
+  up();
+  Buffer d(*b, 4096, kAllAccess, 0x10);
+  Buffer s(*a, 64, kAllAccess);
+  SendWr inv;
+  inv.opcode = WrOpcode::kLocalInv;
+  inv.wr_id = 3;
+  inv.send_flags = kSendSignaled;
+  inv.invalidate_rkey = s.mr->lkey;
+  ASSERT_EQ(qa->post_send(inv), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[0].opcode, WcOpcode::kLocalInv);
+  // The invalidated key no longer gathers.
+  const Sge ss = s.sge(0, 8);
+  SendWr w = wr(WrOpcode::kRdmaWrite, 4, std::span(&ss, 1));
+  w.remote_addr = d.addr();
+  w.rkey = d.mr->rkey;
+  ASSERT_EQ(qa->post_send(w), 0);
+  wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
+}
+
+TEST_F(RcErrors, PacketsFromAnotherPeerAreDroppedAndCounted) {
+  up();
+  Node c(fabric, 3);
+  Qp* qc = make_qp(c, QpType::kRc);
+  // C aims at B's QP, which is connected to A.
+  bring_up(qc, b->gid(), qb->qpn(), 0, 0, ConnectOptions{});
+  Buffer s(c, 64, kAllAccess);
+  Buffer d(*b, 64, kAllAccess);
+  const Sge rs = d.sge(0, 64);
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = s.sge(0, 64);
+  ASSERT_EQ(qc->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_GT(qb->counters().dropped_wrong_peer, 0u);
+  EXPECT_EQ(b->cq->count(), 0u);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
