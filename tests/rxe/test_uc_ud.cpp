@@ -1,0 +1,257 @@
+// UC and UD: every operation, completion fields, the UD GRH, Q_Key checks, and
+// under loss: only whole messages go missing, never a corrupted one.
+#include <random>
+
+#include "tests/rxe/fixture.h"
+
+namespace softrdma::rxe::test {
+namespace {
+
+class Uc : public Pair {};
+class Ud : public Pair {};
+
+TEST_F(Uc, SendWriteAndImmediates) {
+  Qp* qa = make_qp(*a, QpType::kUc);
+  Qp* qb = make_qp(*b, QpType::kUc);
+  connect(*a, qa, *b, qb);
+  Buffer src(*a, 100000, kAllAccess, 0x5C);
+  Buffer dst(*b, 100000, kAllAccess);
+  const Sge rs = dst.sge(0, 100000);
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = src.sge(0, 9000);
+  SendWr w = wr(WrOpcode::kSendWithImm, 1, std::span(&ss, 1));
+  w.imm_data = 42;
+  ASSERT_EQ(qa->post_send(w), 0);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc[0].byte_len, 9000u);
+  EXPECT_EQ(rwc[0].imm_data, 42u);
+  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithImm));
+  auto swc = wait_wc(a->cq, 1);
+  ASSERT_EQ(swc.size(), 1u);
+  EXPECT_EQ(swc[0].opcode, WcOpcode::kSend);
+
+  std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
+  ASSERT_EQ(post_recv(qb, 2, std::span(&rs, 1)), 0);
+  const Sge ws = src.sge(0, 20000);
+  w = wr(WrOpcode::kRdmaWriteWithImm, 2, std::span(&ws, 1));
+  w.remote_addr = dst.addr(100);
+  w.rkey = dst.mr->rkey;
+  w.imm_data = 43;
+  ASSERT_EQ(qa->post_send(w), 0);
+  rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rwc[0].imm_data, 43u);
+  EXPECT_EQ(dst.bytes[100], 0x5C);
+  EXPECT_EQ(dst.bytes[20099], 0x5C);
+  EXPECT_EQ(dst.bytes[20100], 0);
+  // READ and atomics do not exist on UC.
+  w.opcode = WrOpcode::kRdmaRead;
+  EXPECT_EQ(qa->post_send(w), EINVAL);
+}
+
+TEST(UcFaults, LossDropsWholeMessagesOnly) {
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  netdev::FaultConfig f;
+  f.drop = 0.05;
+  f.seed = 3;
+  f.seeded = true;
+  Node a(fabric, 1, 9000, f);
+  Node b(fabric, 2, 9000);
+  Qp* qa = make_qp(a, QpType::kUc);
+  Qp* qb = make_qp(b, QpType::kUc);
+  connect(a, qa, b, qb);
+  constexpr int kMessages = 400;
+  constexpr std::uint32_t kLen = 3 * 4096 + 100;  // 4 packets
+  Buffer src(a, kLen, kAllAccess);
+  Buffer dst(b, kLen * kMessages, kAllAccess);
+  std::vector<Sge> rs(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    rs[i] = dst.sge(static_cast<std::size_t>(i) * kLen, kLen);
+    ASSERT_EQ(post_recv(qb, i, std::span(&rs[i], 1)), 0);
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    std::fill(src.bytes.begin(), src.bytes.end(), static_cast<std::uint8_t>(i + 1));
+    const Sge ss = src.sge(0, kLen);
+    SendWr w = wr(WrOpcode::kSendWithImm, i, std::span(&ss, 1));
+    w.imm_data = static_cast<std::uint32_t>(i);
+    ASSERT_EQ(qa->post_send(w), 0);
+    ASSERT_EQ(wait_wc(a.cq, 1).size(), 1u);  // UC completes when sent
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<Wc> got;
+  Wc buf[64];
+  int n;
+  while ((n = b.cq->poll(buf)) > 0) got.insert(got.end(), buf, buf + n);
+  EXPECT_LT(got.size(), static_cast<std::size_t>(kMessages));  // some were lost
+  EXPECT_GT(got.size(), static_cast<std::size_t>(kMessages) / 2);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const Wc& wc = got[k];
+    ASSERT_EQ(wc.status, WcStatus::kSuccess);
+    ASSERT_EQ(wc.byte_len, kLen);
+    // Receive WQEs are used in order; the message in WQE k is whole and one message.
+    const std::size_t off = k * kLen;
+    const std::uint8_t tag = dst.bytes[off];
+    EXPECT_EQ(tag, static_cast<std::uint8_t>(wc.imm_data + 1));
+    EXPECT_TRUE(std::all_of(dst.bytes.begin() + off, dst.bytes.begin() + off + kLen,
+                            [tag](std::uint8_t x) { return x == tag; }))
+        << "receive " << k << " mixes messages";
+  }
+}
+
+TEST_F(Ud, SendWithGrhAndImmediate) {
+  Qp* qa = make_qp(*a, QpType::kUd);
+  Qp* qb = make_qp(*b, QpType::kUd);
+  ConnectOptions o;
+  bring_up(qa, b->gid(), 0, 0, 0, o);
+  bring_up(qb, a->gid(), 0, 0, 0, o);
+  Buffer src(*a, 4096, kAllAccess);
+  Buffer dst(*b, 4096 + 40, kAllAccess);
+  for (std::size_t i = 0; i < src.bytes.size(); ++i) src.bytes[i] = static_cast<std::uint8_t>(i);
+  AhAttr ah;
+  ah.dgid = b->gid();
+  int err = 0;
+  const std::uint32_t ahid = a->dev->create_ah(a->pd, ah, &err);
+  ASSERT_EQ(err, 0);
+  const Sge rs = dst.sge(0, 4096 + 40);
+  ASSERT_EQ(post_recv(qb, 11, std::span(&rs, 1)), 0);
+  const Sge ss = src.sge(0, 1000);
+  SendWr w = wr(WrOpcode::kSendWithImm, 12, std::span(&ss, 1));
+  w.ah = ahid;
+  w.remote_qpn = qb->qpn();
+  w.remote_qkey = 0x11111111;
+  w.imm_data = 0xCAFE;
+  ASSERT_EQ(qa->post_send(w), 0);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc[0].byte_len, 1040u);
+  EXPECT_EQ(rwc[0].src_qp, qa->qpn());
+  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcGrh | kWcWithImm));
+  EXPECT_EQ(rwc[0].imm_data, 0xCAFEu);
+  // GRH: 20 zero bytes, then the IPv4 header with the sender's address.
+  EXPECT_TRUE(std::all_of(dst.bytes.begin(), dst.bytes.begin() + 20, [](auto x) { return x == 0; }));
+  EXPECT_EQ(dst.bytes[20], 0x45);
+  EXPECT_EQ(dst.bytes[20 + 9], 17);  // UDP
+  EXPECT_EQ(dst.bytes[20 + 12], 192);
+  EXPECT_EQ(dst.bytes[20 + 15], 1);  // 192.0.2.1
+  EXPECT_EQ(dst.bytes[20 + 19], 2);  // 192.0.2.2
+  EXPECT_TRUE(std::equal(src.bytes.begin(), src.bytes.begin() + 1000, dst.bytes.begin() + 40));
+  auto swc = wait_wc(a->cq, 1);
+  ASSERT_EQ(swc.size(), 1u);
+  EXPECT_EQ(swc[0].status, WcStatus::kSuccess);
+}
+
+TEST_F(Ud, WrongQkeyIsDroppedAndCounted) {
+  Qp* qa = make_qp(*a, QpType::kUd);
+  Qp* qb = make_qp(*b, QpType::kUd);
+  bring_up(qa, b->gid(), 0, 0, 0, {});
+  bring_up(qb, a->gid(), 0, 0, 0, {});
+  Buffer src(*a, 64, kAllAccess);
+  Buffer dst(*b, 128, kAllAccess);
+  AhAttr ah;
+  ah.dgid = b->gid();
+  int err = 0;
+  const std::uint32_t ahid = a->dev->create_ah(a->pd, ah, &err);
+  const Sge rs = dst.sge(0, 128);
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = src.sge(0, 10);
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&ss, 1));
+  w.ah = ahid;
+  w.remote_qpn = qb->qpn();
+  w.remote_qkey = 0x22222222;
+  ASSERT_EQ(qa->post_send(w), 0);
+  ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(b->cq->count(), 0u);
+  EXPECT_EQ(qb->counters().dropped_bad_qkey, 1u);
+  // A Q_Key with the high bit set uses the sender QP's own Q_Key (equal here).
+  w.remote_qkey = 0x80000000;
+  ASSERT_EQ(qa->post_send(w), 0);
+  EXPECT_EQ(wait_wc(b->cq, 1).size(), 1u);
+}
+
+TEST_F(Ud, MessagesLargerThanTheMtuAreRefusedAndShortBuffersAreLengthErrors) {
+  Qp* qa = make_qp(*a, QpType::kUd);
+  Qp* qb = make_qp(*b, QpType::kUd);
+  bring_up(qa, b->gid(), 0, 0, 0, {});
+  bring_up(qb, a->gid(), 0, 0, 0, {});
+  Buffer src(*a, 8192, kAllAccess);
+  Buffer dst(*b, 128, kAllAccess);
+  AhAttr ah;
+  ah.dgid = b->gid();
+  int err = 0;
+  const std::uint32_t ahid = a->dev->create_ah(a->pd, ah, &err);
+  const Sge big = src.sge(0, 4097);
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&big, 1));
+  w.ah = ahid;
+  w.remote_qpn = qb->qpn();
+  w.remote_qkey = 0x11111111;
+  EXPECT_EQ(qa->post_send(w), EINVAL);
+  const Sge rs = dst.sge(0, 100);  // room for the GRH and 60 bytes
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = src.sge(0, 61);
+  w.sg_list = std::span(&ss, 1);
+  ASSERT_EQ(qa->post_send(w), 0);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(rwc[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(qb->state(), QpState::kRts);  // a UD receive error does not break the QP
+}
+
+TEST(UdFaults, LossDropsWholeDatagramsOnly) {
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  netdev::FaultConfig f;
+  f.drop = 0.1;
+  f.corrupt = 0.05;
+  f.seed = 4;
+  f.seeded = true;
+  Node a(fabric, 1, 9000, f);
+  Node b(fabric, 2, 9000);
+  Qp* qa = make_qp(a, QpType::kUd);
+  Qp* qb = make_qp(b, QpType::kUd);
+  bring_up(qa, b.gid(), 0, 0, 0, {});
+  bring_up(qb, a.gid(), 0, 0, 0, {});
+  AhAttr ah;
+  ah.dgid = b.gid();
+  int err = 0;
+  const std::uint32_t ahid = a.dev->create_ah(a.pd, ah, &err);
+  constexpr int kMessages = 300;
+  Buffer src(a, 2048, kAllAccess);
+  Buffer dst(b, 2088 * kMessages, kAllAccess);
+  std::vector<Sge> rs(kMessages);
+  for (int i = 0; i < kMessages; ++i) {
+    rs[i] = dst.sge(static_cast<std::size_t>(i) * 2088, 2088);
+    ASSERT_EQ(post_recv(qb, i, std::span(&rs[i], 1)), 0);
+  }
+  for (int i = 0; i < kMessages; ++i) {
+    std::fill(src.bytes.begin(), src.bytes.end(), static_cast<std::uint8_t>(i));
+    const Sge ss = src.sge(0, 2048);
+    SendWr w = wr(WrOpcode::kSendWithImm, i, std::span(&ss, 1));
+    w.ah = ahid;
+    w.remote_qpn = qb->qpn();
+    w.remote_qkey = 0x11111111;
+    w.imm_data = static_cast<std::uint32_t>(i);
+    ASSERT_EQ(qa->post_send(w), 0);
+    ASSERT_EQ(wait_wc(a.cq, 1).size(), 1u);
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  std::vector<Wc> got;
+  Wc buf[64];
+  int n;
+  while ((n = b.cq->poll(buf)) > 0) got.insert(got.end(), buf, buf + n);
+  EXPECT_LT(got.size(), static_cast<std::size_t>(kMessages));
+  EXPECT_GT(got.size(), static_cast<std::size_t>(kMessages) / 2);
+  EXPECT_GT(b.dev->netdev().counters().rx_icrc_errors, 0u);
+  for (std::size_t k = 0; k < got.size(); ++k) {
+    const std::size_t off = k * 2088 + 40;
+    const auto tag = static_cast<std::uint8_t>(got[k].imm_data);
+    EXPECT_TRUE(std::all_of(dst.bytes.begin() + off, dst.bytes.begin() + off + 2048,
+                            [tag](std::uint8_t x) { return x == tag; }));
+  }
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
