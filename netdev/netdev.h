@@ -81,6 +81,8 @@ class Netdev {
   virtual std::string backend() const = 0;  // "mem", "udp", …
   virtual std::uint32_t mtu() const = 0;    // IP MTU of the link (1500, 9000, …)
   virtual std::span<const IpAddr> addresses() const = 0;
+  // The UDP port RoCEv2 peers listen on: 4791, or a test's own port.
+  virtual std::uint16_t roce_port() const { return kRoceV2Port; }
 
   // Sends the packets (fills each ICRC first). Packets are copied or sent before
   // return, so their buffers may be reused. Returns how many were accepted; the

@@ -42,6 +42,7 @@ class UdpNetdev : public Netdev {
   void service() override;
 
   std::uint16_t port() const { return port_; }
+  std::uint16_t roce_port() const override { return port_; }
   bool gro() const { return gro_; }  // the kernel may hand us coalesced datagrams
   // Send sockets kept open, one per source port; beyond this the least recently used closes.
   static constexpr std::size_t kMaxSendSockets = 64;

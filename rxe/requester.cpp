@@ -221,7 +221,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
     p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
   }
   p->src_port = src_port_;
-  p->dst_port = netdev::kRoceV2Port;
+  p->dst_port = dev_.netdev().roce_port();
   dev_.tx_commit();
   ++counters_.tx_packets;
   // Advance.

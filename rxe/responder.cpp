@@ -78,6 +78,7 @@ void Qp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
   p->dst = peer_;
   p->src = local_;
   p->src_port = src_port_;
+  p->dst_port = dev_.netdev().roce_port();
   p->traffic_class = attr_.ah_attr.traffic_class;
   p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
   dev_.tx_commit();
@@ -99,6 +100,7 @@ void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
   p->dst = peer_;
   p->src = local_;
   p->src_port = src_port_;
+  p->dst_port = dev_.netdev().roce_port();
   p->traffic_class = attr_.ah_attr.traffic_class;
   p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
   dev_.tx_commit();
@@ -509,6 +511,7 @@ bool Qp::build_read_responses() {
       p->dst = peer_;
       p->src = local_;
       p->src_port = src_port_;
+      p->dst_port = dev_.netdev().roce_port();
       p->traffic_class = attr_.ah_attr.traffic_class;
       p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
       dev_.tx_commit();
