@@ -14,6 +14,7 @@ namespace softrdma::rxe {
 
 class Cq {
  public:
+  void* user = nullptr;  // the upper layer's handle for this object (events)
   explicit Cq(std::uint32_t cqe);
   std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
   // Called (outside the CQ lock) when an armed notification fires.

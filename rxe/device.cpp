@@ -29,7 +29,7 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
   for (const netdev::IpAddr& a : netdev_->addresses()) gids_.push_back(a.bytes);
   std::random_device rd;
   node_guid_ = (std::uint64_t{rd()} << 32) | rd();
-  node_guid_ = (node_guid_ & ~std::uint64_t{0xFF} << 56) | (std::uint64_t{0x02} << 56);
+  node_guid_ = (node_guid_ & 0x00FFFFFFFFFFFFFFull) | (std::uint64_t{0x02} << 56);  // locally administered
   tx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
   rx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
   tx_pkts_.resize(kBatch);
@@ -50,6 +50,9 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, kick_fd_, &ev);
   ev.data.fd = netdev_->wait_fd();
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, netdev_->wait_fd(), &ev);
+  epoll_kick_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  ev.data.fd = kick_fd_;
+  epoll_ctl(epoll_kick_fd_, EPOLL_CTL_ADD, kick_fd_, &ev);
   thread_ = std::thread([this] { progress_loop(); });
 }
 
@@ -63,6 +66,7 @@ Device::~Device() {
     qps_.clear();
   }
   close(epoll_fd_);
+  close(epoll_kick_fd_);
   close(kick_fd_);
 }
 
@@ -294,6 +298,7 @@ void Device::kick(Qp* qp) {
     const std::uint64_t one = 1;
     (void)!write(kick_fd_, &one, sizeof one);
   }
+  poll_progress();  // send at once from this thread when nobody else is busy
 }
 
 void Device::rx_step() {
@@ -324,51 +329,96 @@ void Device::rx_step() {
   }
 }
 
+Clock::time_point Device::step() {
+  // Drain the wake-up first, then take the kicks: a kick that lands in
+  // between writes the eventfd again, so none is lost.
+  std::uint64_t drain = 0;
+  (void)!read(kick_fd_, &drain, sizeof drain);
+  rx_step();
+  {
+    std::lock_guard lock(kick_mutex_);
+    for (std::uint32_t q : kicked_) {
+      if (std::find(active_.begin(), active_.end(), q) == active_.end()) active_.push_back(q);
+    }
+    kicked_.clear();
+  }
+  const auto now = Clock::now();
+  auto deadline = Clock::time_point::max();
+  {
+    std::shared_lock lock(qps_mutex_);
+    std::vector<std::uint32_t> still;
+    for (std::uint32_t q : active_) {
+      auto it = qps_.find(q);
+      if (it == qps_.end()) continue;
+      std::lock_guard ql(it->second->mutex());
+      if (it->second->run_send(now)) still.push_back(q);
+    }
+    active_.swap(still);
+    for (auto& [qpn, qp] : qps_) {
+      std::lock_guard ql(qp->mutex());
+      qp->run_timers(now);
+      deadline = std::min(deadline, qp->next_deadline());
+    }
+  }
+  tx_flush();
+  netdev_->service();
+  return deadline;
+}
+
+void Device::poll_progress() {
+  const std::int64_t now_ns = Clock::now().time_since_epoch().count();
+  // The last polls before an application blocks do not make it a poller.
+  if (now_ns >= blocking_until_ns_.load(std::memory_order_relaxed)) {
+    last_app_poll_ns_.store(now_ns, std::memory_order_relaxed);
+  }
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  step();
+  if (!active_.empty()) {
+    // Work left over: make sure the progress thread picks it up.
+    const std::uint64_t one = 1;
+    (void)!write(kick_fd_, &one, sizeof one);
+  }
+}
+
+void Device::app_blocking() {
+  blocking_until_ns_.store(Clock::now().time_since_epoch().count() + 2'000'000,
+                           std::memory_order_relaxed);
+  if (last_app_poll_ns_.exchange(0, std::memory_order_relaxed) != 0) {
+    const std::uint64_t one = 1;
+    (void)!write(kick_fd_, &one, sizeof one);
+  }
+}
+
 void Device::progress_loop() {
   std::vector<epoll_event> events(4);
   while (!stop_) {
-    rx_step();
-    {
-      std::lock_guard lock(kick_mutex_);
-      for (std::uint32_t q : kicked_) {
-        if (std::find(active_.begin(), active_.end(), q) == active_.end()) active_.push_back(q);
-      }
-      kicked_.clear();
-    }
-    std::uint64_t drain = 0;
-    (void)!read(kick_fd_, &drain, sizeof drain);
-    const auto now = Clock::now();
-    auto deadline = Clock::time_point::max();
-    {
-      std::shared_lock lock(qps_mutex_);
-      std::vector<std::uint32_t> still;
-      for (std::uint32_t q : active_) {
-        auto it = qps_.find(q);
-        if (it == qps_.end()) continue;
-        std::lock_guard ql(it->second->mutex());
-        if (it->second->run_send(now)) still.push_back(q);
-      }
-      active_.swap(still);
-      for (auto& [qpn, qp] : qps_) {
-        std::lock_guard ql(qp->mutex());
-        qp->run_timers(now);
-        deadline = std::min(deadline, qp->next_deadline());
-      }
-    }
-    tx_flush();
-    netdev_->service();
     int timeout = -1;
-    if (!active_.empty()) {
-      timeout = 0;
-    } else if (deadline != Clock::time_point::max()) {
-      const auto ms =
-          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
+    {
+      std::lock_guard lock(progress_mutex_);
+      const auto deadline = step();
+      if (!active_.empty()) {
+        timeout = 0;
+      } else if (deadline != Clock::time_point::max()) {
+        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            deadline - Clock::now())
+                            .count();
+        timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
+      }
     }
     const int nt = netdev_->next_timeout_ms();
     if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
     if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
-    if (timeout > 0) epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+    // While an application polls its CQs it receives for itself: leave the
+    // netdev to it and only tick, so the two threads do not fight for a core.
+    const auto since_poll = Clock::now().time_since_epoch().count() -
+                            last_app_poll_ns_.load(std::memory_order_relaxed);
+    const bool app_polling = since_poll < 1'000'000;  // 1 ms
+    if (app_polling && (timeout < 0 || timeout > 1)) timeout = 1;
+    if (timeout > 0) {
+      epoll_wait(app_polling ? epoll_kick_fd_ : epoll_fd_, events.data(),
+                 static_cast<int>(events.size()), timeout);
+    }
   }
 }
 

@@ -77,6 +77,13 @@ class Device {
   netdev::Packet* tx_packet();
   void tx_commit();
   void kick(Qp* qp);  // the QP has send work (any thread)
+  // Runs one step of protocol progress on the calling thread if no other thread
+  // is doing so (never blocks). Applications that poll their CQs call it, so a
+  // busy-polling program needs no context switch to make progress.
+  void poll_progress();
+  // The application is about to block (it armed a CQ notification): the
+  // progress thread goes back to watching the netdev at once.
+  void app_blocking();
   void async_event(const AsyncEvent& ev);
   // The local IP address for a source GID index (falls back to the first address).
   netdev::IpAddr source_address(std::uint8_t sgid_index) const;
@@ -84,6 +91,9 @@ class Device {
 
  private:
   void progress_loop();
+  // One pass: receive, run QPs with send work, fire timers, transmit. Returns
+  // the next timer deadline. Caller holds progress_mutex_.
+  Clock::time_point step();
   void rx_step();
   void tx_flush();
 
@@ -106,6 +116,7 @@ class Device {
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   std::uint32_t next_qpn_ = 0x11;
 
+  std::mutex progress_mutex_;  // whoever holds it owns active_ and the TX/RX buffers
   std::mutex kick_mutex_;
   std::vector<std::uint32_t> kicked_;
   std::vector<std::uint32_t> active_;  // progress thread only
@@ -122,7 +133,10 @@ class Device {
   std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0},
       tx_packets_{0};
   int kick_fd_ = -1;
-  int epoll_fd_ = -1;
+  int epoll_fd_ = -1;       // kick fd and the netdev's fd
+  int epoll_kick_fd_ = -1;  // kick fd only: used while an application polls
+  std::atomic<std::int64_t> last_app_poll_ns_{0};
+  std::atomic<std::int64_t> blocking_until_ns_{0};  // polls before this do not count
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

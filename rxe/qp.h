@@ -85,6 +85,7 @@ struct QpCounters {
 
 class Qp {
  public:
+  void* user = nullptr;  // the upper layer's handle for this object (events)
   Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
      const QpCap& cap, bool sq_sig_all);
   std::uint32_t qpn() const { return qpn_; }

@@ -46,6 +46,7 @@ class RecvQueue {
 
 class Srq {
  public:
+  void* user = nullptr;  // the upper layer's handle for this object (events)
   Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
   Pd* pd() const { return pd_; }
   // 0, EINVAL (too many SGEs) or ENOMEM (full).

@@ -1,0 +1,321 @@
+// Device discovery, contexts, queries and the async event fd.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <mutex>
+
+#include "verbs/objects.h"
+
+using namespace softrdma;
+using namespace softrdma::verbs;
+
+#undef ibv_query_port
+
+namespace {
+
+const int kSoftOps = 0;  // the address identifies our devices
+
+SoftDevice* the_device() {
+  static SoftDevice* d = [] {
+    Engine* e = Engine::get();
+    if (!e) return static_cast<SoftDevice*>(nullptr);
+    auto* sd = new SoftDevice{};
+    sd->dev.node_type = IBV_NODE_CA;
+    sd->dev.transport_type = IBV_TRANSPORT_IB;
+    std::snprintf(sd->dev.name, sizeof sd->dev.name, "%s", e->config().device_name.c_str());
+    std::snprintf(sd->dev.dev_name, sizeof sd->dev.dev_name, "uverbs0");
+    std::snprintf(sd->dev.dev_path, sizeof sd->dev.dev_path,
+                  "/sys/class/infiniband_verbs/uverbs0");
+    std::snprintf(sd->dev.ibdev_path, sizeof sd->dev.ibdev_path, "/sys/class/infiniband/%s",
+                  sd->dev.name);
+    sd->ops = &kSoftOps;
+    return sd;
+  }();
+  return d;
+}
+
+void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
+  const rxe::DeviceAttr& r = d.attr();
+  std::memset(&a, 0, sizeof a);
+  std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
+  a.node_guid = htobe64(d.node_guid());
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = r.max_mr_size;
+  a.page_size_cap = r.page_size_cap;
+  a.vendor_id = r.vendor_id;
+  a.vendor_part_id = r.vendor_part_id;
+  a.hw_ver = r.hw_ver;
+  a.max_qp = static_cast<int>(r.max_qp);
+  a.max_qp_wr = static_cast<int>(r.max_qp_wr);
+  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a.max_sge = static_cast<int>(r.max_sge);
+  a.max_sge_rd = static_cast<int>(r.max_sge_rd);
+  a.max_cq = static_cast<int>(r.max_cq);
+  a.max_cqe = static_cast<int>(r.max_cqe);
+  a.max_mr = static_cast<int>(r.max_mr);
+  a.max_pd = static_cast<int>(r.max_pd);
+  a.max_qp_rd_atom = static_cast<int>(r.max_qp_rd_atom);
+  a.max_ee_rd_atom = 0;
+  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
+  a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
+  a.atomic_cap = IBV_ATOMIC_HCA;
+  a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);
+  a.max_ah = static_cast<int>(r.max_ah);
+  a.max_srq = static_cast<int>(r.max_srq);
+  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
+  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
+  a.max_pkeys = r.max_pkeys;
+  a.local_ca_ack_delay = r.local_ca_ack_delay;
+  a.phys_port_cnt = 1;
+}
+
+int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
+  if (port != 1) return EINVAL;
+  ibv_port_attr a{};
+  rxe::Device& d = dev(ctx);
+  const rxe::PortAttr p = d.port_attr();
+  a.state = IBV_PORT_ACTIVE;
+  a.max_mtu = IBV_MTU_4096;
+  a.active_mtu = static_cast<ibv_mtu>(p.active_mtu);
+  a.gid_tbl_len = static_cast<int>(p.gid_tbl_len);
+  a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
+  a.max_msg_sz = 1u << 31;
+  a.pkey_tbl_len = 1;
+  a.lid = soft(ctx)->engine->lid();
+  a.sm_lid = 0;
+  a.lmc = 0;
+  a.max_vl_num = 1;
+  a.active_width = 2;   // 4X
+  a.active_speed = 32;  // EDR (25 Gb/s per lane): a nominal figure for a software link
+  a.phys_state = 5;     // LinkUp
+  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  std::memcpy(attr, &a, std::min(len, sizeof a));
+  return 0;
+}
+
+int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* input,
+                         ibv_device_attr_ex* attr, size_t attr_size) {
+  if (input && input->comp_mask) return EINVAL;
+  if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
+  ibv_device_attr_ex a{};
+  fill_device_attr(dev(ctx), a.orig_attr);
+  a.max_dm_size = 0;
+  a.raw_packet_caps = 0;
+  std::memcpy(attr, &a, std::min(attr_size, sizeof a));
+  return 0;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_device** ibv_get_device_list(int* num_devices) {
+  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  if (!list) {
+    errno = ENOMEM;
+    return nullptr;
+  }
+  SoftDevice* d = the_device();
+  int n = 0;
+  if (d) list[n++] = &d->dev;
+  if (num_devices) *num_devices = n;
+  if (!n) errno = ENOSYS;
+  return list;
+}
+
+void ibv_free_device_list(ibv_device** list) { free(list); }
+
+const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+
+int ibv_get_device_index(ibv_device*) { return 0; }
+
+__be64 ibv_get_device_guid(ibv_device*) {
+  Engine* e = Engine::get();
+  return e ? htobe64(e->device().node_guid()) : 0;
+}
+
+ibv_context* ibv_open_device(ibv_device* device) {
+  SoftDevice* d = the_device();
+  if (!d || device != &d->dev) {
+    errno = ENODEV;
+    return nullptr;
+  }
+  auto* ctx = new SoftContext{};
+  ctx->engine = Engine::get();
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) {
+    delete ctx;
+    return nullptr;
+  }
+  fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  ctx->async_write_fd = fds[1];
+  ibv_context& c = ctx->vctx.context;
+  c.device = device;
+  c.cmd_fd = -1;
+  c.async_fd = fds[0];
+  c.num_comp_vectors = 1;
+  pthread_mutex_init(&c.mutex, nullptr);
+  c.abi_compat = __VERBS_ABI_IS_EXTENDED;
+  ctx->vctx.sz = sizeof(verbs_context);
+  ctx->vctx.query_port = query_port_impl;
+  ctx->vctx.query_device_ex = query_device_ex_impl;
+  fill_context_ops(ctx);
+  ++d->refcount;
+  return &c;
+}
+
+int ibv_close_device(ibv_context* context) {
+  SoftContext* ctx = soft(context);
+  close(context->async_fd);
+  close(ctx->async_write_fd);
+  pthread_mutex_destroy(&context->mutex);
+  delete ctx;
+  return 0;
+}
+
+int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
+  fill_device_attr(dev(context), *attr);
+  return 0;
+}
+
+// The old entry point: applications built against verbs.h call ___ibv_query_port,
+// which uses the context's query_port; this symbol serves older binaries.
+int ibv_query_port(ibv_context* context, uint8_t port_num, struct _compat_ibv_port_attr* attr) {
+  // The old layout ends where ibv_port_attr.flags begins.
+  return query_port_impl(context, port_num, reinterpret_cast<ibv_port_attr*>(attr),
+                         offsetof(ibv_port_attr, flags));
+}
+
+int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
+  const auto& gids = dev(context).gids();
+  if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= gids.size()) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::memcpy(gid->raw, gids[static_cast<std::size_t>(index)].data(), 16);
+  return 0;
+}
+
+int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {
+  if (port_num != 1 || index != 0) {
+    errno = EINVAL;
+    return -1;
+  }
+  *pkey = htobe16(0xFFFF);
+  return 0;
+}
+
+int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
+  return port_num == 1 && (be16toh(pkey) & 0x7FFF) == 0x7FFF ? 0 : -1;
+}
+
+int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
+                      ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
+  const auto& gids = dev(context).gids();
+  if (flags || port_num != 1 || gid_index >= gids.size()) return EINVAL;
+  if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
+  std::memset(entry, 0, entry_size);
+  std::memcpy(entry->gid.raw, gids[gid_index].data(), 16);
+  entry->gid_index = gid_index;
+  entry->port_num = 1;
+  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->ndev_ifindex = 1;
+  return 0;
+}
+
+ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
+                             uint32_t flags, size_t entry_size) {
+  const auto& gids = dev(context).gids();
+  if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
+  if (max_entries < gids.size()) return -EINVAL;
+  for (std::size_t i = 0; i < gids.size(); ++i) {
+    auto* e = reinterpret_cast<ibv_gid_entry*>(reinterpret_cast<char*>(entries) + i * entry_size);
+    _ibv_query_gid_ex(context, 1, static_cast<uint32_t>(i), e, 0, entry_size);
+  }
+  return static_cast<ssize_t>(gids.size());
+}
+
+// IBVERBS_PRIVATE_34, and what ibv_devinfo uses to print "RoCE v2". The enum
+// (rdma-core's driver.h, not installed) has IB/RoCE v1 = 0 and RoCE v2 = 1.
+int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
+  if (port_num != 1 || index >= dev(context).gids().size()) {
+    errno = EINVAL;
+    return -1;
+  }
+  *type = 1;  // IBV_GID_TYPE_SYSFS_ROCE_V2
+  return 0;
+}
+
+int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
+  ibv_async_event ev;
+  const ssize_t n = read(context->async_fd, &ev, sizeof ev);
+  if (n != static_cast<ssize_t>(sizeof ev)) return -1;
+  *event = ev;
+  return 0;
+}
+
+void ibv_ack_async_event(ibv_async_event* event) {
+  switch (event->event_type) {
+    case IBV_EVENT_CQ_ERR: {
+      ibv_cq* cq = event->element.cq;
+      pthread_mutex_lock(&cq->mutex);
+      ++cq->async_events_completed;
+      pthread_cond_signal(&cq->cond);
+      pthread_mutex_unlock(&cq->mutex);
+      break;
+    }
+    case IBV_EVENT_QP_FATAL:
+    case IBV_EVENT_QP_REQ_ERR:
+    case IBV_EVENT_QP_ACCESS_ERR:
+    case IBV_EVENT_COMM_EST:
+    case IBV_EVENT_SQ_DRAINED:
+    case IBV_EVENT_PATH_MIG:
+    case IBV_EVENT_PATH_MIG_ERR:
+    case IBV_EVENT_QP_LAST_WQE_REACHED: {
+      ibv_qp* qp = event->element.qp;
+      pthread_mutex_lock(&qp->mutex);
+      ++qp->events_completed;
+      pthread_cond_signal(&qp->cond);
+      pthread_mutex_unlock(&qp->mutex);
+      break;
+    }
+    case IBV_EVENT_SRQ_ERR:
+    case IBV_EVENT_SRQ_LIMIT_REACHED: {
+      ibv_srq* srq = event->element.srq;
+      pthread_mutex_lock(&srq->mutex);
+      ++srq->events_completed;
+      pthread_cond_signal(&srq->cond);
+      pthread_mutex_unlock(&srq->mutex);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+}  // extern "C"
+
+namespace softrdma::verbs {
+
+// Turns an engine event into an ibv_async_event on the context's async fd.
+void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev) {
+  ibv_async_event out{};
+  out.event_type = static_cast<ibv_event_type>(ev.type);
+  if (ev.qp && ev.qp->user) {
+    out.element.qp = &static_cast<SoftQp*>(ev.qp->user)->qpx.qp_base;
+  } else if (ev.cq && ev.cq->user) {
+    out.element.cq = reinterpret_cast<ibv_cq*>(&static_cast<SoftCq*>(ev.cq->user)->cqx);
+  } else if (ev.srq && ev.srq->user) {
+    out.element.srq = &static_cast<SoftSrq*>(ev.srq->user)->srq;
+  } else {
+    out.element.port_num = 1;
+  }
+  (void)!write(ctx->async_write_fd, &out, sizeof out);
+}
+
+}  // namespace softrdma::verbs

@@ -1,0 +1,189 @@
+#include "verbs/engine.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <mutex>
+
+#include "netdev/faults.h"
+#include "netdev/udp.h"
+
+namespace softrdma::verbs {
+
+namespace {
+
+bool apply(Config& cfg, const std::string& key, const std::string& value, std::string& error) {
+  if (key == "device") {
+    if (value.empty() || value.size() >= 64) {
+      error = "device name must be 1 to 63 characters";
+      return false;
+    }
+    cfg.device_name = value;
+  } else if (key == "netdev") {
+    cfg.netdev = value;
+  } else if (key == "faults") {
+    netdev::FaultConfig f;
+    if (!netdev::parse_faults(value, f, error)) return false;
+    cfg.faults = value;
+  } else if (key == "mtu") {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || p != value.data() + value.size() || v < 576 || v > 65536) {
+      error = "mtu must be a number from 576 to 65536, not '" + value + "'";
+      return false;
+    }
+    cfg.mtu = v;
+  } else if (key == "pcap") {
+    cfg.pcap = value;
+  } else {
+    error = "unknown setting '" + key + "'";
+    return false;
+  }
+  return true;
+}
+
+std::string trim(const std::string& s) {
+  const auto b = s.find_first_not_of(" \t\r");
+  if (b == std::string::npos) return "";
+  const auto e = s.find_last_not_of(" \t\r");
+  return s.substr(b, e - b + 1);
+}
+
+// A netdev wrapper that reports a configured MTU instead of the interface's.
+class MtuOverride : public netdev::Netdev {
+ public:
+  MtuOverride(std::unique_ptr<netdev::Netdev> inner, std::uint32_t mtu)
+      : inner_(std::move(inner)), mtu_(mtu) {}
+  std::string name() const override { return inner_->name(); }
+  std::string backend() const override { return inner_->backend(); }
+  std::uint32_t mtu() const override { return mtu_; }
+  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
+  std::uint16_t roce_port() const override { return inner_->roce_port(); }
+  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
+    return inner_->send_batch(p);
+  }
+  std::size_t recv_batch(std::span<netdev::Packet* const> p) override {
+    return inner_->recv_batch(p);
+  }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
+  void service() override { inner_->service(); }
+
+ private:
+  std::unique_ptr<netdev::Netdev> inner_;
+  std::uint32_t mtu_;
+};
+
+constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
+
+// LID <-> address: the LID is the low 16 bits of an IPv4 address; a LID-only
+// peer lives in our own /16 (127.1.0.0/16 for the per-process default).
+std::uint16_t lid_of(const netdev::IpAddr& a) {
+  if (!a.is_v4()) return 1;
+  const auto low = static_cast<std::uint16_t>(a.v4_host() & 0xFFFF);
+  return low == 0 || low > kMaxUnicastLid ? 1 : low;
+}
+
+}  // namespace
+
+bool load_config(Config& cfg, std::string& error) {
+  if (const char* file = std::getenv("SOFTRDMA_CONFIG"); file && *file) {
+    std::ifstream in(file);
+    if (!in) {
+      error = std::string("SOFTRDMA_CONFIG: cannot read ") + file;
+      return false;
+    }
+    std::string line;
+    int n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      line = trim(line);
+      if (line.empty() || line[0] == '#') continue;
+      const auto eq = line.find('=');
+      if (eq == std::string::npos) {
+        error = std::string(file) + ":" + std::to_string(n) + ": expected key=value";
+        return false;
+      }
+      if (!apply(cfg, trim(line.substr(0, eq)), trim(line.substr(eq + 1)), error)) {
+        error = std::string(file) + ":" + std::to_string(n) + ": " + error;
+        return false;
+      }
+    }
+  }
+  const std::pair<const char*, const char*> vars[] = {
+      {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
+      {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
+      {"SOFTRDMA_PCAP", "pcap"}};
+  for (const auto& [var, key] : vars) {
+    if (const char* v = std::getenv(var)) {
+      if (!apply(cfg, key, v, error)) {
+        error = std::string(var) + ": " + error;
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+Engine* Engine::get() {
+  static std::once_flag once;
+  static Engine* engine = nullptr;
+  std::call_once(once, [] {
+    auto* e = new Engine();
+    std::string error;
+    if (e->start(error)) {
+      engine = e;
+    } else {
+      std::fprintf(stderr, "softrdma: %s\n", error.c_str());
+      delete e;
+    }
+  });
+  return engine;
+}
+
+bool Engine::start(std::string& error) {
+  if (!load_config(cfg_, error)) return false;
+  netdev::FaultConfig faults;
+  if (!netdev::parse_faults(cfg_.faults, faults, error)) return false;
+  std::unique_ptr<netdev::Netdev> nd;
+  if (cfg_.netdev.empty()) {
+    // Zero configuration: a loopback address of our own, 127.1.H.L, with LID H<<8|L.
+    std::uint16_t lid = static_cast<std::uint16_t>(getpid() % kMaxUnicastLid + 1);
+    for (int attempt = 0; attempt < 256 && !nd; ++attempt) {
+      address_ = netdev::IpAddr::v4(0x7F010000u | lid);
+      std::string why;
+      nd = netdev::UdpNetdev::open(address_, why, faults);
+      if (!nd) {
+        error = why;
+        lid = static_cast<std::uint16_t>(lid % kMaxUnicastLid + 1);
+      }
+    }
+    if (!nd) return false;
+  } else if (cfg_.netdev.rfind("udp:", 0) == 0) {
+    if (!netdev::IpAddr::parse(cfg_.netdev.substr(4), address_)) {
+      error = "SOFTRDMA_NETDEV: bad address in '" + cfg_.netdev + "'";
+      return false;
+    }
+    nd = netdev::UdpNetdev::open(address_, error, faults);
+    if (!nd) return false;
+  } else {
+    error = "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev +
+            "' (this build supports udp:ADDRESS)";
+    return false;
+  }
+  if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);
+  lid_ = lid_of(address_);
+  device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  return true;
+}
+
+netdev::IpAddr Engine::address_for_lid(std::uint16_t lid) const {
+  if (!address_.is_v4()) return address_;
+  return netdev::IpAddr::v4((address_.v4_host() & 0xFFFF0000u) | lid);
+}
+
+}  // namespace softrdma::verbs

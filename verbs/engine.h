@@ -1,0 +1,50 @@
+// The process-wide softrdma device behind the drop-in libraries: configuration
+// (environment and optional file), the per-process address and LID, and the
+// RoCEv2 engine. Created on first use; see docs/sharing-a-host.md.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "netdev/netdev.h"
+#include "rxe/device.h"
+
+namespace softrdma::verbs {
+
+struct Config {
+  std::string device_name = "softroce0";
+  std::string netdev;  // "udp:ADDRESS"; empty: a per-process loopback address
+  std::string faults;  // netdev fault spec, e.g. "drop=0.01,seed=3"
+  std::optional<std::uint32_t> mtu;  // link MTU override (bytes)
+  std::string pcap;    // trace file (see issue on tracing); recorded, not yet written
+};
+
+// Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
+// lines: device, netdev, faults, mtu, pcap); the environment wins. False and a
+// message on a bad value.
+bool load_config(Config& cfg, std::string& error);
+
+class Engine {
+ public:
+  // The process's engine, created on first call; nullptr (and a message on
+  // stderr, once) when it cannot start, e.g. a bad SOFTRDMA_NETDEV.
+  static Engine* get();
+  rxe::Device& device() { return *device_; }
+  const Config& config() const { return cfg_; }
+  std::uint16_t lid() const { return lid_; }
+  const netdev::IpAddr& address() const { return address_; }
+  // The peer address a LID-only address vector (no GRH) stands for.
+  netdev::IpAddr address_for_lid(std::uint16_t lid) const;
+
+ private:
+  Engine() = default;
+  bool start(std::string& error);
+  Config cfg_;
+  netdev::IpAddr address_;
+  std::uint16_t lid_ = 0;
+  std::unique_ptr<rxe::Device> device_;
+};
+
+}  // namespace softrdma::verbs

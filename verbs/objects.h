@@ -1,0 +1,106 @@
+// The libibverbs objects softrdma hands to applications. Each starts with the
+// public struct from <infiniband/verbs.h> (so applications' inline verbs work)
+// and then points at the engine object behind it.
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "rxe/device.h"
+#include "verbs/engine.h"
+
+namespace softrdma::verbs {
+
+// Shaped like rdma-core's struct verbs_device: the ibv_device, then the provider
+// ops pointer that mlx5dv/efadv compare against their own ("not mine").
+struct SoftDevice {
+  ibv_device dev;
+  const void* ops;
+  int refcount;
+};
+
+struct SoftContext {
+  verbs_context vctx;  // applications see &vctx.context
+  Engine* engine;
+  int async_write_fd;
+};
+
+struct SoftPd {
+  ibv_pd pd;
+  rxe::Pd* rxe;
+};
+
+struct SoftMr {
+  ibv_mr mr;
+  std::shared_ptr<rxe::Mr> rxe;
+};
+
+struct SoftChannel {
+  ibv_comp_channel ch;
+  int write_fd;
+};
+
+struct SoftCq {
+  ibv_cq_ex cqx;  // its first fields are exactly struct ibv_cq
+  rxe::Cq* rxe;
+  std::uint64_t wc_flags;  // ibv_create_cq_ex's wc_flags
+  rxe::Wc cur;             // the completion start_poll/next_poll stands on
+  std::atomic<bool> armed{false};
+};
+
+struct SoftSrq {
+  ibv_srq srq;
+  rxe::Srq* rxe;
+};
+
+struct SoftAh {
+  ibv_ah ah;
+  std::uint32_t id;
+};
+
+// A work request built with the ibv_wr_* calls, posted by wr_complete.
+struct PendingWr {
+  rxe::SendWr wr;
+  std::vector<rxe::Sge> sge;
+  std::vector<std::uint8_t> inline_data;
+};
+
+struct SoftQp {
+  ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
+  rxe::Qp* rxe;
+  SoftContext* ctx;
+  std::vector<PendingWr> pending;  // between wr_start and wr_complete
+  int wr_error = 0;
+};
+
+inline SoftContext* soft(ibv_context* c) {
+  return reinterpret_cast<SoftContext*>(reinterpret_cast<char*>(c) -
+                                        offsetof(verbs_context, context));
+}
+inline SoftPd* soft(ibv_pd* p) { return reinterpret_cast<SoftPd*>(p); }
+inline SoftMr* soft(ibv_mr* m) { return reinterpret_cast<SoftMr*>(m); }
+inline SoftCq* soft(ibv_cq* c) { return reinterpret_cast<SoftCq*>(c); }
+inline SoftCq* soft(ibv_cq_ex* c) { return reinterpret_cast<SoftCq*>(c); }
+inline SoftSrq* soft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
+inline SoftQp* soft(ibv_qp* q) { return reinterpret_cast<SoftQp*>(q); }
+inline SoftQp* soft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
+inline SoftAh* soft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
+inline SoftChannel* soft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
+inline rxe::Device& dev(ibv_context* c) { return soft(c)->engine->device(); }
+
+// Shared by the API and the data path.
+void fill_context_ops(SoftContext* ctx);
+void fill_qp_ex_ops(ibv_qp_ex* qpx);
+void fill_cq_ex_ops(ibv_cq_ex* cqx);
+int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out);
+void convert_wc(const rxe::Wc& in, ibv_wc& out);
+// ibv_ah_attr -> engine address vector (LID-only vectors resolve through the engine).
+bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out);
+void to_ibv_ah_attr(const rxe::AhAttr& in, ibv_ah_attr& out);
+
+}  // namespace softrdma::verbs

@@ -1,0 +1,194 @@
+// Queue pair creation, state changes, queries and destruction.
+#include <cerrno>
+#include <cstring>
+
+#include "verbs/objects.h"
+
+using namespace softrdma;
+using namespace softrdma::verbs;
+
+namespace {
+
+template <class T>
+T* fail(int err) {
+  errno = err;
+  return nullptr;
+}
+
+constexpr uint64_t kSendOps =
+    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+
+ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a) {
+  if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+    return fail<ibv_qp>(EOPNOTSUPP);
+  }
+  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) return fail<ibv_qp>(EINVAL);
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps)) {
+    return fail<ibv_qp>(EOPNOTSUPP);
+  }
+  rxe::QpType type;
+  switch (a->qp_type) {
+    case IBV_QPT_RC: type = rxe::QpType::kRc; break;
+    case IBV_QPT_UC: type = rxe::QpType::kUc; break;
+    case IBV_QPT_UD: type = rxe::QpType::kUd; break;
+    default: return fail<ibv_qp>(EOPNOTSUPP);  // XRC, raw packet: not implemented
+  }
+  if (!a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
+  rxe::QpCap cap;
+  cap.max_send_wr = a->cap.max_send_wr;
+  cap.max_recv_wr = a->cap.max_recv_wr;
+  cap.max_send_sge = a->cap.max_send_sge;
+  cap.max_recv_sge = a->cap.max_recv_sge;
+  cap.max_inline_data = a->cap.max_inline_data;
+  int err = 0;
+  rxe::Qp* q = dev(context).create_qp(
+      soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
+      a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
+  if (!q) return fail<ibv_qp>(err);
+  a->cap.max_send_wr = cap.max_send_wr;
+  a->cap.max_recv_wr = cap.max_recv_wr;
+  a->cap.max_send_sge = cap.max_send_sge;
+  a->cap.max_recv_sge = cap.max_recv_sge;
+  a->cap.max_inline_data = cap.max_inline_data;
+  auto* s = new SoftQp{};
+  s->rxe = q;
+  s->ctx = soft(context);
+  q->user = s;
+  ibv_qp& qp = s->qpx.qp_base;
+  qp.context = context;
+  qp.qp_context = a->qp_context;
+  qp.pd = a->pd;
+  qp.send_cq = a->send_cq;
+  qp.recv_cq = a->recv_cq;
+  qp.srq = a->srq;
+  qp.handle = q->qpn();
+  qp.qp_num = q->qpn();
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = a->qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  fill_qp_ex_ops(&s->qpx);
+  s->qpx.comp_mask = 0;
+  return &qp;
+}
+
+ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* a) {
+  return create_qp_common(context, a);
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  ibv_qp_init_attr_ex a{};
+  a.qp_context = attr->qp_context;
+  a.send_cq = attr->send_cq;
+  a.recv_cq = attr->recv_cq;
+  a.srq = attr->srq;
+  a.cap = attr->cap;
+  a.qp_type = attr->qp_type;
+  a.sq_sig_all = attr->sq_sig_all;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD;
+  a.pd = pd;
+  ibv_qp* qp = create_qp_common(pd->context, &a);
+  if (qp) attr->cap = a.cap;
+  return qp;
+}
+
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return &soft(qp)->qpx; }
+
+int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  SoftQp* s = soft(qp);
+  rxe::QpAttr a;
+  a.qp_state = static_cast<rxe::QpState>(attr->qp_state);
+  a.cur_qp_state = static_cast<rxe::QpState>(attr->cur_qp_state);
+  a.path_mtu = static_cast<rxe::Mtu>(attr->path_mtu);
+  a.qkey = attr->qkey;
+  a.rq_psn = attr->rq_psn;
+  a.sq_psn = attr->sq_psn;
+  a.dest_qp_num = attr->dest_qp_num;
+  a.qp_access_flags = static_cast<uint32_t>(attr->qp_access_flags);
+  a.pkey_index = attr->pkey_index;
+  a.en_sqd_async_notify = attr->en_sqd_async_notify;
+  a.max_rd_atomic = attr->max_rd_atomic;
+  a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
+  a.min_rnr_timer = attr->min_rnr_timer;
+  a.port_num = attr->port_num;
+  a.timeout = attr->timeout;
+  a.retry_cnt = attr->retry_cnt;
+  a.rnr_retry = attr->rnr_retry;
+  if ((mask & IBV_QP_AV) && !convert_ah_attr(s->ctx, attr->ah_attr, a.ah_attr)) return EINVAL;
+  // The engine's mask bits are libibverbs' (static_asserts in tests).
+  const int rc = s->rxe->modify(a, static_cast<uint32_t>(mask));
+  if (rc) return rc;
+  qp->state = static_cast<ibv_qp_state>(s->rxe->state());
+  return 0;
+}
+
+int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
+  rxe::QpAttr a;
+  rxe::QpCap cap;
+  soft(qp)->rxe->query(a, cap);
+  std::memset(attr, 0, sizeof *attr);
+  attr->qp_state = static_cast<ibv_qp_state>(a.qp_state);
+  attr->cur_qp_state = static_cast<ibv_qp_state>(a.qp_state);
+  attr->path_mtu = static_cast<ibv_mtu>(a.path_mtu);
+  attr->qkey = a.qkey;
+  attr->rq_psn = a.rq_psn;
+  attr->sq_psn = a.sq_psn;
+  attr->dest_qp_num = a.dest_qp_num;
+  attr->qp_access_flags = static_cast<unsigned>(a.qp_access_flags);
+  attr->cap.max_send_wr = cap.max_send_wr;
+  attr->cap.max_recv_wr = cap.max_recv_wr;
+  attr->cap.max_send_sge = cap.max_send_sge;
+  attr->cap.max_recv_sge = cap.max_recv_sge;
+  attr->cap.max_inline_data = cap.max_inline_data;
+  to_ibv_ah_attr(a.ah_attr, attr->ah_attr);
+  attr->pkey_index = a.pkey_index;
+  attr->en_sqd_async_notify = a.en_sqd_async_notify;
+  attr->max_rd_atomic = a.max_rd_atomic;
+  attr->max_dest_rd_atomic = a.max_dest_rd_atomic;
+  attr->min_rnr_timer = a.min_rnr_timer;
+  attr->port_num = 1;
+  attr->timeout = a.timeout;
+  attr->retry_cnt = a.retry_cnt;
+  attr->rnr_retry = a.rnr_retry;
+  if (init_attr) {
+    std::memset(init_attr, 0, sizeof *init_attr);
+    init_attr->qp_context = qp->qp_context;
+    init_attr->send_cq = qp->send_cq;
+    init_attr->recv_cq = qp->recv_cq;
+    init_attr->srq = qp->srq;
+    init_attr->cap = attr->cap;
+    init_attr->qp_type = qp->qp_type;
+  }
+  return 0;
+}
+
+int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {
+  return 0;  // no guarantee that data lands in order before the completion
+}
+
+int ibv_destroy_qp(ibv_qp* qp) {
+  SoftQp* s = soft(qp);
+  const int rc = dev(qp->context).destroy_qp(s->rxe);
+  if (rc) return rc;
+  pthread_mutex_destroy(&qp->mutex);
+  pthread_cond_destroy(&qp->cond);
+  delete s;
+  return 0;
+}
+
+int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+
+}  // extern "C"
+
+namespace softrdma::verbs {
+
+void install_qp_ops(SoftContext* ctx) { ctx->vctx.create_qp_ex = create_qp_ex_op; }
+
+}  // namespace softrdma::verbs

@@ -1,0 +1,394 @@
+// Protection domains, memory regions, completion channels and queues, shared
+// receive queues, address handles and queue pairs.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+#include "verbs/objects.h"
+
+using namespace softrdma;
+using namespace softrdma::verbs;
+
+#undef ibv_reg_mr
+#undef ibv_reg_mr_iova
+
+namespace softrdma::verbs {
+void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
+}
+
+namespace {
+
+template <class T>
+T* fail(int err) {
+  errno = err;
+  return nullptr;
+}
+
+void route_async_events(rxe::Device& d) {
+  static std::once_flag once;
+  std::call_once(once, [&d] {
+    d.set_async_handler([](const rxe::AsyncEvent& ev) {
+      SoftContext* ctx = nullptr;
+      if (ev.qp && ev.qp->user) ctx = static_cast<SoftQp*>(ev.qp->user)->ctx;
+      else if (ev.cq && ev.cq->user) ctx = soft(static_cast<SoftCq*>(ev.cq->user)->cqx.context);
+      else if (ev.srq && ev.srq->user) ctx = soft(static_cast<SoftSrq*>(ev.srq->user)->srq.context);
+      if (ctx) post_async_event(ctx, ev);
+    });
+  });
+}
+
+void init_sync(pthread_mutex_t& m, pthread_cond_t& c) {
+  pthread_mutex_init(&m, nullptr);
+  pthread_cond_init(&c, nullptr);
+}
+
+ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
+  if (access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING |
+                 IBV_ACCESS_OPTIONAL_RANGE)) {
+    // Memory windows, zero-based, on-demand paging, huge-page hints are not implemented.
+    return fail<ibv_mr>(EOPNOTSUPP);
+  }
+  int err = 0;
+  auto mr = dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova,
+                                    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
+                                    &err);
+  if (!mr) return fail<ibv_mr>(err);
+  auto* m = new SoftMr{};
+  m->rxe = mr;
+  m->mr.context = pd->context;
+  m->mr.pd = pd;
+  m->mr.addr = addr;
+  m->mr.length = length;
+  m->mr.handle = mr->lkey;
+  m->mr.lkey = mr->lkey;
+  m->mr.rkey = mr->rkey;
+  return &m->mr;
+}
+
+}  // namespace
+
+extern "C" {
+
+ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  auto* p = new SoftPd{};
+  p->pd.context = context;
+  p->rxe = dev(context).alloc_pd();
+  p->pd.handle = p->rxe->handle;
+  return &p->pd;
+}
+
+int ibv_dealloc_pd(ibv_pd* pd) {
+  const int rc = dev(pd->context).dealloc_pd(soft(pd)->rxe);
+  if (rc) return rc;
+  delete soft(pd);
+  return 0;
+}
+
+ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int access) {
+  return reg_mr_common(pd, addr, length, reinterpret_cast<uint64_t>(addr),
+                       static_cast<unsigned>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova, int access) {
+  return reg_mr_common(pd, addr, length, iova, static_cast<unsigned>(access));
+}
+
+ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
+                         unsigned int access) {
+  return reg_mr_common(pd, addr, length, iova, access);
+}
+
+ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
+  return fail<ibv_mr>(EOPNOTSUPP);
+}
+
+int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
+  if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
+                IBV_REREG_MR_CHANGE_ACCESS)) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  SoftMr* m = soft(mr);
+  rxe::Pd* newpd = (flags & IBV_REREG_MR_CHANGE_PD) ? soft(pd)->rxe : nullptr;
+  void* newaddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : nullptr;
+  const unsigned acc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access)
+                                                             : m->rxe->access;
+  if ((acc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
+      !(acc & IBV_ACCESS_LOCAL_WRITE)) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (!dev(mr->context).mrs().rereg(mr->lkey, newpd, newaddr, length,
+                                     reinterpret_cast<uint64_t>(addr), acc)) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  if (newpd) mr->pd = pd;
+  if (newaddr) {
+    mr->addr = addr;
+    mr->length = length;
+  }
+  return 0;
+}
+
+int ibv_dereg_mr(ibv_mr* mr) {
+  const int rc = dev(mr->context).dereg_mr(mr->lkey);
+  if (rc) return rc;
+  delete soft(mr);
+  return 0;
+}
+
+ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  fcntl(fds[1], F_SETFL, O_NONBLOCK);
+  auto* c = new SoftChannel{};
+  c->ch.context = context;
+  c->ch.fd = fds[0];
+  c->ch.refcnt = 0;
+  c->write_fd = fds[1];
+  return &c->ch;
+}
+
+int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
+  if (channel->refcnt) return EBUSY;
+  close(channel->fd);
+  close(soft(channel)->write_fd);
+  delete soft(channel);
+  return 0;
+}
+
+}  // extern "C"
+
+namespace {
+
+ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) {
+  constexpr uint64_t kSupported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
+                                  IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+                                  IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
+                                  IBV_WC_EX_WITH_DLID_PATH_BITS;
+  if (a.wc_flags & ~kSupported) return fail<ibv_cq_ex>(EOPNOTSUPP);
+  if (a.comp_vector != 0) return fail<ibv_cq_ex>(EINVAL);
+  if (a.comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
+    return fail<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  int err = 0;
+  rxe::Device& d = dev(context);
+  route_async_events(d);
+  rxe::Cq* cq = d.create_cq(a.cqe, &err);
+  if (!cq) return fail<ibv_cq_ex>(err);
+  auto* c = new SoftCq{};
+  c->rxe = cq;
+  c->wc_flags = a.wc_flags;
+  cq->user = c;
+  ibv_cq_ex& x = c->cqx;
+  x.context = context;
+  x.channel = a.channel;
+  x.cq_context = a.cq_context;
+  x.handle = 0;
+  x.cqe = static_cast<int>(a.cqe);
+  init_sync(x.mutex, x.cond);
+  fill_cq_ex_ops(&x);
+  if (a.channel) {
+    ++a.channel->refcnt;
+    const int fd = soft(a.channel)->write_fd;
+    cq->set_notify([c, fd] {
+      ibv_cq* self = reinterpret_cast<ibv_cq*>(&c->cqx);
+      (void)!write(fd, &self, sizeof self);
+    });
+  }
+  return &c->cqx;
+}
+
+}  // namespace
+
+namespace softrdma::verbs {
+ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  return create_cq_common(context, *attr);
+}
+}  // namespace softrdma::verbs
+
+extern "C" {
+
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
+                      ibv_comp_channel* channel, int comp_vector) {
+  if (cqe <= 0) return fail<ibv_cq>(EINVAL);
+  ibv_cq_init_attr_ex a{};
+  a.cqe = static_cast<uint32_t>(cqe);
+  a.cq_context = cq_context;
+  a.channel = channel;
+  a.comp_vector = static_cast<uint32_t>(comp_vector);
+  a.wc_flags = IBV_WC_STANDARD_FLAGS;
+  return reinterpret_cast<ibv_cq*>(create_cq_common(context, a));
+}
+
+int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (cqe <= 0 || !soft(cq)->rxe->resize(static_cast<uint32_t>(cqe))) return EINVAL;
+  cq->cqe = cqe;
+  return 0;
+}
+
+int ibv_destroy_cq(ibv_cq* cq) {
+  SoftCq* c = soft(cq);
+  const int rc = dev(cq->context).destroy_cq(c->rxe);
+  if (rc) return rc;
+  if (cq->channel) --cq->channel->refcnt;
+  pthread_mutex_destroy(&cq->mutex);
+  pthread_cond_destroy(&cq->cond);
+  delete c;
+  return 0;
+}
+
+int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
+  dev(channel->context).app_blocking();
+  ibv_cq* got = nullptr;
+  const ssize_t n = read(channel->fd, &got, sizeof got);
+  if (n != static_cast<ssize_t>(sizeof got)) return -1;
+  *cq = got;
+  *cq_context = got->cq_context;
+  return 0;
+}
+
+void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
+  pthread_mutex_lock(&cq->mutex);
+  cq->comp_events_completed += nevents;
+  pthread_cond_signal(&cq->cond);
+  pthread_mutex_unlock(&cq->mutex);
+}
+
+ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  int err = 0;
+  rxe::Device& d = dev(pd->context);
+  route_async_events(d);
+  rxe::Srq* s = d.create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
+                             attr->attr.srq_limit, &err);
+  if (!s) return fail<ibv_srq>(err);
+  auto* x = new SoftSrq{};
+  x->rxe = s;
+  s->user = x;
+  x->srq.context = pd->context;
+  x->srq.srq_context = attr->srq_context;
+  x->srq.pd = pd;
+  init_sync(x->srq.mutex, x->srq.cond);
+  return &x->srq;
+}
+
+int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  std::optional<uint32_t> max_wr, limit;
+  if (mask & IBV_SRQ_MAX_WR) max_wr = attr->max_wr;
+  if (mask & IBV_SRQ_LIMIT) limit = attr->srq_limit;
+  return soft(srq)->rxe->modify(max_wr, limit);
+}
+
+int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
+  attr->max_wr = soft(srq)->rxe->max_wr();
+  attr->max_sge = soft(srq)->rxe->max_sge();
+  attr->srq_limit = soft(srq)->rxe->limit();
+  return 0;
+}
+
+int ibv_destroy_srq(ibv_srq* srq) {
+  const int rc = dev(srq->context).destroy_srq(soft(srq)->rxe);
+  if (rc) return rc;
+  pthread_mutex_destroy(&srq->mutex);
+  pthread_cond_destroy(&srq->cond);
+  delete soft(srq);
+  return 0;
+}
+
+ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  rxe::AhAttr a;
+  if (!convert_ah_attr(soft(pd->context), *attr, a)) return fail<ibv_ah>(EINVAL);
+  int err = 0;
+  const uint32_t id = dev(pd->context).create_ah(soft(pd)->rxe, a, &err);
+  if (err) return fail<ibv_ah>(err);
+  auto* x = new SoftAh{};
+  x->id = id;
+  x->ah.context = pd->context;
+  x->ah.pd = pd;
+  x->ah.handle = id;
+  return &x->ah;
+}
+
+int ibv_destroy_ah(ibv_ah* ah) {
+  const int rc = dev(ah->context).destroy_ah(soft(ah)->id);
+  if (rc) return rc;
+  delete soft(ah);
+  return 0;
+}
+
+int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_grh* grh,
+                        ibv_ah_attr* ah_attr) {
+  if (port_num != 1 || !(wc->wc_flags & IBV_WC_GRH)) {
+    errno = EINVAL;
+    return -1;
+  }
+  std::memset(ah_attr, 0, sizeof *ah_attr);
+  ah_attr->is_global = 1;
+  ah_attr->port_num = 1;
+  ah_attr->grh.hop_limit = 64;
+  const auto* raw = reinterpret_cast<const uint8_t*>(grh);
+  if ((raw[20] >> 4) == 4) {
+    // RoCEv2 over IPv4: the IPv4 header sits at offset 20 of the GRH.
+    uint8_t* g = ah_attr->grh.dgid.raw;
+    g[10] = g[11] = 0xFF;
+    std::memcpy(g + 12, raw + 20 + 12, 4);  // the sender's address
+    ah_attr->grh.traffic_class = raw[20 + 1];
+  } else {
+    std::memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+    ah_attr->grh.traffic_class = static_cast<uint8_t>((be32toh(grh->version_tclass_flow) >> 20));
+  }
+  (void)context;
+  return 0;
+}
+
+ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port_num) {
+  ibv_ah_attr a;
+  if (ibv_init_ah_from_wc(pd->context, port_num, wc, grh, &a)) return nullptr;
+  return ibv_create_ah(pd, &a);
+}
+
+int ibv_attach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+int ibv_detach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+
+}  // extern "C"
+
+namespace softrdma::verbs {
+
+bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out) {
+  if (in.port_num > 1) return false;
+  out = rxe::AhAttr{};
+  if (in.is_global) {
+    std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
+    out.sgid_index = in.grh.sgid_index;
+    out.hop_limit = in.grh.hop_limit;
+    out.traffic_class = in.grh.traffic_class;
+    out.flow_label = in.grh.flow_label;
+  } else {
+    // No GRH (qperf's IB tests): the LID names a peer in our address space.
+    if (in.dlid == 0) return false;
+    out.dgid = ctx->engine->address_for_lid(in.dlid).bytes;
+    out.is_global = false;
+  }
+  out.dlid = in.dlid;
+  out.sl = in.sl;
+  out.port_num = 1;
+  return true;
+}
+
+void to_ibv_ah_attr(const rxe::AhAttr& in, ibv_ah_attr& out) {
+  std::memset(&out, 0, sizeof out);
+  std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
+  out.grh.sgid_index = in.sgid_index;
+  out.grh.hop_limit = in.hop_limit;
+  out.grh.traffic_class = in.traffic_class;
+  out.grh.flow_label = in.flow_label;
+  out.dlid = in.dlid;
+  out.sl = in.sl;
+  out.is_global = in.is_global;
+  out.port_num = 1;
+}
+
+}  // namespace softrdma::verbs
