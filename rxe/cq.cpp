@@ -1,5 +1,7 @@
 #include "rxe/cq.h"
 
+#include <chrono>
+
 namespace softrdma::rxe {
 
 Cq::Cq(std::uint32_t cqe) : ring_(cqe ? cqe : 1) {}
@@ -13,7 +15,10 @@ bool Cq::push(const Wc& wc, bool solicited) {
       error_ = true;
       overflow = true;
     } else {
-      ring_[(head_ + count_) % ring_.size()] = wc;
+      Wc& slot = ring_[(head_ + count_) % ring_.size()];
+      slot = wc;
+      slot.timestamp_ns = static_cast<std::uint64_t>(
+          std::chrono::steady_clock::now().time_since_epoch().count());
       ++count_;
       if (arm_ == Arm::kNext ||
           (arm_ == Arm::kSolicited && (solicited || wc.status != WcStatus::kSuccess))) {

@@ -117,6 +117,7 @@ struct Wc {
   std::uint16_t slid = 0;
   std::uint8_t sl = 0;
   std::uint8_t dlid_path_bits = 0;
+  std::uint64_t timestamp_ns = 0;  // steady clock when the completion was queued
 };
 
 using Gid = std::array<std::uint8_t, 16>;

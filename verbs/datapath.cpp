@@ -186,6 +186,8 @@ unsigned int cq_read_wc_flags(ibv_cq_ex* cq) { return soft(cq)->cur.wc_flags; }
 uint32_t cq_read_slid(ibv_cq_ex* cq) { return soft(cq)->cur.slid; }
 uint8_t cq_read_sl(ibv_cq_ex* cq) { return soft(cq)->cur.sl; }
 uint8_t cq_read_dlid_path_bits(ibv_cq_ex* cq) { return soft(cq)->cur.dlid_path_bits; }
+// The "core clock" runs at 1 GHz: a completion timestamp is in nanoseconds.
+uint64_t cq_read_completion_ts(ibv_cq_ex* cq) { return soft(cq)->cur.timestamp_ns; }
 
 // ---- ibv_qp_ex: work requests built field by field, posted by wr_complete
 
@@ -367,6 +369,7 @@ void fill_cq_ex_ops(ibv_cq_ex* c) {
   c->read_slid = cq_read_slid;
   c->read_sl = cq_read_sl;
   c->read_dlid_path_bits = cq_read_dlid_path_bits;
+  c->read_completion_ts = cq_read_completion_ts;
 }
 
 }  // namespace softrdma::verbs

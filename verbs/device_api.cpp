@@ -105,8 +105,20 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   ibv_device_attr_ex a{};
   fill_device_attr(dev(ctx), a.orig_attr);
   a.max_dm_size = 0;
+  a.completion_timestamp_mask = ~uint64_t{0};
+  a.hca_core_clock = 1'000'000;  // kHz: timestamps are nanoseconds
   a.raw_packet_caps = 0;
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
+  return 0;
+}
+
+int query_rt_values_impl(ibv_context*, ibv_values_ex* values) {
+  if (values->comp_mask & ~static_cast<uint32_t>(IBV_VALUES_MASK_RAW_CLOCK)) return EINVAL;
+  if (values->comp_mask & IBV_VALUES_MASK_RAW_CLOCK) {
+    timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    values->raw_clock = ts;
+  }
   return 0;
 }
 
@@ -164,6 +176,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.sz = sizeof(verbs_context);
   ctx->vctx.query_port = query_port_impl;
   ctx->vctx.query_device_ex = query_device_ex_impl;
+  ctx->vctx.query_rt_values = query_rt_values_impl;
   fill_context_ops(ctx);
   ++d->refcount;
   return &c;

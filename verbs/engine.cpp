@@ -24,6 +24,21 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     }
     cfg.device_name = value;
   } else if (key == "netdev") {
+    netdev::IpAddr a;
+    if (value.rfind("udp:", 0) == 0) {
+      if (!netdev::IpAddr::parse(value.substr(4), a)) {
+        error = "bad address in '" + value + "' (expected udp:IPV4-OR-IPV6-ADDRESS)";
+        return false;
+      }
+    } else if (value.rfind("af_packet:", 0) == 0 || value.rfind("af_xdp:", 0) == 0 ||
+               value.rfind("dpdk:", 0) == 0) {
+      error = "backend '" + value.substr(0, value.find(':')) +
+              "' is not implemented yet (use udp:ADDRESS)";
+      return false;
+    } else if (!value.empty()) {
+      error = "unknown backend '" + value + "' (expected udp:ADDRESS)";
+      return false;
+    }
     cfg.netdev = value;
   } else if (key == "faults") {
     netdev::FaultConfig f;

@@ -168,7 +168,8 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
   constexpr uint64_t kSupported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
                                   IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
                                   IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                                  IBV_WC_EX_WITH_DLID_PATH_BITS;
+                                  IBV_WC_EX_WITH_DLID_PATH_BITS |
+                                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
   if (a.wc_flags & ~kSupported) return fail<ibv_cq_ex>(EOPNOTSUPP);
   if (a.comp_vector != 0) return fail<ibv_cq_ex>(EINVAL);
   if (a.comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {

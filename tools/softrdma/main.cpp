@@ -13,6 +13,11 @@ void usage(std::FILE* out) {
                "commands:\n"
                "  lint [--json] [--roce-port PORT]... FILE\n"
                "      check every RoCEv2 packet and iWARP stream in a pcap/pcapng capture\n"
+               "  run [--netdev udp:ADDRESS] [--faults SPEC] [--mtu BYTES] [--pcap FILE]\n"
+               "      [--device NAME] -- PROGRAM [ARGS...]\n"
+               "      run an unmodified verbs program over softrdma\n"
+               "  devices\n"
+               "      list the softrdma device of this configuration, as ibv_devices does\n"
                "  sample-trace OUT.pcap\n"
                "      write a capture of RoCEv2 packets and an iWARP stream built by wire/\n"
                "  help\n"
@@ -28,6 +33,8 @@ int main(int argc, char** argv) {
   }
   const char* cmd = argv[1];
   if (!std::strcmp(cmd, "lint")) return softrdma::tools::cmd_lint(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "run")) return softrdma::tools::cmd_run(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "devices")) return softrdma::tools::cmd_devices(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "sample-trace")) return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
     usage(stdout);

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Acceptance: unmodified Debian verbs programs over softrdma through `softrdma run`.
+
+usage: programs.py SOFTRDMA CASE
+Each CASE runs a server and a client (or one program) on this host, checks both
+exit codes and what they print. Servers listen on a free TCP port of our own."""
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+
+softrdma, case = sys.argv[1:3]
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run_one(args, timeout=60, env=None):
+    r = subprocess.run([softrdma, "run", *args], capture_output=True, text=True,
+                       timeout=timeout, env=env)
+    return r.returncode, r.stdout + r.stderr
+
+
+def pair(server, client, timeout=120, delay=0.5, run_opts=()):
+    """Starts `server`, then `client` with the server's address; returns both results."""
+    srv = subprocess.Popen([softrdma, "run", *run_opts, "--", *server], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    time.sleep(delay)
+    try:
+        c = subprocess.run([softrdma, "run", *run_opts, "--", *client], capture_output=True,
+                           text=True, timeout=timeout)
+        s_out, _ = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv.communicate()
+        raise
+    return (srv.returncode, s_out), (c.returncode, c.stdout + c.stderr)
+
+
+failures = []
+
+
+def expect(cond, what, output=""):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+        if output:
+            print("---- output ----\n" + output[-3000:] + "\n----------------")
+
+
+def check_pair(name, server, client, patterns, client_only=False, **kw):
+    (src, sout), (crc, cout) = pair(server, client, **kw)
+    expect(src == 0, f"{name}: server exit {src}", sout)
+    expect(crc == 0, f"{name}: client exit {crc}", cout)
+    for p in patterns:
+        if not client_only:
+            expect(re.search(p, sout), f"{name}: server output lacks /{p}/", sout)
+        expect(re.search(p, cout), f"{name}: client output lacks /{p}/", cout)
+    return sout, cout
+
+
+PINGPONG = {
+    "rc_pingpong": ["ibv_rc_pingpong"],
+    "rc_pingpong_new_api": ["ibv_rc_pingpong", "-N"],
+    "rc_pingpong_ext_cq": ["ibv_rc_pingpong", "-t"],
+    "rc_pingpong_events": ["ibv_rc_pingpong", "-e"],
+    "rc_pingpong_sizes": ["ibv_rc_pingpong", "-s", "65536", "-n", "200"],
+    "uc_pingpong": ["ibv_uc_pingpong"],
+    "ud_pingpong": ["ibv_ud_pingpong"],
+    "srq_pingpong": ["ibv_srq_pingpong", "-q", "4"],
+}
+
+PERFTEST = {
+    # name: (program, extra args)
+    "ib_send_bw": ("ib_send_bw", ["-a", "-n", "20"]),
+    "ib_send_lat": ("ib_send_lat", ["-a", "-n", "20"]),
+    "ib_write_bw": ("ib_write_bw", ["-a", "-n", "20"]),
+    "ib_write_lat": ("ib_write_lat", ["-a", "-n", "20"]),
+    "ib_read_bw": ("ib_read_bw", ["-a", "-n", "20"]),
+    "ib_read_lat": ("ib_read_lat", ["-a", "-n", "20"]),
+    "ib_atomic_bw": ("ib_atomic_bw", ["-n", "200"]),
+    "ib_atomic_lat": ("ib_atomic_lat", ["-n", "200"]),
+    "ib_send_bw_uc": ("ib_send_bw", ["-c", "UC", "-a", "-n", "20"]),
+    "ib_write_bw_uc": ("ib_write_bw", ["-c", "UC", "-a", "-n", "20"]),
+    "ib_send_bw_ud": ("ib_send_bw", ["-c", "UD", "-a", "-n", "20"]),
+    "ib_send_lat_ud": ("ib_send_lat", ["-c", "UD", "-a", "-n", "20"]),
+}
+
+QPERF = ["rc_bw", "rc_lat", "rc_bi_bw", "rc_rdma_write_bw", "rc_rdma_write_lat",
+         "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr",
+         "uc_bw", "uc_lat", "ud_bw", "ud_lat"]
+
+if case == "devices":
+    rc, out = run_one(["--", "ibv_devices"])
+    expect(rc == 0 and re.search(r"softroce0\s+[0-9a-f]{16}", out), "ibv_devices lists softroce0", out)
+    r = subprocess.run([softrdma, "devices"], capture_output=True, text=True, timeout=30)
+    expect(r.returncode == 0 and "softroce0" in r.stdout and "udp" in r.stdout,
+           "softrdma devices shows the device and its backend", r.stdout + r.stderr)
+elif case == "devinfo":
+    rc, out = run_one(["--", "ibv_devinfo", "-v"])
+    expect(rc == 0, f"ibv_devinfo exit {rc}", out)
+    for p in [r"hca_id:\s+softroce0", r"transport:\s+InfiniBand", r"state:\s+PORT_ACTIVE",
+              r"link_layer:\s+Ethernet", r"GID\[\s*0\]:\s+::ffff:127\.\d+\.\d+\.\d+, RoCE v2",
+              r"vendor_id:\s+0x1af4", r"max_qp_wr:\s+16384", r"atomic_cap:\s+ATOMIC_HCA",
+              r"active_mtu:\s+4096"]:
+        expect(re.search(p, out), f"ibv_devinfo -v shows /{p}/", out)
+    # A configured address and MTU show through.
+    rc, out = run_one(["--netdev", "udp:127.0.0.7", "--mtu", "1500", "--", "ibv_devinfo"])
+    expect(rc == 0 and "active_mtu:\t\t1024 (3)" in out, "udp:127.0.0.7 with MTU 1500", out)
+elif case == "bad_options":
+    for args, msg in [(["--netdev", "bogus"], "unknown backend"),
+                      (["--faults", "drop=2"], "probability"),
+                      (["--mtu", "12"], "mtu"),
+                      (["--frobnicate", "1"], "unknown option")]:
+        rc, out = run_one([*args, "--", "true"])
+        expect(rc == 2 and msg in out, f"softrdma run {args}: exit 2 with '{msg}'", out)
+    # A device that cannot start says why instead of crashing the program.
+    rc, out = run_one(["--netdev", "udp:192.0.2.77", "--", "ibv_devices"])
+    expect("Cannot assign requested address" in out, "unusable address is reported", out)
+elif case in PINGPONG:
+    port = str(free_port())
+    args = PINGPONG[case] + ["-g", "0", "-p", port]
+    check_pair(case, args, args + ["127.0.0.1"], [r"\d+ iters in [\d.]+ seconds"])
+elif case in PERFTEST:
+    prog, extra = PERFTEST[case]
+    port = str(free_port())
+    args = [prog, "-p", port, *extra]
+    # The passive side of read and atomic tests prints no result table.
+    sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"#bytes"], client_only=True,
+                            timeout=240)
+    rows = [l for l in cout.splitlines() if re.match(r"^\s*\d+\s+\d+\s+[\d.]+", l)]
+    expect(len(rows) >= (1 if "-a" not in extra else 5), f"{case}: result rows", cout)
+elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
+    prog = case.replace("_faults", "")
+    port = str(free_port())
+    args = [prog, "-p", port, "-s", "65536", "-n", "300"]
+    check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"], client_only=True,
+               timeout=240, run_opts=("--faults", "drop=0.01"))
+elif case == "qperf":
+    port = str(free_port())
+    srv = subprocess.Popen([softrdma, "run", "--", "qperf", "-lp", port],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    try:
+        for test in QPERF:
+            rc, out = run_one(["--", "qperf", "-lp", port, "-t", "1", "127.0.0.1", test], timeout=60)
+            ok = rc == 0 and re.search(r"(bw|latency|msg_rate)\s+=\s+[\d.]+ \S+", out)
+            expect(ok, f"qperf {test}", out)
+    finally:
+        srv.kill()
+        srv.communicate()
+else:
+    sys.exit(f"unknown case {case}")
+
+print(f"{case}: {len(failures)} failures")
+sys.exit(1 if failures else 0)

@@ -1,0 +1,112 @@
+// softrdma run [--netdev SPEC] [--faults SPEC] [--mtu N] [--pcap FILE] [--device NAME]
+//              -- PROGRAM ARGS...
+// Runs an unmodified verbs program over softrdma: the drop-in libraries come
+// first on LD_LIBRARY_PATH and the options become SOFTRDMA_* variables.
+// softrdma devices: lists the device as ibv_devices does, with its backend.
+#include <unistd.h>
+
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "tools/softrdma/commands.h"
+#include "verbs/engine.h"
+
+namespace softrdma::tools {
+
+namespace {
+
+// The directory holding libibverbs.so.1: build/lib beside build/bin.
+std::string library_dir() {
+  if (const char* d = std::getenv("SOFTRDMA_LIBDIR")) return d;
+  char self[PATH_MAX];
+  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) return "";
+  self[n] = '\0';
+  std::string dir(self);
+  dir = dir.substr(0, dir.rfind('/'));  // .../bin
+  return dir.substr(0, dir.rfind('/')) + "/lib";
+}
+
+int run_usage(const char* why) {
+  std::fprintf(stderr,
+               "softrdma run: %s\n"
+               "usage: softrdma run [--netdev udp:ADDRESS] [--faults SPEC] [--mtu BYTES]\n"
+               "                    [--pcap FILE] [--device NAME] -- PROGRAM [ARGS...]\n",
+               why);
+  return 2;
+}
+
+}  // namespace
+
+int cmd_run(int argc, char** argv) {
+  const std::pair<const char*, const char*> opts[] = {
+      {"--netdev", "SOFTRDMA_NETDEV"}, {"--faults", "SOFTRDMA_FAULTS"},
+      {"--mtu", "SOFTRDMA_MTU"},       {"--pcap", "SOFTRDMA_PCAP"},
+      {"--device", "SOFTRDMA_DEVICE"}};
+  int i = 0;
+  for (; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    bool known = false;
+    for (const auto& [flag, var] : opts) {
+      const std::string f = flag;
+      std::string value;
+      if (a == f) {
+        if (i + 1 >= argc) return run_usage((f + " needs a value").c_str());
+        value = argv[++i];
+      } else if (a.rfind(f + "=", 0) == 0) {
+        value = a.substr(f.size() + 1);
+      } else {
+        continue;
+      }
+      setenv(var, value.c_str(), 1);
+      known = true;
+      break;
+    }
+    if (!known) {
+      if (a[0] == '-') return run_usage(("unknown option '" + a + "'").c_str());
+      break;  // the program, without "--"
+    }
+  }
+  if (i >= argc) return run_usage("no PROGRAM given");
+  // Check the configuration now: a bad option is a clear error, not a silent
+  // fallback inside the program.
+  verbs::Config cfg;
+  std::string error;
+  if (!verbs::load_config(cfg, error)) {
+    std::fprintf(stderr, "softrdma run: %s\n", error.c_str());
+    return 2;
+  }
+  const std::string lib = library_dir();
+  std::string path = lib;
+  if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += ":" + std::string(old);
+  setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+  execvp(argv[i], argv + i);
+  std::fprintf(stderr, "softrdma run: %s: %s\n", argv[i], std::strerror(errno));
+  return 127;
+}
+
+int cmd_devices(int argc, char**) {
+  if (argc != 0) {
+    std::fprintf(stderr, "usage: softrdma devices\n");
+    return 2;
+  }
+  verbs::Engine* e = verbs::Engine::get();
+  if (!e) return 1;  // the reason was printed
+  rxe::Device& d = e->device();
+  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "device", "node GUID", "backend", "address");
+  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------", "-------");
+  std::printf("    %-16s\t%016llx\t%-10s\t%s (LID %u)\n", d.name().c_str(),
+              static_cast<unsigned long long>(d.node_guid()), d.netdev().backend().c_str(),
+              e->address().str().c_str(), e->lid());
+  return 0;
+}
+
+}  // namespace softrdma::tools
