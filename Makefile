@@ -10,7 +10,7 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev iproute2 clang-format
 
-.PHONY: setup configure build test demo fuzz asan format clean
+.PHONY: setup configure build test demo fuzz asan bench format clean
 
 setup:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -44,6 +44,10 @@ asan: setup
 	cmake -S . -B $(ASANBUILD) -DCMAKE_BUILD_TYPE=Debug -DSOFTRDMA_SANITIZE=ON
 	cmake --build $(ASANBUILD) -j$(JOBS)
 	cd $(ASANBUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
+
+# Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP.
+bench: build
+	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 
 format:
 	find wire pcap lint tools tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i

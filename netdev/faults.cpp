@@ -157,10 +157,12 @@ void FaultInjector::process(std::span<Packet* const> pkts, const Emit& emit,
     for (double& x : u) x = uni(rng_);
     if (u[0] < cfg_.drop) {
       bump(counters_.fault_dropped);
+      if (observer_) observer_(FaultEvent::kDrop, *p);
       continue;
     }
     Packet cur = *p;
     if (u[1] < cfg_.corrupt && cur.len > 0) {
+      if (observer_) observer_(FaultEvent::kCorrupt, *p);
       scratch_.push_back(copy_of(cur, now));
       std::vector<std::uint8_t>& b = scratch_.back().bytes;
       // 1–3 distinct bits, never in BTH byte 4 (masked by the ICRC, so a flip there would
@@ -184,13 +186,16 @@ void FaultInjector::process(std::span<Packet* const> pkts, const Emit& emit,
     if (u[2] < cfg_.duplicate) {
       copies = 2;
       bump(counters_.fault_duplicated);
+      if (observer_) observer_(FaultEvent::kDuplicate, *p);
     }
     if (u[3] < cfg_.delay) {
+      if (observer_) observer_(FaultEvent::kDelay, *p);
       for (int i = 0; i < copies; ++i) {
         delayed_.push_back(copy_of(cur, now + std::chrono::milliseconds(cfg_.delay_ms)));
       }
       bump(counters_.fault_delayed);
     } else if (u[4] < cfg_.reorder) {
+      if (observer_) observer_(FaultEvent::kReorder, *p);
       for (int i = 0; i < copies; ++i) reordered_.push_back(copy_of(cur, now + kReorderHoldMax));
       bump(counters_.fault_reordered);
     } else {
@@ -229,6 +234,11 @@ int FaultInjector::next_timeout_ms(Clock::time_point now) const {
   if (due <= now) return 0;
   const auto us = std::chrono::duration_cast<std::chrono::microseconds>(due - now).count();
   return static_cast<int>((us + 999) / 1000);  // round up: never wake before it is due
+}
+
+void FaultInjector::set_observer(FaultObserver observer) {
+  std::lock_guard lock(mu_);
+  observer_ = std::move(observer);
 }
 
 std::size_t FaultInjector::held() const {

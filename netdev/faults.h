@@ -57,6 +57,9 @@ class FaultInjector {
   // Emits every held packet now, due or not (on close).
   void flush(const Emit& emit);
   std::size_t held() const;
+  // Told of every fault as it is decided (see FaultObserver), with the packet passed to
+  // process(). Called with the injector's lock held: it must not call back into the injector.
+  void set_observer(FaultObserver observer);
 
   static constexpr std::chrono::milliseconds kReorderHoldMax{1};
 
@@ -80,6 +83,7 @@ class FaultInjector {
   // Packets released in the current emit; kept alive until emit returns.
   std::vector<Held> releasing_;
   std::deque<Held> scratch_;  // corrupted copies for the current batch
+  FaultObserver observer_;
 };
 
 }  // namespace softrdma::netdev

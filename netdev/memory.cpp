@@ -54,6 +54,7 @@ void MemoryNetdev::enqueue(const Packet& p) {
   std::lock_guard lock(qmu_);
   if (queue_.size() >= fabric_->queue_limit()) {
     bump(counters_.rx_dropped);
+    if (observer_) observer_(FaultEvent::kRxQueueFull, p);
     return;
   }
   Datagram d;
@@ -123,8 +124,10 @@ std::size_t MemoryNetdev::recv_batch(std::span<Packet* const> pkts) {
     view.cap = view.len;
     if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
       bump(counters_.rx_malformed);
+      if (observer_) observer_(FaultEvent::kRxMalformed, view);
     } else if (!check_icrc(view)) {
       bump(counters_.rx_icrc_errors);
+      if (observer_) observer_(FaultEvent::kRxIcrc, view);
     } else {
       std::uint8_t* buf = out.data;
       const std::uint32_t cap = out.cap;
@@ -151,6 +154,12 @@ int MemoryNetdev::next_timeout_ms() const {
 
 void MemoryNetdev::service() {
   if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+}
+
+void MemoryNetdev::set_fault_observer(FaultObserver observer) {
+  if (faults_) faults_->set_observer(observer);
+  std::lock_guard lock(qmu_);
+  observer_ = std::move(observer);
 }
 
 std::size_t MemoryNetdev::queued() const {

@@ -61,6 +61,7 @@ class MemoryNetdev : public Netdev {
   int wait_fd() const override { return efd_; }
   int next_timeout_ms() const override;
   void service() override;
+  void set_fault_observer(FaultObserver observer) override;
   // Datagrams waiting in the receive queue.
   std::size_t queued() const;
 
@@ -79,6 +80,7 @@ class MemoryNetdev : public Netdev {
   std::array<IpAddr, 1> addrs_;
   std::uint32_t mtu_;
   std::unique_ptr<FaultInjector> faults_;  // null when no fault is configured
+  FaultObserver observer_;                 // receive drops
   int efd_ = -1;
   mutable std::mutex qmu_;
   std::deque<Datagram> queue_;

@@ -8,6 +8,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -44,7 +45,29 @@ struct Packet {
   std::uint8_t* data = nullptr;
   std::uint32_t len = 0;
   std::uint32_t cap = 0;
+  // Set by the transport on a packet it sends again (a retransmission); only tracing reads it.
+  bool retrans = false;
+  void set_retransmission(bool on = true) { retrans = on; }
 };
+
+// Something that happened to a packet below the caller, reported to a FaultObserver: a fault
+// injected on send, or a datagram the receiver dropped before delivering it.
+enum class FaultEvent : std::uint8_t {
+  kDrop,           // injected: never sent
+  kDuplicate,      // injected: sent twice
+  kReorder,        // injected: held until the next packet has gone
+  kCorrupt,        // injected: bits flipped in a copy that was sent instead
+  kDelay,          // injected: held for delay_ms
+  kRxIcrc,         // received with a bad ICRC, dropped
+  kRxMalformed,    // received too short, too long or unreadable, dropped
+  kRxNotOurs,      // received for an address that is not ours, dropped
+  kRxQueueFull,    // arrived at a full receive queue, dropped
+};
+inline bool is_injected(FaultEvent e) { return e <= FaultEvent::kDelay; }
+// Injected faults are reported on the sending thread during send_batch, with the very Packet
+// the caller passed in (before any corruption). Receive drops are reported with a view of the
+// dropped datagram, valid only during the call (kRxQueueFull: on the sender's thread).
+using FaultObserver = std::function<void(FaultEvent, const Packet&)>;
 
 // Per-device counters (like rxe's hw_counters, for the packet layer).
 struct Counters {
@@ -101,6 +124,9 @@ class Netdev {
   virtual int next_timeout_ms() const { return -1; }
   // Releases delayed packets that are due. Cheap; call it in every progress loop.
   virtual void service() {}
+  // Installs (or, with an empty function, removes) the observer of injected faults and receive
+  // drops. Set it before traffic starts. Backends without faults or drops ignore it.
+  virtual void set_fault_observer(FaultObserver observer) { (void)observer; }
 
   Counters counters() const { return counters_.snapshot(); }
 

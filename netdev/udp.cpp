@@ -375,14 +375,17 @@ void UdpNetdev::set_pending_signal(bool on) {
 bool UdpNetdev::deliver(const Packet& view, Packet& out) {
   if (view.dst != addrs_[0]) {
     bump(counters_.rx_not_ours);
+    if (observer_) observer_(FaultEvent::kRxNotOurs, view);
     return false;
   }
   if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
     bump(counters_.rx_malformed);
+    if (observer_) observer_(FaultEvent::kRxMalformed, view);
     return false;
   }
   if (!check_icrc(view)) {
     bump(counters_.rx_icrc_errors);
+    if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
   }
   std::uint8_t* buf = out.data;
@@ -433,6 +436,12 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
       if ((h.msg_flags & MSG_TRUNC) || msgs[i].msg_len == 0 ||
           !from_sockaddr(from[i], view.src, view.src_port)) {
         bump(counters_.rx_malformed);
+        if (observer_) {
+          view.data = static_cast<std::uint8_t*>(iov[i].iov_base);
+          view.len = static_cast<std::uint32_t>(std::min<std::size_t>(msgs[i].msg_len, buf_size_));
+          view.cap = view.len;
+          observer_(FaultEvent::kRxMalformed, view);
+        }
         continue;
       }
       std::size_t seg = msgs[i].msg_len;  // > 0
@@ -487,6 +496,11 @@ int UdpNetdev::next_timeout_ms() const {
 
 void UdpNetdev::service() {
   if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+}
+
+void UdpNetdev::set_fault_observer(FaultObserver observer) {
+  if (faults_) faults_->set_observer(observer);
+  observer_ = std::move(observer);
 }
 
 }  // namespace softrdma::netdev

@@ -40,6 +40,7 @@ class UdpNetdev : public Netdev {
   int wait_fd() const override { return epfd_; }
   int next_timeout_ms() const override;
   void service() override;
+  void set_fault_observer(FaultObserver observer) override;
 
   std::uint16_t port() const { return port_; }
   std::uint16_t roce_port() const override { return port_; }
@@ -78,6 +79,7 @@ class UdpNetdev : public Netdev {
   int epfd_ = -1;
   int pend_efd_ = -1;
   std::unique_ptr<FaultInjector> faults_;
+  FaultObserver observer_;  // receive drops; set before traffic starts
 
   mutable std::mutex send_mu_;
   std::map<std::uint16_t, SendEntry> send_socks_;

@@ -50,9 +50,7 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, kick_fd_, &ev);
   ev.data.fd = netdev_->wait_fd();
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, netdev_->wait_fd(), &ev);
-  epoll_kick_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  ev.data.fd = kick_fd_;
-  epoll_ctl(epoll_kick_fd_, EPOLL_CTL_ADD, kick_fd_, &ev);
+
   thread_ = std::thread([this] { progress_loop(); });
 }
 
@@ -66,7 +64,6 @@ Device::~Device() {
     qps_.clear();
   }
   close(epoll_fd_);
-  close(epoll_kick_fd_);
   close(kick_fd_);
 }
 
@@ -366,25 +363,11 @@ Clock::time_point Device::step() {
 }
 
 void Device::poll_progress() {
-  const std::int64_t now_ns = Clock::now().time_since_epoch().count();
-  // The last polls before an application blocks do not make it a poller.
-  if (now_ns >= blocking_until_ns_.load(std::memory_order_relaxed)) {
-    last_app_poll_ns_.store(now_ns, std::memory_order_relaxed);
-  }
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   step();
   if (!active_.empty()) {
     // Work left over: make sure the progress thread picks it up.
-    const std::uint64_t one = 1;
-    (void)!write(kick_fd_, &one, sizeof one);
-  }
-}
-
-void Device::app_blocking() {
-  blocking_until_ns_.store(Clock::now().time_since_epoch().count() + 2'000'000,
-                           std::memory_order_relaxed);
-  if (last_app_poll_ns_.exchange(0, std::memory_order_relaxed) != 0) {
     const std::uint64_t one = 1;
     (void)!write(kick_fd_, &one, sizeof one);
   }
@@ -409,16 +392,7 @@ void Device::progress_loop() {
     const int nt = netdev_->next_timeout_ms();
     if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
     if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
-    // While an application polls its CQs it receives for itself: leave the
-    // netdev to it and only tick, so the two threads do not fight for a core.
-    const auto since_poll = Clock::now().time_since_epoch().count() -
-                            last_app_poll_ns_.load(std::memory_order_relaxed);
-    const bool app_polling = since_poll < 1'000'000;  // 1 ms
-    if (app_polling && (timeout < 0 || timeout > 1)) timeout = 1;
-    if (timeout > 0) {
-      epoll_wait(app_polling ? epoll_kick_fd_ : epoll_fd_, events.data(),
-                 static_cast<int>(events.size()), timeout);
-    }
+    if (timeout > 0) epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
   }
 }
 

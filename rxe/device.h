@@ -81,9 +81,7 @@ class Device {
   // is doing so (never blocks). Applications that poll their CQs call it, so a
   // busy-polling program needs no context switch to make progress.
   void poll_progress();
-  // The application is about to block (it armed a CQ notification): the
-  // progress thread goes back to watching the netdev at once.
-  void app_blocking();
+
   void async_event(const AsyncEvent& ev);
   // The local IP address for a source GID index (falls back to the first address).
   netdev::IpAddr source_address(std::uint8_t sgid_index) const;
@@ -133,10 +131,7 @@ class Device {
   std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0},
       tx_packets_{0};
   int kick_fd_ = -1;
-  int epoll_fd_ = -1;       // kick fd and the netdev's fd
-  int epoll_kick_fd_ = -1;  // kick fd only: used while an application polls
-  std::atomic<std::int64_t> last_app_poll_ns_{0};
-  std::atomic<std::int64_t> blocking_until_ns_{0};  // polls before this do not count
+  int epoll_fd_ = -1;  // the kick fd and the netdev's fd
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -2,6 +2,7 @@
 // (post_send, post_recv, poll_cq, req_notify_cq, post_srq_recv), the ibv_wr_*
 // calls of ibv_qp_ex and the ibv_start_poll family of ibv_cq_ex.
 #include <endian.h>
+#include <sched.h>
 
 #include <cerrno>
 #include <cstring>
@@ -134,6 +135,12 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return 0;
 }
 
+// An application spinning on an empty CQ gives its core away now and then, so
+// that on a small machine the progress threads run without waiting for a tick.
+void idle_poll(SoftCq* c) {
+  if (++c->empty_polls % 32 == 0) sched_yield();
+}
+
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   if (num_entries <= 0) return 0;
   dev(cq->context).poll_progress();  // a polling application drives progress itself
@@ -147,12 +154,12 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     total += n;
     if (n < want) break;
   }
+  if (total == 0) idle_poll(soft(cq));
   return total;
 }
 
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
   soft(cq)->rxe->req_notify(solicited_only != 0);
-  dev(cq->context).app_blocking();
   return 0;
 }
 
@@ -163,6 +170,7 @@ int cq_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   SoftCq* c = soft(cq);
   dev(cq->context).poll_progress();
   const int n = c->rxe->poll(std::span(&c->cur, 1));
+  if (n == 0) idle_poll(c);
   if (n <= 0) return n < 0 ? EIO : ENOENT;
   cq->wr_id = c->cur.wr_id;
   cq->status = static_cast<ibv_wc_status>(c->cur.status);

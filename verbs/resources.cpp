@@ -243,7 +243,6 @@ int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, void** cq_context) {
-  dev(channel->context).app_blocking();
   ibv_cq* got = nullptr;
   const ssize_t n = read(channel->fd, &got, sizeof got);
   if (n != static_cast<ssize_t>(sizeof got)) return -1;

@@ -141,6 +141,28 @@ elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
     args = [prog, "-p", port, "-s", "65536", "-n", "300"]
     check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"], client_only=True,
                timeout=240, run_opts=("--faults", "drop=0.01"))
+elif case == "multi_process":
+    # Two ib_write_bw pairs and an ibv_rc_pingpong pair at once: six processes, each
+    # with its own device, on one host.
+    procs = []
+    ports = [str(free_port()) for _ in range(3)]
+    progs = [["ib_write_bw", "-p", ports[0], "-s", "65536", "-n", "500"],
+             ["ib_write_bw", "-p", ports[1], "-s", "65536", "-n", "500"],
+             ["ibv_rc_pingpong", "-g", "0", "-p", ports[2], "-n", "3000"]]
+    for args in progs:
+        procs.append(subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
+                                      stderr=subprocess.STDOUT, text=True))
+    time.sleep(0.6)
+    for args in progs:
+        procs.append(subprocess.Popen([softrdma, "run", "--", *args, "127.0.0.1"],
+                                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
+    for i, p in enumerate(procs):
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        expect(p.returncode == 0, f"process {i} ({progs[i % 3][0]}) exit {p.returncode}", out)
 elif case == "qperf":
     port = str(free_port())
     srv = subprocess.Popen([softrdma, "run", "--", "qperf", "-lp", port],

@@ -1,0 +1,532 @@
+#include "lint/roce_flow.h"
+
+#include <string>
+#include <vector>
+
+#include "lint/flow.h"
+#include "wire/roce_frame.h"
+
+namespace softrdma::lint {
+
+namespace {
+
+using wire::OpKind;
+using wire::Seg;
+
+constexpr std::uint32_t kHalf = 0x800000;  // half the 24-bit PSN space
+
+std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & wire::kPsnMask; }
+std::uint32_t psn_diff(std::uint32_t a, std::uint32_t b) { return (a - b) & wire::kPsnMask; }
+// a comes after b (24-bit serial arithmetic).
+bool ahead(std::uint32_t a, std::uint32_t b) {
+  const std::uint32_t d = psn_diff(a, b);
+  return d != 0 && d < kHalf;
+}
+bool behind(std::uint32_t a, std::uint32_t b) { return ahead(b, a); }
+
+std::string psn_str(std::uint32_t psn) { return "PSN " + hex(psn, 6); }
+std::string bytes_str(std::uint64_t n) { return std::to_string(n) + " bytes"; }
+std::string frame_ref(std::uint64_t frame) { return "frame " + std::to_string(frame); }
+
+bool valid_mtu(std::size_t n) {
+  return n == 256 || n == 512 || n == 1024 || n == 2048 || n == 4096;
+}
+
+// Response packets a read of `len` bytes takes at this path MTU (0: unknown yet).
+std::uint32_t read_packets(std::uint32_t len, std::uint32_t mtu) {
+  if (len == 0) return 1;
+  if (mtu != 0) return static_cast<std::uint32_t>((std::uint64_t{len} + mtu - 1) / mtu);
+  return len <= 256 ? 1 : 0;
+}
+
+RoceFlowChecker::Ip ip_of(const wire::FrameView& f, bool source) {
+  RoceFlowChecker::Ip ip{};
+  if (f.is_ipv6) return source ? f.ipv6.src : f.ipv6.dst;
+  const std::uint32_t a = source ? f.ipv4.src : f.ipv4.dst;
+  ip[10] = ip[11] = 0xFF;  // IPv4-mapped
+  wire::store32(ip.data() + 12, a);
+  return ip;
+}
+
+}  // namespace
+
+struct RoceFlowChecker::Flow {
+  enum class Msg : std::uint8_t { kUnknown, kIdle, kSend, kWrite };
+  struct Read {
+    std::uint32_t len = 0;
+    std::uint64_t frame = 0;
+  };
+
+  wire::Transport transport = wire::Transport::kNone;
+  bool bound = false;  // a response key maps to this flow
+
+  // Request side.
+  bool have_first = false;  // `first`: the earliest PSN the capture shows sent
+  std::uint32_t first = 0;
+  bool have_next = false;  // `next`: the PSN the next new request must carry
+  std::uint32_t next = 0;
+  bool replay = false;  // inside a go-back-N retransmission, expecting `replay_next`
+  std::uint32_t replay_next = 0;
+  Msg msg = Msg::kUnknown;
+  std::uint64_t msg_frame = 0;
+  bool write_len_known = false;
+  std::uint64_t write_len = 0, write_got = 0;
+  std::uint32_t mtu = 0;  // path MTU payload, inferred; 0 until known
+  std::uint64_t mtu_frame = 0;
+  std::map<std::uint32_t, Read> reads;            // outstanding, by request PSN
+  std::map<std::uint32_t, std::uint64_t> atomics;  // outstanding, PSN -> frame
+
+  // Response side.
+  bool have_msn = false;
+  std::uint32_t msn = 0, msn_psn = 0;
+  std::uint64_t msn_frame = 0;
+  bool in_resp = false;  // a multi-packet read response in progress
+  std::uint32_t resp_start = 0, resp_next = 0, resp_packets = 0, resp_len = 0;
+  std::uint64_t resp_bytes = 0, resp_frame = 0;
+
+  // `psn` lies between the first PSN seen sent and the last one.
+  bool sent(std::uint32_t psn) const {
+    return have_first && have_next && psn_diff(psn, first) < psn_diff(next, first);
+  }
+  std::uint32_t last_sent() const { return psn_add(next, wire::kPsnMask); }
+};
+
+RoceFlowChecker::RoceFlowChecker(Report& report) : report_(report) {}
+RoceFlowChecker::~RoceFlowChecker() = default;
+
+void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& frame,
+                                const wire::RocePacket& pkt) {
+  const wire::RoceOpcodeInfo& info = *pkt.info;
+  const wire::Bth& bth = pkt.hdr.bth;
+  // A packet whose ICRC fails is discarded by its receiver: its headers prove nothing.
+  auto icrc = wire::expected_icrc(frame);
+  if (!icrc || *icrc != pkt.icrc) return;
+  const std::string where = flow_string(frame) + " qp " + hex(bth.dest_qp, 6);
+  const Key key{ip_of(frame, true), ip_of(frame, false), bth.dest_qp};
+  switch (info.transport) {
+    case wire::Transport::kUd:
+      if (pkt.hdr.deth) on_ud(frame_no, where, key, pkt);
+      return;
+    case wire::Transport::kRc:
+    case wire::Transport::kUc:
+      break;
+    default:
+      return;  // CNPs carry no flow state
+  }
+  if (info.request) {
+    auto& slot = flows_[key];
+    if (!slot) {
+      slot = std::make_unique<Flow>();
+      slot->transport = info.transport;
+    }
+    on_request(frame_no, where, *slot, pkt);
+    return;
+  }
+  auto it = responses_.find(key);
+  Flow* f = it != responses_.end() ? it->second : match_response(key, bth.psn);
+  if (f) on_response(frame_no, where, *f, pkt);
+}
+
+RoceFlowChecker::Flow* RoceFlowChecker::match_response(const Key& resp_key, std::uint32_t psn) {
+  std::vector<Flow*> all, plausible;
+  for (auto& [k, f] : flows_) {
+    if (std::get<0>(k) != std::get<1>(resp_key) || std::get<1>(k) != std::get<0>(resp_key))
+      continue;
+    if (f->transport != wire::Transport::kRc || f->bound) continue;
+    all.push_back(f.get());
+    if (f->sent(psn)) plausible.push_back(f.get());
+  }
+  Flow* f = nullptr;
+  if (all.size() == 1) {
+    f = all[0];
+  } else if (plausible.size() == 1) {
+    f = plausible[0];
+  }
+  if (f) {
+    f->bound = true;
+    responses_[resp_key] = f;
+  }
+  return f;
+}
+
+void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& where, Flow& f,
+                                 const wire::RocePacket& pkt) {
+  const wire::RoceOpcodeInfo& info = *pkt.info;
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  const std::string name(info.name);
+  const auto add = [&](const char* rule, std::string expected, std::string found) {
+    report_.add({frame_no, where, rule, std::move(expected), std::move(found)});
+  };
+
+  // PSNs this request takes: a read request one per response packet.
+  std::uint32_t consumed = 1;
+  if (info.kind == OpKind::kReadRequest && pkt.hdr.reth)
+    consumed = read_packets(pkt.hdr.reth->dma_len, f.mtu);
+
+  // PSN continuity. A PSN behind the next new one is a retransmission (go-back-N on RC).
+  bool retransmission = false;
+  if (!f.have_next) {
+    if (!f.have_first) {
+      f.have_first = true;
+      f.first = psn;
+    }
+  } else if (psn == (f.replay ? f.replay_next : f.next)) {
+    retransmission = f.replay;
+  } else if (f.replay && psn == f.next) {
+    f.replay = false;  // the retransmission stopped early: the rest was acknowledged
+  } else if (behind(psn, f.next)) {
+    retransmission = true;
+    f.replay = true;
+    f.msg = Flow::Msg::kUnknown;  // it may restart in the middle of a message
+  } else {
+    add("roce.psn_gap", psn_str(f.next), psn_str(psn));
+    f.replay = false;
+    f.msg = Flow::Msg::kUnknown;  // packets are missing: the message state is lost
+  }
+  if (retransmission) {
+    if (consumed == 0) {
+      f.replay = false;  // cannot follow it: the next packet behind `next` restarts it
+    } else {
+      f.replay_next = psn_add(psn, consumed);
+      if (f.replay_next == f.next) f.replay = false;
+    }
+  } else if (consumed == 0) {
+    f.have_next = false;  // the next request re-establishes the PSN
+  } else {
+    f.have_next = true;
+    f.next = psn_add(psn, consumed);
+    if (psn_diff(f.next, f.first) > kHalf / 2) f.first = psn_diff(f.next, kHalf / 2);
+  }
+
+  // Message sequencing: FIRST (MIDDLE)* LAST or ONLY, one message at a time.
+  const bool in_msg = f.msg == Flow::Msg::kSend || f.msg == Flow::Msg::kWrite;
+  const char* cur = f.msg == Flow::Msg::kSend ? "SEND" : "RDMA WRITE";
+  const std::string in_progress = std::string("a MIDDLE or LAST packet of the ") + cur +
+                                  " begun in " + frame_ref(f.msg_frame);
+  const std::size_t plen = pkt.payload.size();
+  const bool segmented = info.kind == OpKind::kSend || info.kind == OpKind::kWrite;
+  if (!segmented) {
+    if (in_msg) add("roce.sequence", in_progress, name);
+    f.msg = Flow::Msg::kIdle;
+  } else {
+    const Flow::Msg kind = info.kind == OpKind::kSend ? Flow::Msg::kSend : Flow::Msg::kWrite;
+    switch (info.seg) {
+      case Seg::kFirst:
+        if (in_msg) add("roce.sequence", in_progress, name);
+        f.msg = kind;
+        f.msg_frame = frame_no;
+        f.write_len_known = pkt.hdr.reth.has_value();
+        f.write_len = pkt.hdr.reth ? pkt.hdr.reth->dma_len : 0;
+        f.write_got = plen;
+        break;
+      case Seg::kMiddle:
+      case Seg::kLast:
+        if (f.msg == Flow::Msg::kIdle) {
+          add("roce.sequence", "a FIRST or ONLY packet to begin a message", name);
+        } else if (in_msg && f.msg != kind) {
+          add("roce.sequence", in_progress, name);
+        }
+        if (f.msg != kind) {
+          f.msg = kind;
+          f.msg_frame = frame_no;
+          f.write_len_known = false;
+        }
+        f.write_got += plen;
+        if (info.seg == Seg::kLast) {
+          if (kind == Flow::Msg::kWrite && f.write_len_known && f.write_got != f.write_len) {
+            add("roce.write_length",
+                bytes_str(f.write_len) + " (RETH DMA length in " + frame_ref(f.msg_frame) + ")",
+                bytes_str(f.write_got));
+          }
+          f.msg = Flow::Msg::kIdle;
+        }
+        break;
+      case Seg::kOnly:
+        if (in_msg) add("roce.sequence", in_progress, name);
+        if (pkt.hdr.reth && plen != pkt.hdr.reth->dma_len) {
+          add("roce.write_length", bytes_str(pkt.hdr.reth->dma_len) + " (RETH DMA length)",
+              bytes_str(plen));
+        }
+        f.msg = Flow::Msg::kIdle;
+        break;
+      default:
+        break;
+    }
+
+    // Segment sizes: FIRST and MIDDLE carry exactly the path MTU, LAST 1 to MTU, ONLY up to MTU.
+    if (info.seg == Seg::kFirst || info.seg == Seg::kMiddle) {
+      if (f.mtu == 0) {
+        if (valid_mtu(plen)) {
+          f.mtu = static_cast<std::uint32_t>(plen);
+          f.mtu_frame = frame_no;
+        } else {
+          add("roce.segment_size", "a path MTU payload (256, 512, 1024, 2048 or 4096 bytes)",
+              bytes_str(plen));
+        }
+      } else if (plen != f.mtu) {
+        add("roce.segment_size",
+            bytes_str(f.mtu) + " (the path MTU, from " + frame_ref(f.mtu_frame) + ")",
+            bytes_str(plen));
+      }
+    } else if (info.seg == Seg::kLast && plen == 0) {
+      add("roce.segment_size", "1 to path MTU bytes in a LAST packet", bytes_str(0));
+    } else if (f.mtu != 0 && plen > f.mtu) {
+      add("roce.segment_size",
+          "at most " + bytes_str(f.mtu) + " (the path MTU, from " + frame_ref(f.mtu_frame) + ")",
+          bytes_str(plen));
+    } else if (f.mtu == 0 && plen > 4096) {
+      add("roce.segment_size", "at most 4096 bytes (the largest path MTU)", bytes_str(plen));
+    }
+  }
+
+  // Outstanding reads and atomics, answered by responses.
+  if (info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
+    if (f.reads.size() > 65536) f.reads.clear();
+    f.reads[psn] = Flow::Read{pkt.hdr.reth->dma_len, frame_no};
+  } else if (info.kind == OpKind::kAtomic) {
+    if (f.atomics.size() > 65536) f.atomics.clear();
+    f.atomics[psn] = frame_no;
+  }
+}
+
+void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& where, Flow& f,
+                                  const wire::RocePacket& pkt) {
+  const wire::RoceOpcodeInfo& info = *pkt.info;
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  const std::string name(info.name);
+  const auto add = [&](const char* rule, std::string expected, std::string found) {
+    report_.add({frame_no, where, rule, std::move(expected), std::move(found)});
+  };
+  const std::optional<wire::Aeth>& aeth = pkt.hdr.aeth;
+  const bool ack_syndrome = aeth && wire::aeth_kind(aeth->syndrome) == wire::AethKind::kAck;
+
+  // MSN never decreases, except in answers to duplicate requests (PSN behind an earlier answer).
+  if (aeth) {
+    const std::uint32_t msn = aeth->msn & 0xFFFFFF;
+    if (!f.have_msn || !behind(psn, f.msn_psn)) {
+      if (f.have_msn && behind(msn, f.msn)) {
+        add("roce.msn", "MSN " + hex(f.msn, 6) + " or later (" + frame_ref(f.msn_frame) + ")",
+            "MSN " + hex(msn, 6));
+      } else {
+        f.msn = msn;
+        f.msn_frame = frame_no;
+      }
+      f.have_msn = true;
+      f.msn_psn = psn;
+    }
+  }
+
+  // Every request up to `done` has been answered or acknowledged: reads and atomics before
+  // it must have had their own responses.
+  std::optional<std::uint32_t> done;
+  if (info.kind == OpKind::kAck && aeth) {
+    done = ack_syndrome ? psn : psn_add(psn, wire::kPsnMask);
+  } else if (info.kind == OpKind::kAtomicAck ||
+             (info.kind == OpKind::kReadResponse &&
+              (info.seg == Seg::kFirst || info.seg == Seg::kOnly))) {
+    done = psn_add(psn, wire::kPsnMask);
+  }
+  if (done) {
+    const auto covered = [&](std::uint32_t p) { return !ahead(p, *done); };
+    if (f.in_resp) {
+      const std::uint32_t end = psn_add(f.resp_start, f.resp_packets - 1);
+      if (covered(end)) {
+        add("roce.read_response",
+            std::to_string(f.resp_packets) + " response packets for the read at " +
+                psn_str(f.resp_start) + " (up to " + psn_str(end) + ")",
+            name + " for " + psn_str(psn) + " after " + psn_str(psn_add(f.resp_next, 0xFFFFFF)));
+        f.in_resp = false;
+        f.reads.erase(f.resp_start);
+      }
+    }
+    for (auto it = f.reads.begin(); it != f.reads.end();) {
+      const std::uint32_t n = std::max<std::uint32_t>(1, read_packets(it->second.len, f.mtu));
+      if (psn_diff(*done, it->first) < kHalf && covered(psn_add(it->first, n - 1))) {
+        add("roce.read_response",
+            "a response to the read at " + psn_str(it->first) + " (" +
+                frame_ref(it->second.frame) + ")",
+            name + " for " + psn_str(psn) + " first");
+        it = f.reads.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    for (auto it = f.atomics.begin(); it != f.atomics.end();) {
+      if (psn_diff(*done, it->first) < kHalf && covered(it->first)) {
+        add("roce.atomic_ack",
+            "an atomic acknowledge for " + psn_str(it->first) + " (" + frame_ref(it->second) +
+                ")",
+            name + " for " + psn_str(psn) + " first");
+        it = f.atomics.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  switch (info.kind) {
+    case OpKind::kAck:
+      if (f.have_next && ahead(psn, f.last_sent())) {
+        add("roce.ack_psn", "a PSN already sent (up to " + psn_str(f.last_sent()) + ")",
+            psn_str(psn));
+      }
+      break;
+    case OpKind::kAtomicAck: {
+      if (aeth && !ack_syndrome) add("roce.atomic_ack", "an ACK syndrome", hex(aeth->syndrome, 2));
+      auto it = f.atomics.find(psn);
+      if (it != f.atomics.end()) {
+        f.atomics.erase(it);
+      } else if (f.sent(psn)) {
+        add("roce.atomic_ack", "an outstanding atomic request at " + psn_str(psn),
+            "none outstanding");
+      }
+      break;
+    }
+    case OpKind::kReadResponse: {
+      if (aeth && !ack_syndrome) {
+        add("roce.read_response", "an ACK syndrome in the AETH", hex(aeth->syndrome, 2));
+      }
+      const std::size_t plen = pkt.payload.size();
+      if (info.seg == Seg::kFirst || info.seg == Seg::kOnly) {
+        f.in_resp = false;
+        auto it = f.reads.find(psn);
+        if (it == f.reads.end()) {
+          if (f.sent(psn)) {
+            add("roce.read_response", "an outstanding read request at " + psn_str(psn),
+                "none outstanding");
+          }
+          break;
+        }
+        const std::uint32_t len = it->second.len;
+        if (info.seg == Seg::kFirst && f.mtu == 0 && valid_mtu(plen)) {
+          f.mtu = static_cast<std::uint32_t>(plen);
+          f.mtu_frame = frame_no;
+        }
+        const std::uint32_t n = read_packets(len, f.mtu);
+        if (info.seg == Seg::kOnly) {
+          if (n > 1) {
+            add("roce.read_response",
+                std::to_string(n) + " response packets for " + bytes_str(len) + " at path MTU " +
+                    std::to_string(f.mtu),
+                name);
+          } else if (plen != len) {
+            add("roce.read_response", bytes_str(len) + " (the read's DMA length)",
+                bytes_str(plen));
+          }
+          f.reads.erase(it);
+          break;
+        }
+        if (n == 1) {
+          add("roce.read_response", "an ONLY response for " + bytes_str(len), name);
+          f.reads.erase(it);
+          break;
+        }
+        if (f.mtu != 0 && plen != f.mtu) {
+          add("roce.segment_size",
+              bytes_str(f.mtu) + " (the path MTU, from " + frame_ref(f.mtu_frame) + ")",
+              bytes_str(plen));
+        }
+        if (n == 0) break;  // the MTU is still unknown: the shape cannot be judged
+        f.in_resp = true;
+        f.resp_start = psn;
+        f.resp_next = psn_add(psn, 1);
+        f.resp_packets = n;
+        f.resp_len = len;
+        f.resp_bytes = plen;
+        f.resp_frame = frame_no;
+        break;
+      }
+      // MIDDLE or LAST.
+      if (!f.in_resp) {
+        for (const auto& [start, r] : f.reads) {
+          const std::uint32_t n = read_packets(r.len, f.mtu);
+          if (n > 1 && ahead(psn, start) && psn_diff(psn, start) < n) {
+            add("roce.read_response",
+                "RDMA READ response FIRST at " + psn_str(start) + " (read in " +
+                    frame_ref(r.frame) + ")",
+                name + " at " + psn_str(psn));
+            f.reads.erase(start);
+            break;
+          }
+        }
+        break;
+      }
+      if (psn != f.resp_next) {
+        if (ahead(psn, f.resp_next)) {
+          add("roce.read_response",
+              psn_str(f.resp_next) + " next in the response to the read at " +
+                  psn_str(f.resp_start),
+              psn_str(psn));
+          f.in_resp = false;
+          f.reads.erase(f.resp_start);
+        }
+        break;  // behind: a duplicate
+      }
+      const std::uint32_t index = psn_diff(psn, f.resp_start);
+      const bool last_slot = index + 1 == f.resp_packets;
+      f.resp_bytes += plen;
+      f.resp_next = psn_add(psn, 1);
+      if (info.seg == Seg::kMiddle) {
+        if (last_slot) {
+          add("roce.read_response",
+              "a LAST packet as packet " + std::to_string(f.resp_packets) + " of " +
+                  std::to_string(f.resp_packets) + " (" + bytes_str(f.resp_len) + ")",
+              name);
+          f.in_resp = false;
+          f.reads.erase(f.resp_start);
+        } else if (plen != f.mtu) {
+          add("roce.segment_size",
+              bytes_str(f.mtu) + " (the path MTU, from " + frame_ref(f.mtu_frame) + ")",
+              bytes_str(plen));
+        }
+        break;
+      }
+      if (!last_slot) {
+        add("roce.read_response",
+            std::to_string(f.resp_packets) + " response packets for " + bytes_str(f.resp_len),
+            "LAST as packet " + std::to_string(index + 1));
+      } else if (f.resp_bytes != f.resp_len) {
+        add("roce.read_response", bytes_str(f.resp_len) + " (the read's DMA length)",
+            bytes_str(f.resp_bytes));
+      }
+      f.in_resp = false;
+      f.reads.erase(f.resp_start);
+      break;
+    }
+    default:
+      break;
+  }
+}
+
+void RoceFlowChecker::on_ud(std::uint64_t frame_no, const std::string& where, const Key& dest,
+                            const wire::RocePacket& pkt) {
+  // Q_Keys: the GSI QP (QP1) takes 0x80010000; any other destination QP has one Q_Key at a
+  // time, so a return to a Q_Key it already replaced means some packets carry a wrong one.
+  constexpr std::uint32_t kGsiQkey = 0x80010000;
+  const std::uint32_t qkey = pkt.hdr.deth->qkey;
+  const std::uint32_t qpn = std::get<2>(dest);
+  if (qpn == 1) {
+    if (qkey != kGsiQkey) report_.add({frame_no, where, "roce.qkey", hex(kGsiQkey, 8), hex(qkey, 8)});
+    return;
+  }
+  auto [it, fresh] = qkeys_.try_emplace({std::get<1>(dest), qpn});
+  QkeyState& s = it->second;
+  if (fresh || s.current == qkey) {
+    s.current = qkey;
+    s.frame = frame_no;
+    return;
+  }
+  auto old = s.retired.find(qkey);
+  if (old != s.retired.end()) {
+    report_.add({frame_no, where, "roce.qkey",
+                 hex(s.current, 8) + " (replaced " + hex(qkey, 8) + " after " +
+                     frame_ref(old->second) + ", in use up to " + frame_ref(s.frame) + ")",
+                 hex(qkey, 8)});
+    return;
+  }
+  s.retired[s.current] = s.frame;
+  s.current = qkey;
+  s.frame = frame_no;
+}
+
+}  // namespace softrdma::lint
