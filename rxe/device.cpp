@@ -208,10 +208,66 @@ Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Q
   return raw;
 }
 
+namespace {
+void add(QpCounters& sum, const QpCounters& c) {
+  sum.tx_packets += c.tx_packets;
+  sum.rx_packets += c.rx_packets;
+  sum.retransmits += c.retransmits;
+  sum.duplicate_requests += c.duplicate_requests;
+  sum.out_of_sequence += c.out_of_sequence;
+  sum.seq_naks_sent += c.seq_naks_sent;
+  sum.rnr_naks_sent += c.rnr_naks_sent;
+  sum.rnr_naks_received += c.rnr_naks_received;
+  sum.retry_exceeded += c.retry_exceeded;
+  sum.rnr_retry_exceeded += c.rnr_retry_exceeded;
+  sum.dropped_wrong_peer += c.dropped_wrong_peer;
+  sum.dropped_bad_qkey += c.dropped_bad_qkey;
+  sum.dropped_no_recv += c.dropped_no_recv;
+  sum.dropped_bad_opcode += c.dropped_bad_opcode;
+}
+}  // namespace
+
+std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
+  QpCounters q;
+  {
+    std::shared_lock lock(qps_mutex_);
+    q = retired_;
+    for (const auto& [n, qp] : qps_) add(q, qp->counters());
+  }
+  const netdev::Counters nd = netdev_->counters();
+  return {
+      {"sent_pkts", q.tx_packets},
+      {"rcvd_pkts", q.rx_packets},
+      {"duplicate_request", q.duplicate_requests},
+      {"out_of_seq_request", q.out_of_sequence},
+      {"send_seq_err_nak", q.seq_naks_sent},
+      {"send_rnr_err", q.rnr_naks_sent},
+      {"rcvd_rnr_err", q.rnr_naks_received},
+      {"retransmits", q.retransmits},
+      {"retry_exceeded_err", q.retry_exceeded},
+      {"retry_rnr_exceeded_err", q.rnr_retry_exceeded},
+      {"drop_wrong_peer", q.dropped_wrong_peer},
+      {"drop_bad_qkey", q.dropped_bad_qkey},
+      {"drop_no_recv_wqe", q.dropped_no_recv},
+      {"drop_bad_opcode", q.dropped_bad_opcode},
+      {"drop_unknown_qp", rx_unknown_qp_.load()},
+      {"drop_malformed", rx_malformed_.load()},
+      {"icrc_err", nd.rx_icrc_errors},
+      {"netdev_rx_malformed", nd.rx_malformed},
+      {"netdev_tx_errors", nd.tx_errors},
+      {"fault_dropped", nd.fault_dropped},
+      {"fault_duplicated", nd.fault_duplicated},
+      {"fault_reordered", nd.fault_reordered},
+      {"fault_corrupted", nd.fault_corrupted},
+      {"fault_delayed", nd.fault_delayed},
+  };
+}
+
 int Device::destroy_qp(Qp* qp) {
   std::unique_lock lock(qps_mutex_);
   auto it = qps_.find(qp->qpn());
   if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+  add(retired_, qp->counters());
   qps_.erase(it);
   return 0;
 }

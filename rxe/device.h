@@ -70,6 +70,9 @@ class Device {
 
   void set_async_handler(std::function<void(const AsyncEvent&)> fn);
   DeviceCounters counters() const;
+  // Named counters for the whole device, like rxe's hw_counters: the QP counters
+  // summed over live and destroyed QPs, plus the device's and the netdev's.
+  std::vector<std::pair<std::string, std::uint64_t>> hw_counters() const;
 
   // --- for QPs (progress thread)
   MrTable& mrs() { return mrs_; }
@@ -111,6 +114,7 @@ class Device {
   std::uint32_t next_pd_ = 1;
 
   mutable std::shared_mutex qps_mutex_;
+  QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   std::uint32_t next_qpn_ = 0x11;
 

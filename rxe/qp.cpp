@@ -128,7 +128,8 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       enter_error();
       return 0;
     } else if (next == QpState::kRts || next == QpState::kSqd) {
-      if (!sq_.empty()) {
+      sqd_notified_ = false;
+      if (next == QpState::kSqd || !sq_.empty()) {
         lock.unlock();
         dev_.kick(this);
       }

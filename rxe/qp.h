@@ -167,6 +167,7 @@ class Qp {
   Clock::time_point retransmit_deadline_ = Clock::time_point::max();
   Clock::time_point rnr_deadline_ = Clock::time_point::max();
   std::uint32_t rnr_psn_ = 0;
+  bool sqd_notified_ = false;  // SQ_DRAINED sent for this SQD period
 
   // Receive side
   RecvQueue rq_;

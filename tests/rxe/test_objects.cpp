@@ -197,6 +197,52 @@ TEST_F(Objects, DeviceAndPortAttributesAreHonest) {
   EXPECT_EQ(q.path_mtu, Mtu::k1024);
 }
 
+TEST_F(Objects, HwCountersSumOverQpsAndSurviveDestruction) {
+  Qp* qa = make_qp(*a, QpType::kRc);
+  Qp* qb = make_qp(*b, QpType::kRc);
+  connect(*a, qa, *b, qb);
+  Buffer s(*a, 64, kAllAccess);
+  Buffer d(*b, 64, kAllAccess);
+  const Sge rs = d.sge(0, 64);
+  const Sge ss = s.sge(0, 8);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
+  ASSERT_EQ(wait_wc(a->cq, 5).size(), 5u);
+  ASSERT_EQ(wait_wc(b->cq, 5).size(), 5u);
+  auto get = [](Device& dev, const std::string& name) {
+    for (const auto& [n, v] : dev.hw_counters())
+      if (n == name) return v;
+    ADD_FAILURE() << "no counter " << name;
+    return std::uint64_t{0};
+  };
+  EXPECT_GE(get(*a->dev, "sent_pkts"), 5u);
+  EXPECT_GE(get(*b->dev, "rcvd_pkts"), 5u);
+  const auto before = get(*b->dev, "rcvd_pkts");
+  ASSERT_EQ(b->dev->destroy_qp(qb), 0);
+  EXPECT_EQ(get(*b->dev, "rcvd_pkts"), before);  // kept after the QP is gone
+}
+
+TEST_F(Objects, SqdRaisesSqDrainedWhenAsked) {
+  std::atomic<int> drained{0};
+  a->dev->set_async_handler([&](const AsyncEvent& ev) {
+    if (ev.type == AsyncEventType::kSqDrained) ++drained;
+  });
+  Qp* qa = make_qp(*a, QpType::kRc);
+  Qp* qb = make_qp(*b, QpType::kRc);
+  connect(*a, qa, *b, qb);
+  QpAttr attr;
+  attr.qp_state = QpState::kSqd;
+  attr.en_sqd_async_notify = true;
+  ASSERT_EQ(qa->modify(attr, kQpState | kQpEnSqdAsyncNotify), 0);
+  for (int i = 0; i < 100 && drained.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  EXPECT_EQ(drained.load(), 1);
+  EXPECT_EQ(qa->state(), QpState::kSqd);
+  attr.qp_state = QpState::kRts;
+  ASSERT_EQ(qa->modify(attr, kQpState), 0);  // and back
+}
+
 // The same engine over real UDP sockets on loopback (127.0.0.1 <-> 127.0.0.2).
 TEST(UdpPair, RcSendWriteReadAtomicOverLoopback) {
   std::string error;
