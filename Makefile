@@ -47,6 +47,7 @@ asan: setup
 
 # Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP.
 bench: build
+	$(BUILD)/bin/rxe_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 
 format:

@@ -341,17 +341,19 @@ void Device::tx_flush() {
 }
 
 void Device::kick(Qp* qp) {
-  bool wake = false;
   {
     std::lock_guard lock(kick_mutex_);
-    wake = kicked_.empty();
     kicked_.push_back(qp->qpn());
   }
-  if (wake) {
-    const std::uint64_t one = 1;
-    (void)!write(kick_fd_, &one, sizeof one);
+  // Send at once from this thread when nobody else is in a progress pass; only
+  // when somebody is (and may already have looked at the kicks) wake the thread.
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (lock.owns_lock()) {
+    step();
+    if (active_.empty()) return;
   }
-  poll_progress();  // send at once from this thread when nobody else is busy
+  const std::uint64_t one = 1;
+  (void)!write(kick_fd_, &one, sizeof one);
 }
 
 void Device::rx_step() {
@@ -415,6 +417,13 @@ Clock::time_point Device::step() {
   }
   tx_flush();
   netdev_->service();
+  // (epoll sleeps in whole milliseconds, rounded up: allow for that.)
+  if (deadline != Clock::time_point::max() &&
+      (deadline + std::chrono::milliseconds(2)).time_since_epoch().count() <
+          planned_wake_ns_.load(std::memory_order_relaxed)) {
+    const std::uint64_t one = 1;
+    (void)!write(kick_fd_, &one, sizeof one);
+  }
   return deadline;
 }
 
@@ -448,7 +457,13 @@ void Device::progress_loop() {
     const int nt = netdev_->next_timeout_ms();
     if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
     if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
-    if (timeout > 0) epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+    if (timeout > 0) {
+      planned_wake_ns_.store(
+          (Clock::now() + std::chrono::milliseconds(timeout)).time_since_epoch().count(),
+          std::memory_order_relaxed);
+      epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
+      planned_wake_ns_.store(0, std::memory_order_relaxed);
+    }
   }
 }
 

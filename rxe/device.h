@@ -136,6 +136,9 @@ class Device {
       tx_packets_{0};
   int kick_fd_ = -1;
   int epoll_fd_ = -1;  // the kick fd and the netdev's fd
+  // When the sleeping progress thread means to wake (steady-clock ns): a pass on
+  // another thread that arms an earlier timer wakes it.
+  std::atomic<std::int64_t> planned_wake_ns_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
