@@ -5,9 +5,11 @@
 #include "lint/flow.h"
 #include "lint/iwarp_check.h"
 #include "lint/roce_check.h"
+#include "lint/roce_flow.h"
 #include "pcap/reader.h"
 #include "wire/frame.h"
 #include "wire/net.h"
+#include "wire/roce_headers.h"
 
 namespace softrdma::lint {
 
@@ -25,6 +27,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
     return 2;
   }
   IwarpChecker iwarp(report);
+  RoceFlowChecker roce_flows(report);
   pcap::Frame f;
   std::uint64_t frame_no = 0;
   int rc = 0;
@@ -50,6 +53,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
       ++report.counters().roce_packets;
       if (f.caplen < f.len) continue;  // cut by the snap length: nothing to judge
       check_roce(frame_no, *v, report);
+      if (auto pkt = wire::parse_roce(v->payload)) roce_flows.on_packet(frame_no, *v, *pkt);
     } else if (v->tcp) {
       iwarp.on_tcp_segment(frame_no, *v);
     }

@@ -14,19 +14,34 @@ using wire::OpKind;
 using wire::Seg;
 
 constexpr std::uint32_t kHalf = 0x800000;  // half the 24-bit PSN space
+// Answered reads and atomics are forgotten this many PSNs after an answer passed them.
+constexpr std::uint32_t kForget = 4096;
+constexpr std::size_t kMaxOutstanding = 65536;
 
-std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) { return (a + n) & wire::kPsnMask; }
-std::uint32_t psn_diff(std::uint32_t a, std::uint32_t b) { return (a - b) & wire::kPsnMask; }
+std::uint32_t psn_add(std::uint32_t a, std::uint32_t n) {
+  return (a + n) & wire::kPsnMask;
+}
+std::uint32_t psn_diff(std::uint32_t a, std::uint32_t b) {
+  return (a - b) & wire::kPsnMask;
+}
 // a comes after b (24-bit serial arithmetic).
 bool ahead(std::uint32_t a, std::uint32_t b) {
   const std::uint32_t d = psn_diff(a, b);
   return d != 0 && d < kHalf;
 }
-bool behind(std::uint32_t a, std::uint32_t b) { return ahead(b, a); }
+bool behind(std::uint32_t a, std::uint32_t b) {
+  return ahead(b, a);
+}
 
-std::string psn_str(std::uint32_t psn) { return "PSN " + hex(psn, 6); }
-std::string bytes_str(std::uint64_t n) { return std::to_string(n) + " bytes"; }
-std::string frame_ref(std::uint64_t frame) { return "frame " + std::to_string(frame); }
+std::string psn_str(std::uint32_t psn) {
+  return "PSN " + hex(psn, 6);
+}
+std::string bytes_str(std::uint64_t n) {
+  return std::to_string(n) + " bytes";
+}
+std::string frame_ref(std::uint64_t frame) {
+  return "frame " + std::to_string(frame);
+}
 
 bool valid_mtu(std::size_t n) {
   return n == 256 || n == 512 || n == 1024 || n == 2048 || n == 4096;
@@ -55,6 +70,15 @@ struct RoceFlowChecker::Flow {
   struct Read {
     std::uint32_t len = 0;
     std::uint64_t frame = 0;
+    bool answered = false;  // kept a while, to recognise second copies of its responses
+    bool reported = false;  // already named in a violation: kept to match late responses
+    bool resent = false;    // a retransmission: the responder may answer it after later PSNs
+  };
+  struct Atomic {
+    std::uint64_t frame = 0;
+    bool answered = false;
+    bool reported = false;
+    bool resent = false;
   };
 
   wire::Transport transport = wire::Transport::kNone;
@@ -73,10 +97,16 @@ struct RoceFlowChecker::Flow {
   std::uint64_t write_len = 0, write_got = 0;
   std::uint32_t mtu = 0;  // path MTU payload, inferred; 0 until known
   std::uint64_t mtu_frame = 0;
-  std::map<std::uint32_t, Read> reads;            // outstanding, by request PSN
-  std::map<std::uint32_t, std::uint64_t> atomics;  // outstanding, PSN -> frame
+  std::map<std::uint32_t, Read> reads;      // outstanding, by request PSN
+  std::map<std::uint32_t, Atomic> atomics;  // outstanding, by request PSN
+
+  bool overflow = false;  // too many outstanding: some were forgotten
 
   // Response side.
+  bool have_resp_high = false;  // `resp_high`: the latest PSN a read response began at
+  std::uint32_t resp_high = 0;
+  bool have_atomic_high = false;  // `atomic_high`: the latest PSN of an atomic acknowledge
+  std::uint32_t atomic_high = 0;
   bool have_msn = false;
   std::uint32_t msn = 0, msn_psn = 0;
   std::uint64_t msn_frame = 0;
@@ -91,6 +121,21 @@ struct RoceFlowChecker::Flow {
   std::uint32_t last_sent() const { return psn_add(next, wire::kPsnMask); }
 };
 
+namespace {
+
+// The response in progress ended: answered, or cut short and already reported.
+void finish_read(RoceFlowChecker::Flow& f, bool reported) {
+  auto it = f.reads.find(f.resp_start);
+  if (it == f.reads.end()) return;
+  if (reported) {
+    it->second.reported = true;
+  } else {
+    it->second.answered = true;
+  }
+}
+
+}  // namespace
+
 RoceFlowChecker::RoceFlowChecker(Report& report) : report_(report) {}
 RoceFlowChecker::~RoceFlowChecker() = default;
 
@@ -98,11 +143,32 @@ void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& f
                                 const wire::RocePacket& pkt) {
   const wire::RoceOpcodeInfo& info = *pkt.info;
   const wire::Bth& bth = pkt.hdr.bth;
-  // A packet whose ICRC fails is discarded by its receiver: its headers prove nothing.
-  auto icrc = wire::expected_icrc(frame);
-  if (!icrc || *icrc != pkt.icrc) return;
-  const std::string where = flow_string(frame) + " qp " + hex(bth.dest_qp, 6);
   const Key key{ip_of(frame, true), ip_of(frame, false), bth.dest_qp};
+  // A packet whose ICRC fails is discarded by its receiver and its headers prove nothing. When
+  // it carries the PSN its request flow expects, that PSN counts as taken (with the message
+  // state unknown), so that the loss is reported once, as roce.icrc.
+  auto icrc = wire::expected_icrc(frame);
+  if (!icrc || *icrc != pkt.icrc) {
+    auto it = flows_.find(key);
+    if (it == flows_.end() || !info.request || !it->second->have_next) return;
+    Flow& f = *it->second;
+    std::uint32_t consumed = 1;
+    if (info.kind == OpKind::kReadRequest && pkt.hdr.reth)
+      consumed = read_packets(pkt.hdr.reth->dma_len, f.mtu);
+    if (f.replay ? bth.psn != f.replay_next : bth.psn != f.next) return;
+    f.msg = Flow::Msg::kUnknown;
+    if (consumed == 0) {
+      f.have_next = f.replay;
+      f.replay = false;
+    } else if (f.replay) {
+      f.replay_next = psn_add(bth.psn, consumed);
+      if (f.replay_next == f.next) f.replay = false;
+    } else {
+      f.next = psn_add(bth.psn, consumed);
+    }
+    return;
+  }
+  const std::string where = flow_string(frame) + " qp " + hex(bth.dest_qp, 6);
   switch (info.transport) {
     case wire::Transport::kUd:
       if (pkt.hdr.deth) on_ud(frame_no, where, key, pkt);
@@ -174,6 +240,7 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     retransmission = f.replay;
   } else if (f.replay && psn == f.next) {
     f.replay = false;  // the retransmission stopped early: the rest was acknowledged
+    f.msg = Flow::Msg::kUnknown;
   } else if (behind(psn, f.next)) {
     retransmission = true;
     f.replay = true;
@@ -182,6 +249,12 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     add("roce.psn_gap", psn_str(f.next), psn_str(psn));
     f.replay = false;
     f.msg = Flow::Msg::kUnknown;  // packets are missing: the message state is lost
+  }
+  if (retransmission && f.in_resp) {
+    // A responder may abandon a read response in progress when requests are resent: stop
+    // judging that one.
+    f.in_resp = false;
+    finish_read(f, true);
   }
   if (retransmission) {
     if (consumed == 0) {
@@ -201,8 +274,8 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
   // Message sequencing: FIRST (MIDDLE)* LAST or ONLY, one message at a time.
   const bool in_msg = f.msg == Flow::Msg::kSend || f.msg == Flow::Msg::kWrite;
   const char* cur = f.msg == Flow::Msg::kSend ? "SEND" : "RDMA WRITE";
-  const std::string in_progress = std::string("a MIDDLE or LAST packet of the ") + cur +
-                                  " begun in " + frame_ref(f.msg_frame);
+  const std::string in_progress =
+      std::string("a MIDDLE or LAST packet of the ") + cur + " begun in " + frame_ref(f.msg_frame);
   const std::size_t plen = pkt.payload.size();
   const bool segmented = info.kind == OpKind::kSend || info.kind == OpKind::kWrite;
   if (!segmented) {
@@ -224,16 +297,16 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
         if (f.msg == Flow::Msg::kIdle) {
           add("roce.sequence", "a FIRST or ONLY packet to begin a message", name);
         } else if (in_msg && f.msg != kind) {
-          add("roce.sequence", in_progress, name);
+          add("roce.sequence", in_progress, name);  // counted into the message in progress
         }
-        if (f.msg != kind) {
+        if (!in_msg) {
           f.msg = kind;
           f.msg_frame = frame_no;
           f.write_len_known = false;
         }
         f.write_got += plen;
         if (info.seg == Seg::kLast) {
-          if (kind == Flow::Msg::kWrite && f.write_len_known && f.write_got != f.write_len) {
+          if (f.msg == Flow::Msg::kWrite && f.write_len_known && f.write_got != f.write_len) {
             add("roce.write_length",
                 bytes_str(f.write_len) + " (RETH DMA length in " + frame_ref(f.msg_frame) + ")",
                 bytes_str(f.write_got));
@@ -281,11 +354,26 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
 
   // Outstanding reads and atomics, answered by responses.
   if (info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
-    if (f.reads.size() > 65536) f.reads.clear();
-    f.reads[psn] = Flow::Read{pkt.hdr.reth->dma_len, frame_no};
+    if (f.reads.size() > kMaxOutstanding) {
+      f.reads.clear();  // lost track: responses without a read are no longer judged
+      f.overflow = true;
+    }
+    auto [it, fresh] = f.reads.try_emplace(psn);
+    // A resent read (or a second copy of one, or a resend of one the capture did not show)
+    // may be answered after later PSNs: a responder may abandon responses when requests are
+    // resent, so only reads sent once are held to PSN order.
+    if (fresh || it->second.answered || it->second.len != pkt.hdr.reth->dma_len) {
+      it->second = Flow::Read{pkt.hdr.reth->dma_len, frame_no};
+    }
+    it->second.resent |= retransmission;
   } else if (info.kind == OpKind::kAtomic) {
-    if (f.atomics.size() > 65536) f.atomics.clear();
-    f.atomics[psn] = frame_no;
+    if (f.atomics.size() > kMaxOutstanding) {
+      f.atomics.clear();
+      f.overflow = true;
+    }
+    auto [it, fresh] = f.atomics.try_emplace(psn);
+    if (fresh || it->second.answered) it->second = Flow::Atomic{frame_no};
+    it->second.resent |= retransmission;
   }
 }
 
@@ -327,40 +415,62 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
     done = psn_add(psn, wire::kPsnMask);
   }
   if (done) {
+    // One violation per answer that passes unanswered reads or atomics, naming the first; they
+    // stay outstanding (marked) so that responses arriving late still match them.
     const auto covered = [&](std::uint32_t p) { return !ahead(p, *done); };
-    if (f.in_resp) {
-      const std::uint32_t end = psn_add(f.resp_start, f.resp_packets - 1);
-      if (covered(end)) {
-        add("roce.read_response",
-            std::to_string(f.resp_packets) + " response packets for the read at " +
-                psn_str(f.resp_start) + " (up to " + psn_str(end) + ")",
-            name + " for " + psn_str(psn) + " after " + psn_str(psn_add(f.resp_next, 0xFFFFFF)));
-        f.in_resp = false;
-        f.reads.erase(f.resp_start);
-      }
+    const auto passed = [&](std::uint32_t start, std::uint32_t end) {
+      return psn_diff(*done, start) < kHalf && covered(end);
+    };
+    if (f.in_resp && covered(psn_add(f.resp_start, f.resp_packets - 1))) {
+      add("roce.read_response",
+          std::to_string(f.resp_packets) + " response packets for the read at " +
+              psn_str(f.resp_start),
+          name + " for " + psn_str(psn) + " after " +
+              std::to_string(psn_diff(f.resp_next, f.resp_start)));
+      f.in_resp = false;
+      if (auto it = f.reads.find(f.resp_start); it != f.reads.end()) it->second.reported = true;
     }
+    std::uint32_t missed = 0;
+    std::string first_missed;
     for (auto it = f.reads.begin(); it != f.reads.end();) {
       const std::uint32_t n = std::max<std::uint32_t>(1, read_packets(it->second.len, f.mtu));
-      if (psn_diff(*done, it->first) < kHalf && covered(psn_add(it->first, n - 1))) {
-        add("roce.read_response",
-            "a response to the read at " + psn_str(it->first) + " (" +
-                frame_ref(it->second.frame) + ")",
-            name + " for " + psn_str(psn) + " first");
-        it = f.reads.erase(it);
+      const std::uint32_t end = psn_add(it->first, n - 1);
+      if (!passed(it->first, end)) {
+        ++it;
+      } else if (it->second.answered || it->second.reported || it->second.resent) {
+        // Long since passed: forget it.
+        it = psn_diff(*done, end) > kForget ? f.reads.erase(it) : std::next(it);
       } else {
+        if (missed++ == 0)
+          first_missed = psn_str(it->first) + " (" + frame_ref(it->second.frame) + ")";
+        it->second.reported = true;
         ++it;
       }
     }
+    if (missed > 0) {
+      add("roce.read_response",
+          "a response to the read at " + first_missed +
+              (missed > 1 ? " and " + std::to_string(missed - 1) + " later reads" : ""),
+          name + " for " + psn_str(psn) + " first");
+    }
+    missed = 0;
     for (auto it = f.atomics.begin(); it != f.atomics.end();) {
-      if (psn_diff(*done, it->first) < kHalf && covered(it->first)) {
-        add("roce.atomic_ack",
-            "an atomic acknowledge for " + psn_str(it->first) + " (" + frame_ref(it->second) +
-                ")",
-            name + " for " + psn_str(psn) + " first");
-        it = f.atomics.erase(it);
+      if (!passed(it->first, it->first)) {
+        ++it;
+      } else if (it->second.answered || it->second.reported || it->second.resent) {
+        it = psn_diff(*done, it->first) > kForget ? f.atomics.erase(it) : std::next(it);
       } else {
+        if (missed++ == 0)
+          first_missed = psn_str(it->first) + " (" + frame_ref(it->second.frame) + ")";
+        it->second.reported = true;
         ++it;
       }
+    }
+    if (missed > 0) {
+      add("roce.atomic_ack",
+          "an atomic acknowledge for " + first_missed +
+              (missed > 1 ? " and " + std::to_string(missed - 1) + " later atomics" : ""),
+          name + " for " + psn_str(psn) + " first");
     }
   }
 
@@ -374,9 +484,13 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
     case OpKind::kAtomicAck: {
       if (aeth && !ack_syndrome) add("roce.atomic_ack", "an ACK syndrome", hex(aeth->syndrome, 2));
       auto it = f.atomics.find(psn);
+      if (!f.have_atomic_high || ahead(psn, f.atomic_high)) {
+        f.have_atomic_high = true;
+        f.atomic_high = psn;
+      }
       if (it != f.atomics.end()) {
-        f.atomics.erase(it);
-      } else if (f.sent(psn)) {
+        it->second.answered = true;
+      } else if (f.sent(psn) && !f.overflow && !behind(psn, f.atomic_high)) {
         add("roce.atomic_ack", "an outstanding atomic request at " + psn_str(psn),
             "none outstanding");
       }
@@ -388,10 +502,20 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       }
       const std::size_t plen = pkt.payload.size();
       if (info.seg == Seg::kFirst || info.seg == Seg::kOnly) {
-        f.in_resp = false;
+        // A second copy of a response (a merged trace holds both ends' records of each
+        // packet), or of an older read's: not a new response.
+        if (f.in_resp && !ahead(psn, f.resp_start)) break;
         auto it = f.reads.find(psn);
+        if (it != f.reads.end() && it->second.answered) break;
+        const bool newest = !f.have_resp_high || ahead(psn, f.resp_high);
+        if (it == f.reads.end() && !newest) break;  // a late copy of a forgotten response
+        if (newest) {
+          f.have_resp_high = true;
+          f.resp_high = psn;
+        }
+        f.in_resp = false;
         if (it == f.reads.end()) {
-          if (f.sent(psn)) {
+          if (f.sent(psn) && !f.overflow) {
             add("roce.read_response", "an outstanding read request at " + psn_str(psn),
                 "none outstanding");
           }
@@ -410,15 +534,14 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
                     std::to_string(f.mtu),
                 name);
           } else if (plen != len) {
-            add("roce.read_response", bytes_str(len) + " (the read's DMA length)",
-                bytes_str(plen));
+            add("roce.read_response", bytes_str(len) + " (the read's DMA length)", bytes_str(plen));
           }
-          f.reads.erase(it);
+          it->second.answered = true;
           break;
         }
         if (n == 1) {
           add("roce.read_response", "an ONLY response for " + bytes_str(len), name);
-          f.reads.erase(it);
+          it->second.answered = true;
           break;
         }
         if (f.mtu != 0 && plen != f.mtu) {
@@ -438,14 +561,17 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       }
       // MIDDLE or LAST.
       if (!f.in_resp) {
-        for (const auto& [start, r] : f.reads) {
-          const std::uint32_t n = read_packets(r.len, f.mtu);
+        for (auto it = f.reads.begin(); it != f.reads.end(); ++it) {
+          const std::uint32_t start = it->first;
+          const std::uint32_t n = read_packets(it->second.len, f.mtu);
           if (n > 1 && ahead(psn, start) && psn_diff(psn, start) < n) {
-            add("roce.read_response",
-                "RDMA READ response FIRST at " + psn_str(start) + " (read in " +
-                    frame_ref(r.frame) + ")",
-                name + " at " + psn_str(psn));
-            f.reads.erase(start);
+            if (!it->second.reported && !it->second.answered) {
+              add("roce.read_response",
+                  "RDMA READ response FIRST at " + psn_str(start) + " (read in " +
+                      frame_ref(it->second.frame) + ")",
+                  name + " at " + psn_str(psn));
+              it->second.reported = true;
+            }
             break;
           }
         }
@@ -458,7 +584,7 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
                   psn_str(f.resp_start),
               psn_str(psn));
           f.in_resp = false;
-          f.reads.erase(f.resp_start);
+          finish_read(f, true);
         }
         break;  // behind: a duplicate
       }
@@ -473,7 +599,7 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
                   std::to_string(f.resp_packets) + " (" + bytes_str(f.resp_len) + ")",
               name);
           f.in_resp = false;
-          f.reads.erase(f.resp_start);
+          finish_read(f, true);
         } else if (plen != f.mtu) {
           add("roce.segment_size",
               bytes_str(f.mtu) + " (the path MTU, from " + frame_ref(f.mtu_frame) + ")",
@@ -490,7 +616,7 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
             bytes_str(f.resp_bytes));
       }
       f.in_resp = false;
-      f.reads.erase(f.resp_start);
+      finish_read(f, false);
       break;
     }
     default:
@@ -506,7 +632,8 @@ void RoceFlowChecker::on_ud(std::uint64_t frame_no, const std::string& where, co
   const std::uint32_t qkey = pkt.hdr.deth->qkey;
   const std::uint32_t qpn = std::get<2>(dest);
   if (qpn == 1) {
-    if (qkey != kGsiQkey) report_.add({frame_no, where, "roce.qkey", hex(kGsiQkey, 8), hex(qkey, 8)});
+    if (qkey != kGsiQkey)
+      report_.add({frame_no, where, "roce.qkey", hex(kGsiQkey, 8), hex(qkey, 8)});
     return;
   }
   auto [it, fresh] = qkeys_.try_emplace({std::get<1>(dest), qpn});
@@ -522,7 +649,7 @@ void RoceFlowChecker::on_ud(std::uint64_t frame_no, const std::string& where, co
                  hex(s.current, 8) + " (replaced " + hex(qkey, 8) + " after " +
                      frame_ref(old->second) + ", in use up to " + frame_ref(s.frame) + ")",
                  hex(qkey, 8)});
-    return;
+    s.retired.erase(old);  // one report per switch back
   }
   s.retired[s.current] = s.frame;
   s.current = qkey;

@@ -27,14 +27,13 @@ class RoceFlowChecker {
   RoceFlowChecker& operator=(const RoceFlowChecker&) = delete;
 
   // One packet that parsed (wire::parse_roce) from a whole captured frame; frame_no is 1-based.
-  void on_packet(std::uint64_t frame_no, const wire::FrameView& frame,
-                 const wire::RocePacket& pkt);
+  void on_packet(std::uint64_t frame_no, const wire::FrameView& frame, const wire::RocePacket& pkt);
 
   // Requester-side state of one RC or UC flow and the responses matched to it.
   struct Flow;
+  using Ip = std::array<std::uint8_t, 16>;  // IPv6, or IPv4-mapped
 
  private:
-  using Ip = std::array<std::uint8_t, 16>;
   // (source IP, destination IP, QPN): the request flow, or the key responses carry.
   using Key = std::tuple<Ip, Ip, std::uint32_t>;
 

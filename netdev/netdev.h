@@ -53,17 +53,19 @@ struct Packet {
 // Something that happened to a packet below the caller, reported to a FaultObserver: a fault
 // injected on send, or a datagram the receiver dropped before delivering it.
 enum class FaultEvent : std::uint8_t {
-  kDrop,           // injected: never sent
-  kDuplicate,      // injected: sent twice
-  kReorder,        // injected: held until the next packet has gone
-  kCorrupt,        // injected: bits flipped in a copy that was sent instead
-  kDelay,          // injected: held for delay_ms
-  kRxIcrc,         // received with a bad ICRC, dropped
-  kRxMalformed,    // received too short, too long or unreadable, dropped
-  kRxNotOurs,      // received for an address that is not ours, dropped
-  kRxQueueFull,    // arrived at a full receive queue, dropped
+  kDrop,         // injected: never sent
+  kDuplicate,    // injected: sent twice
+  kReorder,      // injected: held until the next packet has gone
+  kCorrupt,      // injected: bits flipped in a copy that was sent instead
+  kDelay,        // injected: held for delay_ms
+  kRxIcrc,       // received with a bad ICRC, dropped
+  kRxMalformed,  // received too short, too long or unreadable, dropped
+  kRxNotOurs,    // received for an address that is not ours, dropped
+  kRxQueueFull,  // arrived at a full receive queue, dropped
 };
-inline bool is_injected(FaultEvent e) { return e <= FaultEvent::kDelay; }
+inline bool is_injected(FaultEvent e) {
+  return e <= FaultEvent::kDelay;
+}
 // Injected faults are reported on the sending thread during send_batch, with the very Packet
 // the caller passed in (before any corruption). Receive drops are reported with a view of the
 // dropped datagram, valid only during the call (kRxQueueFull: on the sender's thread).

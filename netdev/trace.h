@@ -30,8 +30,8 @@ enum TraceClass : std::uint32_t {
 std::uint32_t trace_class_of(std::uint8_t opcode);
 
 struct TraceConfig {
-  std::string path;    // file name; "%p" becomes the pid (see docs/tracing.md)
-  std::string device;  // if_name and dev= in the trace; empty: the backend's name()
+  std::string path;                 // file name; "%p" becomes the pid (see docs/tracing.md)
+  std::string device;               // if_name and dev= in the trace; empty: the backend's name()
   std::vector<std::uint32_t> qpns;  // keep packets to these destination QPNs; empty: all
   std::uint32_t classes = 0;        // TraceClass bits to keep; 0: all
   std::uint32_t snaplen = 0;        // bytes of each frame kept; 0: whole frames

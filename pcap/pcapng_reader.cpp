@@ -12,7 +12,9 @@ constexpr std::uint32_t kIdbType = 1, kSpbType = 3, kEpbType = 6;
 constexpr std::uint32_t kMagic = 0x1A2B3C4D, kMagicSwapped = 0x4D3C2B1A;
 constexpr std::uint32_t kMaxBlock = 16 * 1024 * 1024;
 
-std::uint32_t bswap32(std::uint32_t v) { return __builtin_bswap32(v); }
+std::uint32_t bswap32(std::uint32_t v) {
+  return __builtin_bswap32(v);
+}
 
 }  // namespace
 
@@ -32,8 +34,8 @@ bool PcapngReader::looks_like_pcapng(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) return false;
   std::uint8_t b[4] = {};
-  const bool ok = std::fread(b, 1, 4, f) == 4 && b[0] == 0x0A && b[1] == 0x0D && b[2] == 0x0D &&
-                  b[3] == 0x0A;
+  const bool ok =
+      std::fread(b, 1, 4, f) == 4 && b[0] == 0x0A && b[1] == 0x0D && b[2] == 0x0D && b[3] == 0x0A;
   std::fclose(f);
   return ok;
 }
@@ -52,7 +54,9 @@ std::unique_ptr<PcapngReader> PcapngReader::open(const std::string& path, std::s
   return std::unique_ptr<PcapngReader>(new PcapngReader(f));
 }
 
-PcapngReader::~PcapngReader() { std::fclose(f_); }
+PcapngReader::~PcapngReader() {
+  std::fclose(f_);
+}
 
 // Reads one block; `body` is what lies between the length and the trailing length.
 bool PcapngReader::read_block(std::uint32_t& type, std::vector<std::uint8_t>& body) {
@@ -155,7 +159,8 @@ int PcapngReader::next(PcapngRecord& r) {
         const std::uint16_t code = u16(b + off), olen = u16(b + off + 2);
         if (code == 0 || off + 4 + olen > n) break;
         const std::uint8_t* v = b + off + 4;
-        if (code == 1 && r.comment.empty()) r.comment.assign(reinterpret_cast<const char*>(v), olen);
+        if (code == 1 && r.comment.empty())
+          r.comment.assign(reinterpret_cast<const char*>(v), olen);
         if (code == 2 && olen == 4) r.flags = u32(v);
         off += 4 + ((olen + 3u) & ~3u);
       }

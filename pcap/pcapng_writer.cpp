@@ -19,10 +19,12 @@ constexpr std::uint32_t kShbType = 0x0A0D0D0A;
 constexpr std::uint32_t kIdbType = 0x00000001;
 constexpr std::uint32_t kEpbType = 0x00000006;
 constexpr std::uint32_t kByteOrderMagic = 0x1A2B3C4D;
-constexpr std::uint16_t kOptEnd = 0, kOptComment = 1, kShbUserAppl = 4, kIfName = 2,
-                        kIfTsresol = 9, kEpbFlags = 2;
+constexpr std::uint16_t kOptEnd = 0, kOptComment = 1, kShbUserAppl = 4, kIfName = 2, kIfTsresol = 9,
+                        kEpbFlags = 2;
 
-std::size_t pad4(std::size_t n) { return (n + 3) & ~std::size_t{3}; }
+std::size_t pad4(std::size_t n) {
+  return (n + 3) & ~std::size_t{3};
+}
 
 // Host byte order, as the byte-order magic in the SHB announces.
 void put16(std::vector<std::uint8_t>& b, std::uint16_t v) {
@@ -38,13 +40,14 @@ void put_bytes(std::vector<std::uint8_t>& b, const void* data, std::size_t n) {
   b.insert(b.end(), p, p + n);
   b.insert(b.end(), pad4(n) - n, std::uint8_t{0});
 }
-void put_option(std::vector<std::uint8_t>& b, std::uint16_t code, const void* data,
-                std::size_t n) {
+void put_option(std::vector<std::uint8_t>& b, std::uint16_t code, const void* data, std::size_t n) {
   put16(b, code);
   put16(b, static_cast<std::uint16_t>(n));
   put_bytes(b, data, n);
 }
-std::size_t option_len(std::size_t n) { return 4 + pad4(n); }
+std::size_t option_len(std::size_t n) {
+  return 4 + pad4(n);
+}
 
 // Live writers, for the atexit flush. Leaked on purpose: it must outlive static destructors.
 struct Registry {
@@ -55,7 +58,9 @@ Registry& registry() {
   static Registry* r = new Registry();
   return *r;
 }
-void flush_at_exit() { PcapngWriter::flush_all(); }
+void flush_at_exit() {
+  PcapngWriter::flush_all();
+}
 
 std::string expand_pid(const std::string& path) {
   std::string out;
@@ -186,8 +191,8 @@ void PcapngWriter::append_shb() {
   put32(buf_, kShbType);
   put32(buf_, total);
   put32(buf_, kByteOrderMagic);
-  put16(buf_, 1);  // major
-  put16(buf_, 0);  // minor
+  put16(buf_, 1);           // major
+  put16(buf_, 0);           // minor
   put32(buf_, 0xFFFFFFFF);  // section length: unknown
   put32(buf_, 0xFFFFFFFF);
   put_option(buf_, kShbUserAppl, kAppl, appl);
@@ -228,8 +233,7 @@ bool PcapngWriter::write(std::uint32_t iface, std::int64_t ts_ns, wire::Bytes da
   comment = comment.substr(0, 0xFFFF);
   const std::size_t total = 28 + pad4(data.size()) +
                             (comment.empty() ? 0 : option_len(comment.size())) +
-                            (flags ? option_len(4) : 0) + ((flags || !comment.empty()) ? 4 : 0) +
-                            4;
+                            (flags ? option_len(4) : 0) + ((flags || !comment.empty()) ? 4 : 0) + 4;
   if (opts_.rotate_bytes && file_packets_ > 0 && file_bytes_ + total > opts_.rotate_bytes) {
     rotate_locked();
     if (fd_ < 0) return false;

@@ -42,7 +42,7 @@ std::size_t format_annotation(const Annotation& a, char* buf, std::size_t cap);
 struct PcapngOptions {
   std::uint64_t rotate_bytes = 0;  // 0: never rotate
   std::chrono::milliseconds flush_interval{100};
-  std::size_t flush_packets = 1024;      // flush after this many buffered packets
+  std::size_t flush_packets = 1024;       // flush after this many buffered packets
   std::size_t buffer_bytes = 256 * 1024;  // flush when the buffer holds this much
   // Expand "%p" to the pid, and when another live process already writes to the path, write
   // to PATH with ".PID" inserted before the extension instead (see docs/tracing.md).

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "netdev/faults.h"
+#include "netdev/trace.h"
 #include "netdev/udp.h"
 
 namespace softrdma::verbs {
@@ -54,6 +55,10 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     cfg.mtu = v;
   } else if (key == "pcap") {
     cfg.pcap = value;
+  } else if (key == "pcap_filter") {
+    netdev::TraceConfig t;
+    if (!netdev::parse_trace_spec(value, t, error)) return false;
+    cfg.pcap_filter = value;
   } else {
     error = "unknown setting '" + key + "'";
     return false;
@@ -87,6 +92,7 @@ class MtuOverride : public netdev::Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
+  void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
 
  private:
   std::unique_ptr<netdev::Netdev> inner_;
@@ -132,7 +138,7 @@ bool load_config(Config& cfg, std::string& error) {
   const std::pair<const char*, const char*> vars[] = {
       {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
       {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"}};
+      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -191,6 +197,18 @@ bool Engine::start(std::string& error) {
     return false;
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);
+  if (!cfg_.pcap.empty()) {
+    netdev::TraceConfig trace_config;
+    if (!netdev::parse_trace_spec(cfg_.pcap_filter, trace_config, error)) return false;
+    trace_config.path = cfg_.pcap;
+    trace_config.device = cfg_.device_name;
+    auto traced = std::make_unique<netdev::TracingNetdev>(std::move(nd), trace_config);
+    if (!traced->ok()) {
+      error = "SOFTRDMA_PCAP: " + traced->error();
+      return false;
+    }
+    nd = std::move(traced);
+  }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
   return true;

@@ -18,11 +18,12 @@ struct Config {
   std::string netdev;  // "udp:ADDRESS"; empty: a per-process loopback address
   std::string faults;  // netdev fault spec, e.g. "drop=0.01,seed=3"
   std::optional<std::uint32_t> mtu;  // link MTU override (bytes)
-  std::string pcap;    // trace file (see issue on tracing); recorded, not yet written
+  std::string pcap;         // trace file, see docs/tracing.md ("%p": the pid)
+  std::string pcap_filter;  // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
-// lines: device, netdev, faults, mtu, pcap); the environment wins. False and a
+// lines: device, netdev, faults, mtu, pcap, pcap_filter); the environment wins. False and a
 // message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 

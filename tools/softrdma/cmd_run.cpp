@@ -1,4 +1,5 @@
-// softrdma run [--netdev SPEC] [--faults SPEC] [--mtu N] [--pcap FILE] [--device NAME]
+// softrdma run [--netdev SPEC] [--faults SPEC] [--mtu N] [--pcap FILE] [--pcap-filter SPEC]
+//              [--device NAME]
 //              -- PROGRAM ARGS...
 // Runs an unmodified verbs program over softrdma: the drop-in libraries come
 // first on LD_LIBRARY_PATH and the options become SOFTRDMA_* variables.
@@ -35,7 +36,8 @@ int run_usage(const char* why) {
   std::fprintf(stderr,
                "softrdma run: %s\n"
                "usage: softrdma run [--netdev udp:ADDRESS] [--faults SPEC] [--mtu BYTES]\n"
-               "                    [--pcap FILE] [--device NAME] -- PROGRAM [ARGS...]\n",
+               "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
+               "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
 }
@@ -43,10 +45,12 @@ int run_usage(const char* why) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  const std::pair<const char*, const char*> opts[] = {
-      {"--netdev", "SOFTRDMA_NETDEV"}, {"--faults", "SOFTRDMA_FAULTS"},
-      {"--mtu", "SOFTRDMA_MTU"},       {"--pcap", "SOFTRDMA_PCAP"},
-      {"--device", "SOFTRDMA_DEVICE"}};
+  const std::pair<const char*, const char*> opts[] = {{"--netdev", "SOFTRDMA_NETDEV"},
+                                                      {"--faults", "SOFTRDMA_FAULTS"},
+                                                      {"--mtu", "SOFTRDMA_MTU"},
+                                                      {"--pcap", "SOFTRDMA_PCAP"},
+                                                      {"--pcap-filter", "SOFTRDMA_PCAP_FILTER"},
+                                                      {"--device", "SOFTRDMA_DEVICE"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];

@@ -16,15 +16,21 @@ namespace {
 
 using namespace wire;
 
-RoceHeaders headers_for(std::uint8_t opcode, std::uint32_t psn) {
+// Each packet goes to a QP of its own: the capture is a catalogue of opcodes,
+// not one flow, so flow-level rules have nothing to connect.
+RoceHeaders headers_for(std::uint8_t opcode, std::uint32_t psn, std::uint32_t payload_len) {
   RoceHeaders h;
   h.bth.opcode = opcode;
-  h.bth.dest_qp = 0x000011;
+  h.bth.dest_qp = 0x000100 + opcode;
   h.bth.psn = psn;
   const RoceOpcodeInfo& info = roce_opcode_info(opcode);
   h.bth.ack_req = info.seg == Seg::kLast || info.seg == Seg::kOnly;
   if (info.headers & kDeth) h.deth = Deth{0x11111111, 0, 0x000012};
-  if (info.headers & kReth) h.reth = Reth{0x00007f0000001000, 0x1234, 4096};
+  // A WRITE_ONLY's DMA length is its payload; a FIRST announces a longer message.
+  if (info.headers & kReth) {
+    h.reth = Reth{0x00007f0000001000, 0x1234, info.seg == Seg::kOnly ? payload_len : 4096};
+  }
+  if (info.kind == OpKind::kReadRequest) h.reth->dma_len = 4096;
   if (info.headers & kAtomicEth) h.atomic_eth = AtomicEth{0x00007f0000002000, 0x5678, 1, 0};
   if (info.headers & kAeth) h.aeth = Aeth{syndrome::kAckNoCredit, psn};
   if (info.headers & kAtomicAckEth) h.atomic_ack_eth = AtomicAckEth{41};
@@ -71,7 +77,8 @@ int cmd_sample_trace(int argc, char** argv) {
                                                  : 13)
                                           : 0;
     a.ip_id = static_cast<std::uint16_t>(packets);
-    auto n = build_roce_frame(buf, a, headers_for(opcode, psn++), Bytes(payload).first(plen));
+    auto n = build_roce_frame(buf, a, headers_for(opcode, psn++, static_cast<std::uint32_t>(plen)),
+                              Bytes(payload).first(plen));
     if (!n) {
       std::fprintf(stderr, "softrdma sample-trace: %s: %s\n", std::string(info.name).c_str(),
                    std::string(to_string(n.error())).c_str());
@@ -87,9 +94,11 @@ int cmd_sample_trace(int argc, char** argv) {
   a6.dst6 = {0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
   RoceAddr av = a;
   av.eth->vlan_tci = 100;
+  std::uint32_t extra_qp = 0x200;
   for (const RoceAddr* addr : {&a6, &av}) {
-    auto n = build_roce_frame(buf, *addr, headers_for(op::kRcWriteOnlyImm, psn++),
-                              Bytes(payload).first(64));
+    RoceHeaders h = headers_for(op::kRcWriteOnlyImm, psn++, 64);
+    h.bth.dest_qp = extra_qp++;
+    auto n = build_roce_frame(buf, *addr, h, Bytes(payload).first(64));
     if (!n) return 1;
     emit(Bytes(buf).first(*n));
     ++packets;

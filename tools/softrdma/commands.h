@@ -8,5 +8,6 @@ int cmd_lint(int argc, char** argv);
 int cmd_sample_trace(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
+int cmd_trace(int argc, char** argv);
 
 }  // namespace softrdma::tools

@@ -14,10 +14,12 @@ void usage(std::FILE* out) {
                "  lint [--json] [--roce-port PORT]... FILE\n"
                "      check every RoCEv2 packet and iWARP stream in a pcap/pcapng capture\n"
                "  run [--netdev udp:ADDRESS] [--faults SPEC] [--mtu BYTES] [--pcap FILE]\n"
-               "      [--device NAME] -- PROGRAM [ARGS...]\n"
+               "      [--pcap-filter SPEC] [--device NAME] -- PROGRAM [ARGS...]\n"
                "      run an unmodified verbs program over softrdma\n"
                "  devices\n"
                "      list the softrdma device of this configuration, as ibv_devices does\n"
+               "  trace merge INPUT... -o OUTPUT.pcapng\n"
+               "      merge traces (pcap/pcapng) by time, keeping interfaces and annotations\n"
                "  sample-trace OUT.pcap\n"
                "      write a capture of RoCEv2 packets and an iWARP stream built by wire/\n"
                "  help\n"
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "lint")) return softrdma::tools::cmd_lint(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "run")) return softrdma::tools::cmd_run(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "devices")) return softrdma::tools::cmd_devices(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "trace")) return softrdma::tools::cmd_trace(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "sample-trace")) return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
     usage(stdout);
