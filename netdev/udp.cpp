@@ -297,28 +297,50 @@ void UdpNetdev::transmit(std::span<const Packet> pkts) {
 }
 
 void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
-  constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(int)) * 2;
+  // Runs of equal-sized datagrams to one destination leave as one message with
+  // UDP_SEGMENT (GSO): the kernel cuts it into the same datagrams on the wire,
+  // for a fraction of the per-datagram cost. The last of a run may be shorter.
+  constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(std::uint16_t));
+  constexpr std::size_t kMaxSegments = 64;
+  constexpr std::size_t kMaxGsoBytes = 65000;
   std::array<mmsghdr, kSendChunk> msgs{};
   std::array<iovec, kSendChunk> iov{};
   std::array<sockaddr_storage, kSendChunk> addrs;
+  std::array<std::size_t, kSendChunk + 1> first{};  // message m covers pkts[first[m], first[m+1])
   alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kSendChunk> cbuf{};
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t nmsg = 0;
+  for (std::size_t i = 0; i < n;) {
     const Packet& p = pkts[i];
-    iov[i].iov_base = p.data;
-    iov[i].iov_len = p.len;
-    msghdr& h = msgs[i].msg_hdr;
-    h.msg_name = &addrs[i];
-    h.msg_namelen = to_sockaddr(p.dst, p.dst_port, scope_id_, addrs[i]);
+    std::size_t j = i + 1;
+    std::size_t bytes = p.len;
+    if (gso_) {
+      while (j < n && j - i < kMaxSegments && pkts[j - 1].len == p.len &&
+             pkts[j].len <= p.len && bytes + pkts[j].len <= kMaxGsoBytes &&
+             pkts[j].dst == p.dst && pkts[j].dst_port == p.dst_port &&
+             pkts[j].traffic_class == p.traffic_class && pkts[j].hop_limit == p.hop_limit) {
+        bytes += pkts[j].len;
+        ++j;
+      }
+    }
+    for (std::size_t k = i; k < j; ++k) {
+      iov[k].iov_base = pkts[k].data;
+      iov[k].iov_len = pkts[k].len;
+    }
+    msghdr& h = msgs[nmsg].msg_hdr;
+    h.msg_name = &addrs[nmsg];
+    h.msg_namelen = to_sockaddr(p.dst, p.dst_port, scope_id_, addrs[nmsg]);
     h.msg_iov = &iov[i];
-    h.msg_iovlen = 1;
-    h.msg_control = cbuf[i].data();
+    h.msg_iovlen = j - i;
+    h.msg_control = cbuf[nmsg].data();
     h.msg_controllen = kCmsgSpace;
+    std::size_t used = 0;
     cmsghdr* c = CMSG_FIRSTHDR(&h);
     const int tc = p.traffic_class;
     c->cmsg_level = v4_ ? IPPROTO_IP : IPPROTO_IPV6;
     c->cmsg_type = v4_ ? IP_TOS : IPV6_TCLASS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &tc, sizeof tc);
+    used += CMSG_SPACE(sizeof(int));
     if (p.hop_limit != 0) {
       const int hl = p.hop_limit;
       c = CMSG_NXTHDR(&h, c);
@@ -326,18 +348,33 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
       c->cmsg_type = v4_ ? IP_TTL : IPV6_HOPLIMIT;
       c->cmsg_len = CMSG_LEN(sizeof(int));
       std::memcpy(CMSG_DATA(c), &hl, sizeof hl);
-    } else {
-      h.msg_controllen = CMSG_SPACE(sizeof(int));
+      used += CMSG_SPACE(sizeof(int));
     }
+    if (j - i > 1) {
+      const auto seg = static_cast<std::uint16_t>(p.len);
+      c = CMSG_NXTHDR(&h, c);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof seg);
+      std::memcpy(CMSG_DATA(c), &seg, sizeof seg);
+      used += CMSG_SPACE(sizeof seg);
+    }
+    h.msg_controllen = used;
+    first[nmsg] = i;
+    ++nmsg;
+    i = j;
   }
+  first[nmsg] = n;
   std::size_t off = 0;
   bool waited = false;
-  while (off < n) {
-    const int r = sendmmsg(fd, &msgs[off], static_cast<unsigned>(n - off), 0);
+  while (off < nmsg) {
+    const int r = sendmmsg(fd, &msgs[off], static_cast<unsigned>(nmsg - off), 0);
     if (r > 0) {
-      for (std::size_t i = off; i < off + static_cast<std::size_t>(r); ++i) {
-        bump(counters_.tx_packets);
-        bump(counters_.tx_bytes, pkts[i].len);
+      for (std::size_t m = off; m < off + static_cast<std::size_t>(r); ++m) {
+        for (std::size_t k = first[m]; k < first[m + 1]; ++k) {
+          bump(counters_.tx_packets);
+          bump(counters_.tx_bytes, pkts[k].len);
+        }
       }
       off += static_cast<std::size_t>(r);
       waited = false;
@@ -352,10 +389,17 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
       continue;
     }
     if (errno == EAGAIN) {
-      bump(counters_.tx_errors, n - off);  // still full: the rest is lost, like a full ring
+      bump(counters_.tx_errors, first[nmsg] - first[off]);  // still full: lost, like a full ring
       return;
     }
-    bump(counters_.tx_errors);  // this datagram was refused (EMSGSIZE, ENOBUFS, …): skip it
+    if (gso_ && first[off + 1] - first[off] > 1 && (errno == EINVAL || errno == EIO ||
+                                                    errno == ENOPROTOOPT || errno == EOPNOTSUPP)) {
+      // No UDP GSO here: send the rest one datagram at a time from now on.
+      gso_ = false;
+      send_chunk(fd, pkts + first[off], n - first[off]);
+      return;
+    }
+    bump(counters_.tx_errors, first[off + 1] - first[off]);  // refused (EMSGSIZE, …): skip it
     ++off;
   }
 }

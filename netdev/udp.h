@@ -75,6 +75,7 @@ class UdpNetdev : public Netdev {
   std::uint32_t scope_id_ = 0;  // for IPv6 link-local addresses
   bool v4_ = true;
   bool gro_ = false;
+  bool gso_ = true;  // UDP_SEGMENT on send; off after the kernel refuses it
   int rx_fd_ = -1;
   int epfd_ = -1;
   int pend_efd_ = -1;
