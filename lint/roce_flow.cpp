@@ -113,6 +113,7 @@ struct RoceFlowChecker::Flow {
   bool in_resp = false;  // a multi-packet read response in progress
   std::uint32_t resp_start = 0, resp_next = 0, resp_packets = 0, resp_len = 0;
   std::uint64_t resp_bytes = 0, resp_frame = 0;
+  bool resp_doubt = false;  // a packet of it was corrupted: its length cannot be judged
 
   // `psn` lies between the first PSN seen sent and the last one.
   bool sent(std::uint32_t psn) const {
@@ -122,6 +123,19 @@ struct RoceFlowChecker::Flow {
 };
 
 namespace {
+
+// A response that will be discarded (bad ICRC): the read it belongs to is no longer judged,
+// and a response in progress moves past its PSN.
+void lost_response(RoceFlowChecker::Flow& f, const wire::RocePacket& pkt) {
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  if (pkt.info->kind != OpKind::kReadResponse) return;
+  if (f.in_resp && psn == f.resp_next) {
+    f.resp_next = psn_add(psn, 1);
+    f.resp_doubt = true;
+  } else if (pkt.info->seg == Seg::kFirst || pkt.info->seg == Seg::kOnly) {
+    if (auto it = f.reads.find(psn); it != f.reads.end()) it->second.reported = true;
+  }
+}
 
 // The response in progress ended: answered, or cut short and already reported.
 void finish_read(RoceFlowChecker::Flow& f, bool reported) {
@@ -149,14 +163,25 @@ void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& f
   // state unknown), so that the loss is reported once, as roce.icrc.
   auto icrc = wire::expected_icrc(frame);
   if (!icrc || *icrc != pkt.icrc) {
+    if (!info.request) {
+      auto r = responses_.find(key);
+      if (r != responses_.end()) lost_response(*r->second, pkt);
+      return;
+    }
     auto it = flows_.find(key);
-    if (it == flows_.end() || !info.request || !it->second->have_next) return;
+    if (it == flows_.end() || !it->second->have_next) return;
     Flow& f = *it->second;
     std::uint32_t consumed = 1;
     if (info.kind == OpKind::kReadRequest && pkt.hdr.reth)
       consumed = read_packets(pkt.hdr.reth->dma_len, f.mtu);
     if (f.replay ? bth.psn != f.replay_next : bth.psn != f.next) return;
     f.msg = Flow::Msg::kUnknown;
+    if (info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
+      // Responses may still come (to a resend); they are matched but not judged.
+      Flow::Read& r = f.reads[bth.psn];
+      r = Flow::Read{pkt.hdr.reth->dma_len, frame_no};
+      r.reported = true;
+    }
     if (consumed == 0) {
       f.have_next = f.replay;
       f.replay = false;
@@ -521,6 +546,10 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
           }
           break;
         }
+        if (it->second.reported) {  // no longer judged: take it as answered
+          it->second.answered = true;
+          break;
+        }
         const std::uint32_t len = it->second.len;
         if (info.seg == Seg::kFirst && f.mtu == 0 && valid_mtu(plen)) {
           f.mtu = static_cast<std::uint32_t>(plen);
@@ -557,6 +586,7 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
         f.resp_len = len;
         f.resp_bytes = plen;
         f.resp_frame = frame_no;
+        f.resp_doubt = false;
         break;
       }
       // MIDDLE or LAST.
@@ -611,7 +641,7 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
         add("roce.read_response",
             std::to_string(f.resp_packets) + " response packets for " + bytes_str(f.resp_len),
             "LAST as packet " + std::to_string(index + 1));
-      } else if (f.resp_bytes != f.resp_len) {
+      } else if (!f.resp_doubt && f.resp_bytes != f.resp_len) {
         add("roce.read_response", bytes_str(f.resp_len) + " (the read's DMA length)",
             bytes_str(f.resp_bytes));
       }

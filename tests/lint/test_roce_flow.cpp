@@ -25,6 +25,7 @@ struct Pkt {
   bool from_a = true;
   RoceHeaders h;
   std::size_t payload = 0;
+  bool corrupt = false;  // flip a bit of the ICRC
 };
 
 using Found = std::vector<std::pair<std::uint64_t, std::string>>;  // (frame, rule)
@@ -102,6 +103,7 @@ Found lint_packets(const std::vector<Pkt>& pkts, const std::string& name) {
       auto len = build_roce_frame(buf, a, p.h, Bytes(payload).first(p.payload));
       EXPECT_TRUE(len) << p.tag;
       if (!len) return {};
+      if (p.corrupt) buf[*len - 1] ^= 0x01;
       w->write(1'700'000'000, ++t * 1000, Bytes(buf).first(*len));
     }
   }
@@ -417,5 +419,15 @@ TEST(RoceFlow, MergedTraceWithBothEndsRecordsIsClean) {
     }
     EXPECT_EQ(merged.size(), 2 * pkts.size());
     EXPECT_EQ(lint_packets(merged, "merged" + std::to_string(delay)), Found{}) << delay;
+  }
+}
+
+TEST(RoceFlow, CorruptedPacketIsReportedOnceAsIcrc) {
+  for (const char* tag : {"send1.middle", "write.first", "read1", "read1.middle", "resend.last"}) {
+    auto pkts = clean_rc();
+    at_tag(pkts, tag)->corrupt = true;
+    const std::uint64_t frame = frame_of(pkts, tag);
+    EXPECT_EQ(lint_packets(pkts, std::string("corrupt_") + tag), (Found{{frame, "roce.icrc"}}))
+        << tag;
   }
 }
