@@ -325,7 +325,8 @@ void TracingNetdev::set_fault_observer(FaultObserver observer) {
   chained_ = std::move(observer);
 }
 
-void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, const char* drop) {
+void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, const char* drop,
+                           std::uint64_t ts_ns) {
   if (!cfg_.wants(p.data, p.len)) return;
   alignas(8) std::array<std::uint8_t, kMaxFrame> frame;
   const std::size_t len = synthesize_frame(p, frame.data(), frame.size());
@@ -340,7 +341,8 @@ void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, co
   char text[256];
   const std::size_t tlen = pcap::format_annotation(a, text, sizeof text);
   const std::size_t caplen = cfg_.snaplen ? std::min<std::size_t>(len, cfg_.snaplen) : len;
-  writer_->write(iface_, pcap::PcapngWriter::now_ns(), wire::Bytes(frame.data(), caplen),
+  writer_->write(iface_, ts_ns ? ts_ns : pcap::PcapngWriter::now_ns(),
+                 wire::Bytes(frame.data(), caplen),
                  static_cast<std::uint32_t>(len), tx ? pcap::kEpbOutbound : pcap::kEpbInbound,
                  std::string_view(text, tlen));
 }
@@ -376,9 +378,12 @@ std::size_t TracingNetdev::send_batch(std::span<Packet* const> pkts) {
   SendContext ctx{this, pkts, bits.data(), 0};
   SendContext* const outer = t_send;
   t_send = &ctx;
+  // Stamped before they leave: the peer may record their arrival before the
+  // inner send returns, and a merged trace must show the send first.
+  const std::uint64_t sent_at = pcap::PcapngWriter::now_ns();
   const std::size_t n = inner_->send_batch(pkts);
   t_send = outer;
-  for (std::size_t i = 0; i < n; ++i) record(*pkts[i], true, bits[i], nullptr);
+  for (std::size_t i = 0; i < n; ++i) record(*pkts[i], true, bits[i], nullptr, sent_at);
   return n;
 }
 

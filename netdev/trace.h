@@ -91,7 +91,9 @@ class TracingNetdev : public Netdev {
 
  private:
   void on_event(FaultEvent e, const Packet& p);
-  void record(const Packet& p, bool tx, std::uint8_t fault_bits, const char* drop);
+  // ts_ns 0: now.
+  void record(const Packet& p, bool tx, std::uint8_t fault_bits, const char* drop,
+              std::uint64_t ts_ns = 0);
 
   TraceConfig cfg_;
   std::string error_;

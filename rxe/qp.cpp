@@ -121,7 +121,8 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       rq_.clear();
       req_idx_ = 0;
       outstanding_rd_atomic_ = 0;
-      in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = ack_pending_ = false;
+      in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = false;
+      responses_.clear();
       msn_ = 0;
       retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
     } else if (next == QpState::kErr) {

@@ -120,7 +120,14 @@ class Qp {
   // --- responder (responder.cpp)
   void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
   void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
-  bool build_read_responses();
+  // Read responses, ACKs, NAKs and atomic ACKs leave in PSN order: a response
+  // never overtakes the responses owed to an earlier read. Returns true if
+  // responses are still to be built.
+  bool respond_in_order();
+  bool build_read_responses(RespResource& r, int& budget);
+  // Queues an ACK/NAK (coalescing with a queued one) or an atomic ACK.
+  void respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic = false,
+               std::uint64_t orig = 0);
   void send_ack(std::uint8_t syndrome, std::uint32_t psn);
   void send_atomic_ack(std::uint32_t psn, std::uint64_t orig);
   void responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status);
@@ -183,8 +190,13 @@ class Qp {
   std::uint64_t write_va_ = 0;
   std::uint32_t write_rkey_ = 0;
   std::uint64_t write_len_ = 0;  // RETH DMA length
-  bool ack_pending_ = false;
-  std::uint32_t ack_psn_ = 0;
+  struct Response {
+    std::uint8_t syndrome;
+    std::uint32_t psn;
+    bool atomic;
+    std::uint64_t orig;
+  };
+  std::deque<Response> responses_;  // responder answers not yet sent, in order
   std::vector<RespResource> resources_;
   std::size_t next_resource_ = 0;
 };

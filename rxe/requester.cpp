@@ -55,12 +55,8 @@ void Qp::retry_from(std::uint32_t psn) {
 }
 
 bool Qp::run_send(Clock::time_point now) {
-  // Responder duties first: coalesced ACKs and read responses.
-  if (ack_pending_) {
-    ack_pending_ = false;
-    send_ack(syndrome_ack(), ack_psn_);
-  }
-  bool more = build_read_responses();
+  // Responder duties first: read responses and queued ACKs, in PSN order.
+  bool more = respond_in_order();
   const QpState st = attr_.qp_state;
   if (st != QpState::kRts && st != QpState::kSqd) return more;
   if (rnr_deadline_ != Clock::time_point::max()) return more;  // waiting out an RNR NAK

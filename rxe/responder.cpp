@@ -141,7 +141,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
       if (!nak_sent_) {
         nak_sent_ = true;
         ++counters_.seq_naks_sent;
-        send_ack(wire::syndrome::kNakPsnSeqErr, epsn_);
+        respond(wire::syndrome::kNakPsnSeqErr, epsn_);
       }
       return;
     }
@@ -170,13 +170,12 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
       } else if (info.kind == OpKind::kAtomic) {
         for (const RespResource& r : resources_) {
           if (r.kind == RespResource::Kind::kAtomic && r.first_psn == psn) {
-            send_atomic_ack(psn, r.orig);
+            respond(syndrome_ack(), psn, true, r.orig);
             break;
           }
         }
       } else {
-        ack_pending_ = true;
-        ack_psn_ = psn_add(epsn_, kPsnMask);  // epsn - 1
+        respond(syndrome_ack(), psn_add(epsn_, kPsnMask));  // re-ACK through epsn - 1
       }
       return;
     }
@@ -241,7 +240,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
           if (rc) {
             ++counters_.rnr_naks_sent;
             nak_sent_ = true;  // later packets of this burst are silently dropped
-            send_ack(static_cast<std::uint8_t>(0x20 | (attr_.min_rnr_timer & 0x1F)), psn);
+            respond(static_cast<std::uint8_t>(0x20 | (attr_.min_rnr_timer & 0x1F)), psn);
           } else {
             ++counters_.dropped_no_recv;
             uc_drop_ = !ends;
@@ -350,7 +349,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
         if (rc) {
           ++counters_.rnr_naks_sent;
           nak_sent_ = true;
-          send_ack(static_cast<std::uint8_t>(0x20 | (attr_.min_rnr_timer & 0x1F)), psn);
+          respond(static_cast<std::uint8_t>(0x20 | (attr_.min_rnr_timer & 0x1F)), psn);
         } else {
           ++counters_.dropped_no_recv;
           in_message_ = false;
@@ -453,7 +452,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
       r.orig = orig;
       msn_ = (msn_ + 1) & 0xFFFFFF;
       epsn_ = psn_add(psn, 1);
-      send_atomic_ack(psn, orig);
+      respond(syndrome_ack(), psn, true, orig);
       return;
     }
     default:
@@ -461,68 +460,97 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
       return;
   }
   epsn_ = psn_add(psn, 1);
-  if (rc && bth.ack_req) {
-    ack_pending_ = true;
-    ack_psn_ = psn;
+  if (rc && bth.ack_req) respond(syndrome_ack(), psn);
+}
+
+void Qp::respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic, std::uint64_t orig) {
+  // ACKs and NAKs are cumulative: a queued one is replaced by a newer one.
+  if (!atomic && !responses_.empty() && !responses_.back().atomic) {
+    responses_.back() = Response{syndrome, psn, false, 0};
+    return;
+  }
+  responses_.push_back(Response{syndrome, psn, atomic, orig});
+}
+
+bool Qp::respond_in_order() {
+  if (type_ != QpType::kRc || attr_.qp_state == QpState::kErr) {
+    responses_.clear();
+    return false;
+  }
+  int budget = 64;
+  for (;;) {
+    // The read whose responses come next: the active one with the lowest PSN.
+    RespResource* oldest = nullptr;
+    for (RespResource& r : resources_) {
+      if (r.active && (!oldest || psn_cmp(r.first_psn, oldest->first_psn) < 0)) oldest = &r;
+    }
+    // Everything queued before that read goes first.
+    while (!responses_.empty() &&
+           (!oldest || psn_cmp(responses_.front().psn, oldest->first_psn) < 0)) {
+      const Response r = responses_.front();
+      responses_.pop_front();
+      if (r.atomic) {
+        send_atomic_ack(r.psn, r.orig);
+      } else {
+        send_ack(r.syndrome, r.psn);
+      }
+    }
+    if (!oldest) return false;
+    if (budget == 0) return true;
+    if (!build_read_responses(*oldest, budget)) return false;  // the QP failed
   }
 }
 
-bool Qp::build_read_responses() {
+bool Qp::build_read_responses(RespResource& r, int& budget) {
   using namespace wire;
-  if (type_ != QpType::kRc || attr_.qp_state == QpState::kErr) return false;
-  int budget = 64;
-  for (std::size_t k = 0; k < resources_.size(); ++k) {
-    // Oldest first: the ring's next slot is the oldest.
-    RespResource& r = resources_[(next_resource_ + k) % resources_.size()];
-    while (r.active && budget > 0) {
-      const std::uint64_t remaining = r.length - r.sent;
-      const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu_, remaining));
-      const bool first = r.sent == 0 && r.next_psn == r.first_psn;
-      const bool last = r.sent + n == r.length;
-      RoceHeaders h;
-      h.bth.dest_qp = attr_.dest_qp_num;
-      h.bth.psn = r.next_psn;
-      if (first && last) h.bth.opcode = op::kRcReadResponseOnly;
-      else if (first) h.bth.opcode = op::kRcReadResponseFirst;
-      else if (last) h.bth.opcode = op::kRcReadResponseLast;
-      else h.bth.opcode = op::kRcReadResponseMiddle;
-      if (first || last) h.aeth = Aeth{syndrome_ack(), msn_};
-      netdev::Packet* p = dev_.tx_packet();
-      auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
-      if (!hl) {
-        r.active = false;
-        break;
-      }
-      if (n) {
-        MrTable::Guard g(dev_.mrs());
-        std::uint8_t* host = nullptr;
-        if (dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host) !=
-            MrCheck::kOk) {
-          // The region went away under the read: remote access error, as hardware.
-          r.active = false;
-          responder_error(syndrome::kNakRemoteAccess, r.next_psn, WcStatus::kSuccess);
-          return false;
-        }
-        std::memcpy(p->data + *hl, host, n);
-      }
-      const std::uint8_t pad = roce_pad(n);
-      std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
-      p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
-      p->dst = peer_;
-      p->src = local_;
-      p->src_port = src_port_;
-      p->dst_port = dev_.netdev().roce_port();
-      p->traffic_class = attr_.ah_attr.traffic_class;
-      p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
-      dev_.tx_commit();
-      ++counters_.tx_packets;
-      r.sent += n;
-      r.next_psn = psn_add(r.next_psn, 1);
-      --budget;
-      if (last) r.active = false;
+  while (r.active && budget > 0) {
+    const std::uint64_t remaining = r.length - r.sent;
+    const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(mtu_, remaining));
+    const bool first = r.sent == 0 && r.next_psn == r.first_psn;
+    const bool last = r.sent + n == r.length;
+    RoceHeaders h;
+    h.bth.dest_qp = attr_.dest_qp_num;
+    h.bth.psn = r.next_psn;
+    if (first && last) h.bth.opcode = op::kRcReadResponseOnly;
+    else if (first) h.bth.opcode = op::kRcReadResponseFirst;
+    else if (last) h.bth.opcode = op::kRcReadResponseLast;
+    else h.bth.opcode = op::kRcReadResponseMiddle;
+    if (first || last) h.aeth = Aeth{syndrome_ack(), msn_};
+    netdev::Packet* p = dev_.tx_packet();
+    auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
+    if (!hl) {
+      r.active = false;
+      return true;
     }
+    if (n) {
+      MrTable::Guard g(dev_.mrs());
+      std::uint8_t* host = nullptr;
+      if (dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host) !=
+          MrCheck::kOk) {
+        // The region went away under the read: remote access error, as hardware.
+        r.active = false;
+        responder_error(syndrome::kNakRemoteAccess, r.next_psn, WcStatus::kSuccess);
+        return false;
+      }
+      std::memcpy(p->data + *hl, host, n);
+    }
+    const std::uint8_t pad = roce_pad(n);
+    std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
+    p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
+    p->dst = peer_;
+    p->src = local_;
+    p->src_port = src_port_;
+    p->dst_port = dev_.netdev().roce_port();
+    p->traffic_class = attr_.ah_attr.traffic_class;
+    p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
+    dev_.tx_commit();
+    ++counters_.tx_packets;
+    r.sent += n;
+    r.next_psn = psn_add(r.next_psn, 1);
+    --budget;
+    if (last) r.active = false;
   }
-  return budget == 0;
+  return true;
 }
 
 void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
