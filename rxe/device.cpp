@@ -328,6 +328,7 @@ netdev::Packet* Device::tx_packet() {
   if (tx_count_ == tx_pkts_.size()) tx_flush();
   netdev::Packet* p = tx_ptrs_[tx_count_];
   p->len = 0;
+  p->retrans = false;
   return p;
 }
 

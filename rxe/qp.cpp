@@ -93,7 +93,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
   }
   if (mask & kQpSqPsn) {
     attr_.sq_psn = a.sq_psn & kPsnMask;
-    req_psn_ = unacked_psn_ = attr_.sq_psn;
+    req_psn_ = unacked_psn_ = sent_psn_ = attr_.sq_psn;
   }
   if (mask & kQpTimeout) attr_.timeout = a.timeout;
   if (mask & kQpRetryCnt) {

@@ -71,6 +71,7 @@ struct RespResource {
   std::uint64_t sent = 0;    // bytes answered so far
   std::uint32_t next_psn = 0;
   bool active = false;       // responses still to build
+  bool duplicate = false;    // answering a duplicate request (a resend)
   // ATOMIC
   std::uint64_t orig = 0;
 };
@@ -166,6 +167,7 @@ class Qp {
   std::deque<SendWqe> sq_;
   std::size_t req_idx_ = 0;        // index in sq_ of the WQE the requester works on
   std::uint32_t req_psn_ = 0;      // next PSN to send
+  std::uint32_t sent_psn_ = 0;     // one past the highest PSN sent: below it is a resend
   std::uint32_t unacked_psn_ = 0;  // oldest PSN not yet acknowledged
   std::uint32_t outstanding_rd_atomic_ = 0;
   std::uint32_t pkts_since_ackreq_ = 0;

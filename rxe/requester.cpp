@@ -226,6 +226,14 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   }
   p->src_port = src_port_;
   p->dst_port = dev_.netdev().roce_port();
+  if (type_ == QpType::kRc) {
+    // Traces mark go-back-N resends.
+    if (psn_cmp(h.bth.psn, sent_psn_) < 0) {
+      p->retrans = true;
+    } else {
+      sent_psn_ = psn_add(h.bth.psn, 1);
+    }
+  }
   dev_.tx_commit();
   ++counters_.tx_packets;
   // Advance.

@@ -167,6 +167,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
         r.rkey = reth.rkey;
         r.length = reth.dma_len;
         r.active = true;
+        r.duplicate = true;
       } else if (info.kind == OpKind::kAtomic) {
         for (const RespResource& r : resources_) {
           if (r.kind == RespResource::Kind::kAtomic && r.first_psn == psn) {
@@ -543,6 +544,7 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     p->dst_port = dev_.netdev().roce_port();
     p->traffic_class = attr_.ah_attr.traffic_class;
     p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
+    p->retrans = r.duplicate;
     dev_.tx_commit();
     ++counters_.tx_packets;
     r.sent += n;

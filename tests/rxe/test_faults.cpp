@@ -166,3 +166,76 @@ TEST(RcFaults, PipelinedMessagesUnderLossStayInOrder) {
 
 }  // namespace
 }  // namespace softrdma::rxe::test
+
+namespace softrdma::rxe::test {
+namespace {
+
+// Counts the packets the engine marks as resends on their way out.
+class SpyNetdev : public netdev::Netdev {
+ public:
+  explicit SpyNetdev(std::unique_ptr<netdev::Netdev> inner) : inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::string backend() const override { return inner_->backend(); }
+  std::uint32_t mtu() const override { return inner_->mtu(); }
+  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
+  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
+    for (const netdev::Packet* x : p) retrans += x->retrans ? 1 : 0;
+    return inner_->send_batch(p);
+  }
+  std::size_t recv_batch(std::span<netdev::Packet* const> p) override {
+    return inner_->recv_batch(p);
+  }
+  int wait_fd() const override { return inner_->wait_fd(); }
+  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
+  void service() override { inner_->service(); }
+  std::atomic<int> retrans{0};
+
+ private:
+  std::unique_ptr<netdev::Netdev> inner_;
+};
+
+int resends_marked(double drop) {
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  netdev::FaultConfig f;
+  f.drop = drop;
+  f.seed = 77;
+  f.seeded = true;
+  auto spy = std::make_unique<SpyNetdev>(
+      std::make_unique<netdev::MemoryNetdev>(fabric, addr(1), 9000, f));
+  SpyNetdev* s = spy.get();
+  auto dev = std::make_unique<Device>(std::move(spy));
+  Node b(fabric, 2);
+  Pd* pd = dev->alloc_pd();
+  int err = 0;
+  Cq* cq = dev->create_cq(1024, &err);
+  QpCap cap = default_cap();
+  Qp* qa = dev->create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+  Qp* qb = make_qp(b, QpType::kRc);
+  ConnectOptions o;
+  o.timeout = 10;
+  bring_up(qa, b.gid(), qb->qpn(), o.psn_b, o.psn_a, o);
+  bring_up(qb, dev->gids()[0], qa->qpn(), o.psn_a, o.psn_b, o);
+  std::vector<std::uint8_t> src(1 << 20, 3);
+  auto mr = dev->reg_mr(pd, src.data(), src.size(), reinterpret_cast<std::uint64_t>(src.data()),
+                        kAllAccess, &err);
+  Buffer dst(b, 1 << 20, kAllAccess);
+  const Sge ss{reinterpret_cast<std::uint64_t>(src.data()), 1 << 20, mr->lkey};
+  for (int i = 0; i < 5; ++i) {
+    SendWr w = wr(WrOpcode::kRdmaWrite, static_cast<std::uint64_t>(i), std::span(&ss, 1));
+    w.remote_addr = dst.addr();
+    w.rkey = dst.mr->rkey;
+    EXPECT_EQ(qa->post_send(w), 0);
+  }
+  EXPECT_EQ(wait_wc(cq, 5).size(), 5u);
+  const int n = s->retrans.load();
+  dev->destroy_qp(qa);
+  return n;
+}
+
+TEST(RcFaults, ResentPacketsAreMarkedAsRetransmissions) {
+  EXPECT_EQ(resends_marked(0.0), 0);
+  EXPECT_GT(resends_marked(0.05), 0);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
