@@ -6,6 +6,7 @@
 #include "lint/iwarp_check.h"
 #include "lint/roce_check.h"
 #include "lint/roce_flow.h"
+#include "pcap/pcapng_reader.h"
 #include "pcap/reader.h"
 #include "wire/frame.h"
 #include "wire/net.h"
@@ -16,10 +17,27 @@ namespace softrdma::lint {
 int run(const std::string& path, const Options& opts, Report& report, std::string& error) {
   auto reader = pcap::Reader::open(path, error);
   if (!reader) return 2;
-  return run(*reader, opts, report, error);
+  std::unique_ptr<pcap::PcapngReader> annotations;
+  if (pcap::PcapngReader::looks_like_pcapng(path)) {
+    std::string ignored;
+    annotations = pcap::PcapngReader::open(path, ignored);  // optional: lint works without
+  }
+  return run(*reader, opts, report, error, annotations.get());
 }
 
-int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::string& error) {
+namespace {
+
+// True when softrdma's tracer says the receiver discarded this frame (drop=…): it is
+// not what the peer sent (a corrupted copy, say). A send the fault injector dropped
+// (fault=drop) is still what the endpoint did, and is judged.
+bool marked_dropped(const std::string& comment) {
+  return comment.rfind("softrdma: ", 0) == 0 && comment.find(" drop=") != std::string::npos;
+}
+
+}  // namespace
+
+int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::string& error,
+        pcap::PcapngReader* annotations) {
   pcap::Reader* reader = &reader_ref;
   if (!wire::link_type_supported(reader->linktype())) {
     error = "unsupported link type " + std::to_string(reader->linktype()) +
@@ -31,9 +49,19 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
   pcap::Frame f;
   std::uint64_t frame_no = 0;
   int rc = 0;
+  pcap::PcapngRecord record;
   while ((rc = reader->next(f)) == 1) {
     ++frame_no;
     ++report.counters().packets;
+    if (annotations) {
+      // The two readers walk the same packets; stop using annotations if they part.
+      if (annotations->next(record) != 1 || record.data.size() != f.caplen) {
+        annotations = nullptr;
+      } else if (marked_dropped(record.comment)) {
+        ++report.counters().excused;
+        continue;
+      }
+    }
     auto v = wire::parse_frame(f.data, reader->linktype());
     if (!v) {
       ++report.counters().skipped;
@@ -59,6 +87,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
     }
   }
   iwarp.finish();
+  roce_flows.finish();
   report.sort();
   if (rc < 0) {
     error = "capture damaged after frame " + std::to_string(frame_no) + ": " + reader->error();

@@ -22,11 +22,15 @@ int run(const std::string& path, const Options& opts, Report& report, std::strin
 
 namespace softrdma::pcap {
 class Reader;
+class PcapngReader;
 }
 
 namespace softrdma::lint {
 
-// The same over an open capture.
-int run(pcap::Reader& reader, const Options& opts, Report& report, std::string& error);
+// The same over an open capture. With `annotations` (the same file read by our
+// pcapng reader, in step), frames softrdma's tracer marks as discarded by the
+// receiver (drop=…) are not judged: lint is about what the endpoints sent.
+int run(pcap::Reader& reader, const Options& opts, Report& report, std::string& error,
+        pcap::PcapngReader* annotations = nullptr);
 
 }  // namespace softrdma::lint

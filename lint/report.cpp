@@ -23,7 +23,9 @@ void Report::print_text(std::ostream& os, const std::string& file) const {
   }
   os << file << ": " << counters_.packets << " packets read, " << counters_.roce_packets
      << " RoCEv2 packets, " << counters_.iwarp_fpdus << " iWARP FPDUs, " << violations_.size()
-     << " violations\n";
+     << " violations";
+  if (counters_.excused) os << " (" << counters_.excused << " frames marked dropped, not judged)";
+  os << '\n';
 }
 
 std::string json_quote(const std::string& s) {
@@ -52,7 +54,7 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
   os << "{\"file\":";
   os << json_quote(file);
   os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
-     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
+     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames << ",\"excused\":" << counters_.excused
      << ",\"violation_count\":" << violations_.size() << ",\"violations\":[";
   bool first = true;
   for (const auto& v : violations_) {

@@ -22,6 +22,7 @@ struct Counters {
   std::uint64_t iwarp_fpdus = 0;   // FPDUs found in MPA streams
   std::uint64_t mpa_frames = 0;    // MPA request/reply frames
   std::uint64_t skipped = 0;       // frames that are neither (ARP, other ports, …)
+  std::uint64_t excused = 0;       // frames a softrdma trace marks as dropped: not judged
 };
 
 class Report {

@@ -1,5 +1,7 @@
 #include "lint/roce_flow.h"
 
+#include <optional>
+
 #include <string>
 #include <vector>
 
@@ -102,6 +104,22 @@ struct RoceFlowChecker::Flow {
 
   bool overflow = false;  // too many outstanding: some were forgotten
 
+  // A jump forward in PSNs. Reported only if the missing PSN never shows up: on a
+  // lossy wire the requester resends it (go-back-N), which is not a violation.
+  struct Gap {
+    std::uint64_t frame = 0;
+    std::string where, expected, found;
+    std::uint32_t missing = 0;
+  };
+  std::optional<Gap> gap;
+  // Likewise a read response that skips PSNs: excused when the requester asks again for
+  // the read from the first missing PSN (what a requester does when responses are lost).
+  std::optional<Gap> resp_gap;
+  // The last PSN-sequence-error NAK's PSN: a missing PSN that arrives after the
+  // responder asked for it again is a resend, and the gap was a loss.
+  bool have_seq_nak = false;
+  std::uint32_t seq_nak = 0;
+
   // Response side.
   bool have_resp_high = false;  // `resp_high`: the latest PSN a read response began at
   std::uint32_t resp_high = 0;
@@ -152,6 +170,20 @@ void finish_read(RoceFlowChecker::Flow& f, bool reported) {
 
 RoceFlowChecker::RoceFlowChecker(Report& report) : report_(report) {}
 RoceFlowChecker::~RoceFlowChecker() = default;
+
+void RoceFlowChecker::finish() {
+  for (auto& [key, f] : flows_) {
+    if (f->gap) {
+      report_.add({f->gap->frame, f->gap->where, "roce.psn_gap", f->gap->expected, f->gap->found});
+      f->gap.reset();
+    }
+    if (f->resp_gap) {
+      report_.add({f->resp_gap->frame, f->resp_gap->where, "roce.read_response",
+                   f->resp_gap->expected, f->resp_gap->found});
+      f->resp_gap.reset();
+    }
+  }
+}
 
 void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& frame,
                                 const wire::RocePacket& pkt) {
@@ -254,6 +286,14 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
   if (info.kind == OpKind::kReadRequest && pkt.hdr.reth)
     consumed = read_packets(pkt.hdr.reth->dma_len, f.mtu);
 
+  // The missing PSN arrived after the responder NAKed it: lost and resent, no violation.
+  // (Arriving without a NAK it was reordered, and the gap stands.)
+  if (f.gap && psn == f.gap->missing && f.have_seq_nak && f.seq_nak == psn) f.gap.reset();
+  if (f.resp_gap && info.kind == OpKind::kReadRequest && pkt.hdr.reth &&
+      psn_diff(f.resp_gap->missing, psn) < read_packets(pkt.hdr.reth->dma_len, f.mtu)) {
+    f.resp_gap.reset();  // a read asked again covers the missing response
+  }
+
   // PSN continuity. A PSN behind the next new one is a retransmission (go-back-N on RC).
   bool retransmission = false;
   if (!f.have_next) {
@@ -271,7 +311,10 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     f.replay = true;
     f.msg = Flow::Msg::kUnknown;  // it may restart in the middle of a message
   } else {
-    add("roce.psn_gap", psn_str(f.next), psn_str(psn));
+    if (f.gap) {
+      report_.add({f.gap->frame, f.gap->where, "roce.psn_gap", f.gap->expected, f.gap->found});
+    }
+    f.gap = Flow::Gap{frame_no, where, psn_str(f.next), psn_str(psn), f.next};
     f.replay = false;
     f.msg = Flow::Msg::kUnknown;  // packets are missing: the message state is lost
   }
@@ -412,6 +455,10 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
   };
   const std::optional<wire::Aeth>& aeth = pkt.hdr.aeth;
   const bool ack_syndrome = aeth && wire::aeth_kind(aeth->syndrome) == wire::AethKind::kAck;
+  if (aeth && aeth->syndrome == wire::syndrome::kNakPsnSeqErr) {
+    f.have_seq_nak = true;
+    f.seq_nak = pkt.hdr.bth.psn;
+  }
 
   // MSN never decreases, except in answers to duplicate requests (PSN behind an earlier answer).
   if (aeth) {
@@ -609,10 +656,14 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       }
       if (psn != f.resp_next) {
         if (ahead(psn, f.resp_next)) {
-          add("roce.read_response",
-              psn_str(f.resp_next) + " next in the response to the read at " +
-                  psn_str(f.resp_start),
-              psn_str(psn));
+          if (f.resp_gap) {
+            report_.add({f.resp_gap->frame, f.resp_gap->where, "roce.read_response",
+                         f.resp_gap->expected, f.resp_gap->found});
+          }
+          f.resp_gap = Flow::Gap{frame_no, where,
+                                 psn_str(f.resp_next) + " next in the response to the read at " +
+                                     psn_str(f.resp_start),
+                                 psn_str(psn), f.resp_next};
           f.in_resp = false;
           finish_read(f, true);
         }

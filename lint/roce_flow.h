@@ -28,6 +28,8 @@ class RoceFlowChecker {
 
   // One packet that parsed (wire::parse_roce) from a whole captured frame; frame_no is 1-based.
   void on_packet(std::uint64_t frame_no, const wire::FrameView& frame, const wire::RocePacket& pkt);
+  // End of capture: reports what can only be judged at the end (PSNs that never came).
+  void finish();
 
   // Requester-side state of one RC or UC flow and the responses matched to it.
   struct Flow;

@@ -92,6 +92,14 @@ int cmd_run(int argc, char** argv) {
   std::string path = lib;
   if (const char* old = std::getenv("LD_LIBRARY_PATH"); old && *old) path += ":" + std::string(old);
   setenv("LD_LIBRARY_PATH", path.c_str(), 1);
+#ifdef SOFTRDMA_PRELOAD
+  // A sanitizer build: the drop-in library needs the ASan runtime loaded first. Leaks are
+  // not reported: the programs' own (and the process-lifetime engine) would drown the rest.
+  std::string preload = SOFTRDMA_PRELOAD;
+  if (const char* old = std::getenv("LD_PRELOAD"); old && *old) preload += ":" + std::string(old);
+  setenv("LD_PRELOAD", preload.c_str(), 1);
+  setenv("ASAN_OPTIONS", "detect_leaks=0", 0);
+#endif
   execvp(argv[i], argv + i);
   std::fprintf(stderr, "softrdma run: %s: %s\n", argv[i], std::strerror(errno));
   return 127;
