@@ -3,6 +3,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <stdexcept>
@@ -26,10 +27,45 @@ void MemoryFabric::detach(const IpAddr& addr) {
 
 bool MemoryFabric::deliver(const Packet& p) {
   std::shared_lock lock(mu_);  // the device cannot leave while we hold this
+  if (is_multicast(p.dst)) {
+    auto g = groups_.find(p.dst);
+    if (g == groups_.end() || g->second.empty()) return false;
+    for (MemoryNetdev* member : g->second) member->enqueue(p);
+    return true;
+  }
   auto it = devices_.find(p.dst);
   if (it == devices_.end()) return false;
   it->second->enqueue(p);
   return true;
+}
+
+int MemoryFabric::join(const IpAddr& group, MemoryNetdev* dev, std::size_t limit) {
+  std::unique_lock lock(mu_);
+  std::size_t mine = 0;
+  for (const auto& [g, members] : groups_) {
+    if (std::find(members.begin(), members.end(), dev) == members.end()) continue;
+    if (g == group) return 0;
+    ++mine;
+  }
+  if (mine >= limit) return ENOBUFS;
+  groups_[group].push_back(dev);
+  return 0;
+}
+
+void MemoryFabric::leave(const IpAddr& group, MemoryNetdev* dev) {
+  std::unique_lock lock(mu_);
+  auto g = groups_.find(group);
+  if (g == groups_.end()) return;
+  std::erase(g->second, dev);
+  if (g->second.empty()) groups_.erase(g);
+}
+
+void MemoryFabric::leave_all(MemoryNetdev* dev) {
+  std::unique_lock lock(mu_);
+  for (auto g = groups_.begin(); g != groups_.end();) {
+    std::erase(g->second, dev);
+    g = g->second.empty() ? groups_.erase(g) : std::next(g);
+  }
 }
 
 MemoryNetdev::MemoryNetdev(std::shared_ptr<MemoryFabric> fabric, IpAddr addr, std::uint32_t mtu,
@@ -46,6 +82,7 @@ MemoryNetdev::MemoryNetdev(std::shared_ptr<MemoryFabric> fabric, IpAddr addr, st
 
 MemoryNetdev::~MemoryNetdev() {
   if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit(p); });
+  fabric_->leave_all(this);
   fabric_->detach(addrs_[0]);
   close(efd_);
 }
@@ -160,6 +197,17 @@ void MemoryNetdev::set_fault_observer(FaultObserver observer) {
   if (faults_) faults_->set_observer(observer);
   std::lock_guard lock(qmu_);
   observer_ = std::move(observer);
+}
+
+int MemoryNetdev::join_group(const IpAddr& group) {
+  if (!is_multicast(group) || group.is_v4() != addrs_[0].is_v4()) return EINVAL;
+  return fabric_->join(group, this, kMaxGroups);
+}
+
+int MemoryNetdev::leave_group(const IpAddr& group) {
+  if (!is_multicast(group) || group.is_v4() != addrs_[0].is_v4()) return EINVAL;
+  fabric_->leave(group, this);
+  return 0;
 }
 
 std::size_t MemoryNetdev::queued() const {

@@ -18,8 +18,9 @@ namespace softrdma::netdev {
 
 class MemoryNetdev;
 
-// The "wire" between MemoryNetdevs in one process: maps each address to its device.
-// Thread-safe. Devices register themselves on construction and leave on destruction.
+// The "wire" between MemoryNetdevs in one process: maps each address to its device, and each
+// multicast group to the devices that joined it. Thread-safe. Devices register themselves on
+// construction and leave on destruction.
 class MemoryFabric {
  public:
   // Datagrams a device queues before further arrivals are dropped (counted rx_dropped).
@@ -31,12 +32,19 @@ class MemoryFabric {
   friend class MemoryNetdev;
   bool attach(const IpAddr& addr, MemoryNetdev* dev);
   void detach(const IpAddr& addr);
-  // Hands a copy of `p` to the device owning p.dst; false when there is none.
+  // Hands a copy of `p` to the device owning p.dst, or to every member of the group p.dst;
+  // false when there is none.
   bool deliver(const Packet& p);
+  // Group membership (a device is in a group's list at most once). join: 0, or ENOBUFS when
+  // `dev` is already in `limit` groups.
+  int join(const IpAddr& group, MemoryNetdev* dev, std::size_t limit);
+  void leave(const IpAddr& group, MemoryNetdev* dev);
+  void leave_all(MemoryNetdev* dev);
 
   std::size_t queue_limit_;
   std::shared_mutex mu_;
   std::map<IpAddr, MemoryNetdev*> devices_;
+  std::map<IpAddr, std::vector<MemoryNetdev*>> groups_;
 };
 
 class MemoryNetdev : public Netdev {
@@ -55,13 +63,19 @@ class MemoryNetdev : public Netdev {
   std::span<const IpAddr> addresses() const override { return addrs_; }
 
   // Refuses (and stops at) a packet shorter than BTH + ICRC or larger than the MTU allows.
-  // A packet to an address no device owns is accepted and counted in tx_dropped.
+  // A packet to an address no device owns (or to a group nobody joined) is accepted and counted
+  // in tx_dropped. A packet to a group goes to every member, this device too if it joined (as
+  // with IP_MULTICAST_LOOP).
   std::size_t send_batch(std::span<Packet* const> pkts) override;
   std::size_t recv_batch(std::span<Packet* const> pkts) override;
   int wait_fd() const override { return efd_; }
   int next_timeout_ms() const override;
   void service() override;
   void set_fault_observer(FaultObserver observer) override;
+  // Groups of the same address family as the device's address; at most kMaxGroups per device.
+  int join_group(const IpAddr& group) override;
+  int leave_group(const IpAddr& group) override;
+  static constexpr std::size_t kMaxGroups = 1024;
   // Datagrams waiting in the receive queue.
   std::size_t queued() const;
 

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -27,6 +28,12 @@ struct IpAddr {
   std::string str() const;
   auto operator<=>(const IpAddr&) const = default;
 };
+
+// True for an IP multicast group: IPv4 224.0.0.0/4 (IPv4-mapped) or IPv6 ff00::/8.
+inline bool is_multicast(const IpAddr& a) {
+  if (a.is_v4()) return (a.v4_host() >> 28) == 0xE;
+  return a.bytes[0] == 0xFF;
+}
 
 inline constexpr std::uint16_t kRoceV2Port = 4791;
 // Largest datagram a backend carries: 4096-byte MTU payload + headers, with room
@@ -129,6 +136,21 @@ class Netdev {
   // Installs (or, with an empty function, removes) the observer of injected faults and receive
   // drops. Set it before traffic starts. Backends without faults or drops ignore it.
   virtual void set_fault_observer(FaultObserver observer) { (void)observer; }
+  // Multicast: after join_group, datagrams sent to `group` on roce_port() arrive through
+  // recv_batch with Packet.dst == group (their ICRC checked against the group address), and
+  // send_batch accepts packets whose dst is a group (any group, joined or not). Joining a joined
+  // group, or leaving one not joined, does nothing and returns 0. Returns 0 or an errno value:
+  // EINVAL (not a multicast address, or of the other family), ENOBUFS (too many groups), or
+  // what the OS said (e.g. ENODEV, EADDRNOTAVAIL when the interface cannot do multicast).
+  // Any thread; may run concurrently with recv_batch. The default: EOPNOTSUPP.
+  virtual int join_group(const IpAddr& group) {
+    (void)group;
+    return EOPNOTSUPP;
+  }
+  virtual int leave_group(const IpAddr& group) {
+    (void)group;
+    return EOPNOTSUPP;
+  }
 
   Counters counters() const { return counters_.snapshot(); }
 

@@ -321,6 +321,14 @@ void TracingNetdev::flush() {
   if (writer_) writer_->flush();
 }
 
+int TracingNetdev::join_group(const IpAddr& group) {
+  return inner_->join_group(group);
+}
+
+int TracingNetdev::leave_group(const IpAddr& group) {
+  return inner_->leave_group(group);
+}
+
 void TracingNetdev::set_fault_observer(FaultObserver observer) {
   chained_ = std::move(observer);
 }

@@ -86,6 +86,8 @@ class TracingNetdev : public Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
+  int join_group(const IpAddr& group) override;
+  int leave_group(const IpAddr& group) override;
   // Observers set on the tracer are called after it has recorded the event.
   void set_fault_observer(FaultObserver observer) override;
 

@@ -61,7 +61,9 @@ socklen_t to_sockaddr(const IpAddr& a, std::uint16_t port, std::uint32_t scope_i
   s->sin6_family = AF_INET6;
   s->sin6_port = htons(port);
   std::memcpy(s->sin6_addr.s6_addr, a.bytes.data(), 16);
-  if (a.bytes[0] == 0xFE && (a.bytes[1] & 0xC0) == 0x80) s->sin6_scope_id = scope_id;
+  if ((a.bytes[0] == 0xFE && (a.bytes[1] & 0xC0) == 0x80) || a.bytes[0] == 0xFF) {
+    s->sin6_scope_id = scope_id;  // link-local, or a group: the interface of our address
+  }
   return sizeof(sockaddr_in6);
 }
 
@@ -136,6 +138,15 @@ void set_df(int fd, bool v4) {
   }
 }
 
+// Destination address, traffic class and hop limit of each received datagram as ancillary data.
+bool set_recv_info(int fd, bool v4) {
+  return v4 ? setopt(fd, IPPROTO_IP, IP_PKTINFO, 1) && setopt(fd, IPPROTO_IP, IP_RECVTOS, 1) &&
+                  setopt(fd, IPPROTO_IP, IP_RECVTTL, 1)
+            : setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) &&
+                  setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) &&
+                  setopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
+}
+
 }  // namespace
 
 UdpNetdev::Sock::~Sock() {
@@ -160,18 +171,13 @@ std::unique_ptr<UdpNetdev> UdpNetdev::open(IpAddr local, std::string& error, Fau
   if (!d->v4_ && !setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) return fail("IPV6_V6ONLY: ");
   set_buffers(fd, kSockBuf, kSockBuf);
   set_df(fd, d->v4_);
-  bool ok = d->v4_
-                ? setopt(fd, IPPROTO_IP, IP_PKTINFO, 1) && setopt(fd, IPPROTO_IP, IP_RECVTOS, 1) &&
-                      setopt(fd, IPPROTO_IP, IP_RECVTTL, 1)
-                : setopt(fd, IPPROTO_IPV6, IPV6_RECVPKTINFO, 1) &&
-                      setopt(fd, IPPROTO_IPV6, IPV6_RECVTCLASS, 1) &&
-                      setopt(fd, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, 1);
-  if (!ok) return fail("packet info options: ");
+  if (!set_recv_info(fd, d->v4_)) return fail("packet info options: ");
   d->gro_ = setopt(fd, IPPROTO_UDP, UDP_GRO, 1);
   find_interface(local, fd, d->mtu_, d->scope_id_);
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(local, port, d->scope_id_, ss);
   if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return fail("");
+  d->set_multicast_send_options(fd);
 
   d->pend_efd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   d->epfd_ = epoll_create1(EPOLL_CLOEXEC);
@@ -193,6 +199,10 @@ UdpNetdev::~UdpNetdev() {
   {
     std::lock_guard lock(send_mu_);
     send_socks_.clear();
+  }
+  {
+    std::lock_guard lock(group_mu_);
+    groups_.clear();
   }
   for (int fd : {epfd_, pend_efd_, rx_fd_}) {
     if (fd >= 0) close(fd);
@@ -225,7 +235,95 @@ std::shared_ptr<UdpNetdev::Sock> UdpNetdev::make_send_socket(std::uint16_t src_p
   sockaddr_storage ss;
   const socklen_t len = to_sockaddr(addrs_[0], src_port, scope_id_, ss);
   if (bind(s->fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return nullptr;
+  set_multicast_send_options(s->fd);
   return s;
+}
+
+void UdpNetdev::set_multicast_send_options(int fd) const {
+  // Datagrams to a group leave through the interface of our address, loop back to members on
+  // this host, and carry TTL 64 unless the packet's hop limit (a cmsg) says otherwise.
+  if (v4_) {
+    ip_mreqn m{};
+    m.imr_address.s_addr = htonl(addrs_[0].v4_host());
+    m.imr_ifindex = static_cast<int>(scope_id_);
+    setsockopt(fd, IPPROTO_IP, IP_MULTICAST_IF, &m, sizeof m);
+    setopt(fd, IPPROTO_IP, IP_MULTICAST_LOOP, 1);
+    setopt(fd, IPPROTO_IP, IP_MULTICAST_TTL, 64);
+  } else {
+    if (scope_id_ != 0) setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_IF, static_cast<int>(scope_id_));
+    setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_LOOP, 1);
+    setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_HOPS, 64);
+  }
+}
+
+std::size_t UdpNetdev::groups() const {
+  std::lock_guard lock(group_mu_);
+  return groups_.size();
+}
+
+int UdpNetdev::join_group(const IpAddr& group) {
+  if (!is_multicast(group) || group.is_v4() != v4_) return EINVAL;
+  std::lock_guard lock(group_mu_);
+  for (const Group& g : groups_) {
+    if (g.addr == group) return 0;
+  }
+  if (groups_.size() >= kMaxGroups) return ENOBUFS;
+  sockaddr_storage ss;
+  const socklen_t len = to_sockaddr(group, port_, scope_id_, ss);
+  // Can we send to the group? A connect() of a throw-away socket asks for the route (IPv6
+  // groups on an interface without a multicast route fail here with ENETUNREACH).
+  {
+    Sock probe;
+    probe.fd = socket(v4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (probe.fd < 0) return errno;
+    set_multicast_send_options(probe.fd);
+    if (connect(probe.fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return errno;
+  }
+  auto sock = std::make_unique<Sock>();
+  sock->fd = socket(v4_ ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  const int fd = sock->fd;
+  if (fd < 0) return errno;
+  if (!v4_ && !setopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, 1)) return errno;
+  if (!setopt(fd, SOL_SOCKET, SO_REUSEADDR, 1) || !setopt(fd, SOL_SOCKET, SO_REUSEPORT, 1) ||
+      !set_recv_info(fd, v4_)) {
+    return errno;
+  }
+  set_buffers(fd, kSockBuf, 0);
+  if (gro_) setopt(fd, IPPROTO_UDP, UDP_GRO, 1);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), len) != 0) return errno;
+  if (v4_) {
+    setopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, 0);  // only the group joined on this socket
+    ip_mreqn m{};
+    m.imr_multiaddr.s_addr = htonl(group.v4_host());
+    m.imr_address.s_addr = htonl(addrs_[0].v4_host());
+    m.imr_ifindex = static_cast<int>(scope_id_);
+    if (setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &m, sizeof m) != 0) return errno;
+  } else {
+    setopt(fd, IPPROTO_IPV6, IPV6_MULTICAST_ALL, 0);
+    ipv6_mreq m{};
+    std::memcpy(m.ipv6mr_multiaddr.s6_addr, group.bytes.data(), 16);
+    m.ipv6mr_interface = scope_id_;
+    if (setsockopt(fd, IPPROTO_IPV6, IPV6_JOIN_GROUP, &m, sizeof m) != 0) return errno;
+  }
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  if (epoll_ctl(epfd_, EPOLL_CTL_ADD, fd, &ev) != 0) return errno;
+  groups_.push_back(Group{group, std::move(sock)});
+  have_groups_.store(true, std::memory_order_release);
+  return 0;
+}
+
+int UdpNetdev::leave_group(const IpAddr& group) {
+  if (!is_multicast(group) || group.is_v4() != v4_) return EINVAL;
+  std::lock_guard lock(group_mu_);
+  auto it =
+      std::find_if(groups_.begin(), groups_.end(), [&](const Group& g) { return g.addr == group; });
+  if (it == groups_.end()) return 0;
+  epoll_ctl(epfd_, EPOLL_CTL_DEL, it->sock->fd, nullptr);
+  groups_.erase(it);  // closing the socket drops its membership
+  have_groups_.store(!groups_.empty(), std::memory_order_release);
+  return 0;
 }
 
 std::shared_ptr<UdpNetdev::Sock> UdpNetdev::send_socket(std::uint16_t src_port) {
@@ -416,8 +514,8 @@ void UdpNetdev::set_pending_signal(bool on) {
   pending_signaled_ = on;
 }
 
-bool UdpNetdev::deliver(const Packet& view, Packet& out) {
-  if (view.dst != addrs_[0]) {
+bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out) {
+  if (view.dst != expect) {
     bump(counters_.rx_not_ours);
     if (observer_) observer_(FaultEvent::kRxNotOurs, view);
     return false;
@@ -446,9 +544,20 @@ bool UdpNetdev::deliver(const Packet& view, Packet& out) {
 std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size() && !pending_.empty()) {
-    if (deliver(pending_.front().view, *pkts[n])) ++n;
+    if (deliver(pending_.front().view, pending_.front().expect, *pkts[n])) ++n;
     pending_.pop_front();
   }
+  read_socket(rx_fd_, addrs_[0], pkts, n);
+  if (have_groups_.load(std::memory_order_acquire)) {
+    std::lock_guard lock(group_mu_);
+    for (const Group& g : groups_) read_socket(g.sock->fd, g.addr, pkts, n);
+  }
+  set_pending_signal(!pending_.empty());
+  return n;
+}
+
+void UdpNetdev::read_socket(int fd, const IpAddr& bound, std::span<Packet* const> pkts,
+                            std::size_t& n) {
   constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(in6_pktinfo)) + 3 * CMSG_SPACE(sizeof(int));
   while (n < pkts.size() && pending_.empty()) {
     const std::size_t want = std::min(kRecvBatch, pkts.size() - n);
@@ -467,7 +576,7 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
       h.msg_control = cbuf[i].data();
       h.msg_controllen = kCmsgSpace;
     }
-    const int r = recvmmsg(rx_fd_, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+    const int r = recvmmsg(fd, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
     if (r <= 0) {
       if (r < 0 && errno == EINTR) continue;
       break;
@@ -475,7 +584,7 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
     for (std::size_t i = 0; i < static_cast<std::size_t>(r); ++i) {
       msghdr& h = msgs[i].msg_hdr;
       Packet view;
-      view.dst = addrs_[0];
+      view.dst = bound;
       view.dst_port = port_;
       if ((h.msg_flags & MSG_TRUNC) || msgs[i].msg_len == 0 ||
           !from_sockaddr(from[i], view.src, view.src_port)) {
@@ -522,16 +631,14 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
         view.len = static_cast<std::uint32_t>(std::min(seg, msgs[i].msg_len - off));
         view.cap = view.len;
         if (n < pkts.size() && pending_.empty()) {
-          if (deliver(view, *pkts[n])) ++n;
+          if (deliver(view, bound, *pkts[n])) ++n;
         } else {
-          pending_.push_back(Pending{view});
+          pending_.push_back(Pending{view, bound});
         }
       }
     }
     if (static_cast<std::size_t>(r) < want) break;
   }
-  set_pending_signal(!pending_.empty());
-  return n;
 }
 
 int UdpNetdev::next_timeout_ms() const {

@@ -2,6 +2,7 @@
 // source ports, DF set, traffic class and hop limit per packet, sendmmsg/recvmmsg and UDP GRO.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -41,6 +42,15 @@ class UdpNetdev : public Netdev {
   int next_timeout_ms() const override;
   void service() override;
   void set_fault_observer(FaultObserver observer) override;
+  // IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) groups, on the interface that owns the local address:
+  // one more socket per group, bound to group:port with SO_REUSEADDR and SO_REUSEPORT (several
+  // processes may join one group), read by recv_batch like the main socket. Fails with the OS's
+  // errno when the interface cannot join the group or has no route to send to it (e.g.
+  // ENETUNREACH for IPv6 groups on lo); see docs/sharing-a-host.md.
+  int join_group(const IpAddr& group) override;
+  int leave_group(const IpAddr& group) override;
+  static constexpr std::size_t kMaxGroups = 256;
+  std::size_t groups() const;
 
   std::uint16_t port() const { return port_; }
   std::uint16_t roce_port() const override { return port_; }
@@ -60,13 +70,21 @@ class UdpNetdev : public Netdev {
   };
   struct Pending {  // a received segment waiting for room in the caller's batch
     Packet view;
+    IpAddr expect;  // the address the socket it came from was bound to
+  };
+  struct Group {
+    IpAddr addr;
+    std::unique_ptr<Sock> sock;
   };
   UdpNetdev() = default;
   std::shared_ptr<Sock> send_socket(std::uint16_t src_port);  // null: use the receive socket
   std::shared_ptr<Sock> make_send_socket(std::uint16_t src_port) const;
   void transmit(std::span<const Packet> pkts);
   void send_chunk(int fd, const Packet* pkts, std::size_t n);
-  bool deliver(const Packet& view, Packet& out);
+  bool deliver(const Packet& view, const IpAddr& expect, Packet& out);
+  // Reads datagrams from `fd` (bound to `bound`) while pending_ is empty and the batch has room.
+  void read_socket(int fd, const IpAddr& bound, std::span<Packet* const> pkts, std::size_t& n);
+  void set_multicast_send_options(int fd) const;
   void set_pending_signal(bool on);
 
   std::array<IpAddr, 1> addrs_;
@@ -85,6 +103,11 @@ class UdpNetdev : public Netdev {
   mutable std::mutex send_mu_;
   std::map<std::uint16_t, SendEntry> send_socks_;
   std::uint64_t use_clock_ = 0;
+
+  // Multicast groups joined (any thread joins and leaves; recv_batch reads them).
+  mutable std::mutex group_mu_;
+  std::vector<Group> groups_;
+  std::atomic<bool> have_groups_{false};
 
   // Receive state (one receiving thread at a time).
   std::size_t buf_size_ = 0;

@@ -251,6 +251,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"drop_no_recv_wqe", q.dropped_no_recv},
       {"drop_bad_opcode", q.dropped_bad_opcode},
       {"drop_unknown_qp", rx_unknown_qp_.load()},
+      {"drop_mcast", rx_mcast_dropped_.load()},
       {"drop_malformed", rx_malformed_.load()},
       {"icrc_err", nd.rx_icrc_errors},
       {"netdev_rx_malformed", nd.rx_malformed},
@@ -267,6 +268,7 @@ int Device::destroy_qp(Qp* qp) {
   std::unique_lock lock(qps_mutex_);
   auto it = qps_.find(qp->qpn());
   if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+  detach_all_mcast(qp->qpn());
   add(retired_, qp->counters());
   qps_.erase(it);
   return 0;
@@ -369,6 +371,10 @@ void Device::rx_step() {
       rx_malformed_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
+    if (pkt->hdr.bth.dest_qp == kMulticastQpn || netdev::is_multicast(raw.dst)) {
+      rx_multicast(*pkt, raw);
+      continue;
+    }
     auto it = qps_.find(pkt->hdr.bth.dest_qp);
     if (it == qps_.end()) {
       rx_unknown_qp_.fetch_add(1, std::memory_order_relaxed);
@@ -383,6 +389,92 @@ void Device::rx_step() {
       active_.push_back(qp.qpn());
     }
   }
+}
+
+void Device::rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw) {
+  // Only QPN 0xFFFFFF to a group address is multicast; either alone is a malformed datagram.
+  std::shared_lock ml(mcast_mutex_);
+  auto g = pkt.hdr.bth.dest_qp == kMulticastQpn && netdev::is_multicast(raw.dst)
+               ? mcast_.find(raw.dst.bytes)
+               : mcast_.end();
+  if (g == mcast_.end()) {
+    rx_mcast_dropped_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  for (std::uint32_t qpn : g->second) {
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) continue;
+    Qp& qp = *it->second;
+    {
+      std::lock_guard ql(qp.mutex());
+      qp.receive(pkt, raw);
+    }
+    if (std::find(active_.begin(), active_.end(), qpn) == active_.end()) active_.push_back(qpn);
+  }
+}
+
+int Device::attach_mcast(Qp* qp, const Gid& gid) {
+  if (!qp || !is_multicast_gid(gid)) return EINVAL;
+  std::shared_lock ql(qps_mutex_);
+  auto it = qps_.find(qp->qpn());
+  if (it == qps_.end() || it->second.get() != qp || qp->type() != QpType::kUd) return EINVAL;
+  std::unique_lock ml(mcast_mutex_);
+  std::size_t total = 0;
+  for (const auto& [group, qpns] : mcast_) total += qpns.size();
+  auto g = mcast_.find(gid);
+  if (g != mcast_.end() &&
+      std::find(g->second.begin(), g->second.end(), qp->qpn()) != g->second.end()) {
+    return 0;
+  }
+  if (total >= attr_.max_total_mcast_qp_attach) return ENOMEM;
+  if (g != mcast_.end()) {
+    if (g->second.size() >= attr_.max_mcast_qp_attach) return ENOMEM;
+    g->second.push_back(qp->qpn());
+    return 0;
+  }
+  if (mcast_.size() >= attr_.max_mcast_grp) return ENOMEM;
+  netdev::IpAddr group;
+  group.bytes = gid;
+  if (const int err = netdev_->join_group(group)) return err;
+  mcast_[gid].push_back(qp->qpn());
+  return 0;
+}
+
+int Device::detach_mcast(Qp* qp, const Gid& gid) {
+  if (!qp || !is_multicast_gid(gid)) return EINVAL;
+  std::shared_lock ql(qps_mutex_);
+  auto it = qps_.find(qp->qpn());
+  if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+  std::unique_lock ml(mcast_mutex_);
+  auto g = mcast_.find(gid);
+  if (g == mcast_.end() || std::erase(g->second, qp->qpn()) == 0) return EINVAL;
+  if (g->second.empty()) {
+    mcast_.erase(g);
+    netdev::IpAddr group;
+    group.bytes = gid;
+    netdev_->leave_group(group);
+  }
+  return 0;
+}
+
+void Device::detach_all_mcast(std::uint32_t qpn) {
+  std::unique_lock ml(mcast_mutex_);
+  for (auto g = mcast_.begin(); g != mcast_.end();) {
+    if (std::erase(g->second, qpn) == 0 || !g->second.empty()) {
+      ++g;
+      continue;
+    }
+    netdev::IpAddr group;
+    group.bytes = g->first;
+    netdev_->leave_group(group);
+    g = mcast_.erase(g);
+  }
+}
+
+std::size_t Device::mcast_attached(const Gid& gid) const {
+  std::shared_lock ml(mcast_mutex_);
+  auto g = mcast_.find(gid);
+  return g == mcast_.end() ? 0 : g->second.size();
 }
 
 Clock::time_point Device::step() {

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -67,6 +68,16 @@ class Device {
   std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
   int destroy_ah(std::uint32_t ah);
   bool find_ah(std::uint32_t ah, AhAttr& out) const;
+  // UD multicast (ibv_attach_mcast): `qp` receives every datagram sent to the group `gid` with
+  // destination QPN 0xFFFFFF. The device joins the group through its netdev on the first attach
+  // and leaves it on the last detach; destroying a QP detaches it. Returns 0 or an errno value:
+  // EINVAL (not a UD QP of this device, or not a multicast GID; detach: not attached), ENOMEM
+  // (beyond max_mcast_grp or max_mcast_qp_attach), or the netdev's error for the join (e.g.
+  // EOPNOTSUPP, ENODEV, ENETUNREACH). Attaching an attached QP again returns 0.
+  int attach_mcast(Qp* qp, const Gid& gid);
+  int detach_mcast(Qp* qp, const Gid& gid);
+  // QPs attached to `gid` (tests, diagnostics).
+  std::size_t mcast_attached(const Gid& gid) const;
 
   void set_async_handler(std::function<void(const AsyncEvent&)> fn);
   DeviceCounters counters() const;
@@ -96,6 +107,10 @@ class Device {
   // the next timer deadline. Caller holds progress_mutex_.
   Clock::time_point step();
   void rx_step();
+  // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
+  void rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  // Removes `qpn` from every group, leaving groups no QP is attached to any more.
+  void detach_all_mcast(std::uint32_t qpn);
   void tx_flush();
 
   std::string name_;
@@ -118,6 +133,10 @@ class Device {
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   std::uint32_t next_qpn_ = 0x11;
 
+  // Multicast groups joined: group GID -> attached QPNs. Lock order: qps_mutex_ -> mcast_mutex_.
+  mutable std::shared_mutex mcast_mutex_;
+  std::map<Gid, std::vector<std::uint32_t>> mcast_;
+
   std::mutex progress_mutex_;  // whoever holds it owns active_ and the TX/RX buffers
   std::mutex kick_mutex_;
   std::vector<std::uint32_t> kicked_;
@@ -134,6 +153,7 @@ class Device {
 
   std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0},
       tx_packets_{0};
+  std::atomic<std::uint64_t> rx_mcast_dropped_{0};  // to a group not joined, or a bad QPN
   int kick_fd_ = -1;
   int epoll_fd_ = -1;  // the kick fd and the netdev's fd
   // When the sleeping progress thread means to wake (steady-clock ns): a pass on

@@ -114,6 +114,8 @@ class Qp {
 
  private:
   friend class Device;
+  // Addresses a packet to the connected peer (RC/UC) and queues it for sending.
+  void send_to_peer(netdev::Packet* p);
   // --- requester (requester.cpp)
   bool build_next_packet(SendWqe& w, Clock::time_point now);
   void retry_from(std::uint32_t psn);

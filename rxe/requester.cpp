@@ -213,19 +213,6 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   const std::uint8_t pad = roce_pad(n);
   std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
   p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
-  if (type_ == QpType::kUd) {
-    dev_.gid_to_ip(w.av.dgid, p->dst);
-    p->src = dev_.source_address(w.av.sgid_index);
-    p->traffic_class = w.av.traffic_class;
-    p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
-  } else {
-    p->dst = peer_;
-    p->src = local_;
-    p->traffic_class = attr_.ah_attr.traffic_class;
-    p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
-  }
-  p->src_port = src_port_;
-  p->dst_port = dev_.netdev().roce_port();
   if (type_ == QpType::kRc) {
     // Traces mark go-back-N resends.
     if (psn_cmp(h.bth.psn, sent_psn_) < 0) {
@@ -234,8 +221,18 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
       sent_psn_ = psn_add(h.bth.psn, 1);
     }
   }
-  dev_.tx_commit();
-  ++counters_.tx_packets;
+  if (type_ == QpType::kUd) {
+    dev_.gid_to_ip(w.av.dgid, p->dst);
+    p->src = dev_.source_address(w.av.sgid_index);
+    p->src_port = src_port_;
+    p->dst_port = dev_.netdev().roce_port();
+    p->traffic_class = w.av.traffic_class;
+    p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
+    dev_.tx_commit();
+    ++counters_.tx_packets;
+  } else {
+    send_to_peer(p);
+  }
   // Advance.
   if (w.opcode == WrOpcode::kRdmaRead) {
     w.sent = w.length;

@@ -64,6 +64,17 @@ bool Qp::take_recv_wqe() {
   return true;
 }
 
+void Qp::send_to_peer(netdev::Packet* p) {
+  p->dst = peer_;
+  p->src = local_;
+  p->src_port = src_port_;
+  p->dst_port = dev_.netdev().roce_port();
+  p->traffic_class = attr_.ah_attr.traffic_class;
+  p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
+  dev_.tx_commit();
+  ++counters_.tx_packets;
+}
+
 void Qp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
   using namespace wire;
   netdev::Packet* p = dev_.tx_packet();
@@ -75,14 +86,7 @@ void Qp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
   auto n = build_roce(MutBytes(p->data, p->cap), h, {});
   if (!n) return;
   p->len = static_cast<std::uint32_t>(*n);
-  p->dst = peer_;
-  p->src = local_;
-  p->src_port = src_port_;
-  p->dst_port = dev_.netdev().roce_port();
-  p->traffic_class = attr_.ah_attr.traffic_class;
-  p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
-  dev_.tx_commit();
-  ++counters_.tx_packets;
+  send_to_peer(p);
 }
 
 void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
@@ -97,14 +101,7 @@ void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
   auto n = build_roce(MutBytes(p->data, p->cap), h, {});
   if (!n) return;
   p->len = static_cast<std::uint32_t>(*n);
-  p->dst = peer_;
-  p->src = local_;
-  p->src_port = src_port_;
-  p->dst_port = dev_.netdev().roce_port();
-  p->traffic_class = attr_.ah_attr.traffic_class;
-  p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
-  dev_.tx_commit();
-  ++counters_.tx_packets;
+  send_to_peer(p);
 }
 
 void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status) {
@@ -538,15 +535,8 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     const std::uint8_t pad = roce_pad(n);
     std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
     p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
-    p->dst = peer_;
-    p->src = local_;
-    p->src_port = src_port_;
-    p->dst_port = dev_.netdev().roce_port();
-    p->traffic_class = attr_.ah_attr.traffic_class;
-    p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
     p->retrans = r.duplicate;
-    dev_.tx_commit();
-    ++counters_.tx_packets;
+    send_to_peer(p);
     r.sent += n;
     r.next_psn = psn_add(r.next_psn, 1);
     --budget;

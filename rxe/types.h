@@ -122,6 +122,15 @@ struct Wc {
 
 using Gid = std::array<std::uint8_t, 16>;
 
+// The destination QPN of every multicast datagram (IBTA 9.6.1.2).
+inline constexpr std::uint32_t kMulticastQpn = 0xFFFFFF;
+// A multicast GID: IPv4-mapped 224.0.0.0/4 (RoCE v2 over IPv4) or ff00::/8.
+inline bool is_multicast_gid(const Gid& g) {
+  netdev::IpAddr a;
+  a.bytes = g;
+  return netdev::is_multicast(a);
+}
+
 // The address vector: RoCE v2 always carries a GRH (here: the IP header).
 struct AhAttr {
   Gid dgid{};
@@ -185,7 +194,10 @@ struct DeviceAttr {
   std::uint32_t max_srq_wr = 1u << 14;
   std::uint32_t max_srq_sge = kMaxSge;
   std::uint32_t max_ah = 1u << 16;
-  std::uint32_t max_mcast_grp = 0;  // multicast not implemented yet
+  // UD multicast: groups a device joins, QPs attached to one group, attachments in all.
+  std::uint32_t max_mcast_grp = 256;
+  std::uint32_t max_mcast_qp_attach = 64;
+  std::uint32_t max_total_mcast_qp_attach = 256 * 64;
   std::uint32_t max_inline_data = kMaxInline;
   std::uint16_t max_pkeys = 1;
   std::uint8_t local_ca_ack_delay = 15;

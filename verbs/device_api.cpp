@@ -65,6 +65,8 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);
+  a.max_mcast_qp_attach = static_cast<int>(r.max_mcast_qp_attach);
+  a.max_total_mcast_qp_attach = static_cast<int>(r.max_total_mcast_qp_attach);
   a.max_ah = static_cast<int>(r.max_ah);
   a.max_srq = static_cast<int>(r.max_srq);
   a.max_srq_wr = static_cast<int>(r.max_srq_wr);

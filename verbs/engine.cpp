@@ -93,6 +93,8 @@ class MtuOverride : public netdev::Netdev {
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
   void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
+  int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
+  int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }
 
  private:
   std::unique_ptr<netdev::Netdev> inner_;

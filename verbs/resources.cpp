@@ -350,8 +350,20 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
   return ibv_create_ah(pd, &a);
 }
 
-int ibv_attach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
-int ibv_detach_mcast(ibv_qp*, const union ibv_gid*, uint16_t) { return EOPNOTSUPP; }
+// RoCE multicast is addressed by the GID (the IP group); the LID is not used.
+int ibv_attach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
+  if (!qp || !gid) return EINVAL;
+  rxe::Gid g;
+  std::memcpy(g.data(), gid->raw, g.size());
+  return dev(qp->context).attach_mcast(soft(qp)->rxe, g);
+}
+
+int ibv_detach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
+  if (!qp || !gid) return EINVAL;
+  rxe::Gid g;
+  std::memcpy(g.data(), gid->raw, g.size());
+  return dev(qp->context).detach_mcast(soft(qp)->rxe, g);
+}
 
 }  // extern "C"
 

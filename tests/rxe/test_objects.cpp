@@ -174,7 +174,7 @@ TEST_F(Objects, DeviceAndPortAttributesAreHonest) {
   const DeviceAttr& d = a->dev->attr();
   EXPECT_EQ(d.max_sge, kMaxSge);
   EXPECT_EQ(d.max_inline_data, kMaxInline);
-  EXPECT_EQ(d.max_mcast_grp, 0u);  // multicast is not implemented
+  EXPECT_EQ(d.max_total_mcast_qp_attach, d.max_mcast_grp * d.max_mcast_qp_attach);  // UD multicast
   const PortAttr p = a->dev->port_attr();
   EXPECT_EQ(p.active_mtu, Mtu::k4096);  // 9000-byte netdev
   Node small(fabric, 9, 1500);
