@@ -106,6 +106,7 @@ class Device {
   // One pass: receive, run QPs with send work, fire timers, transmit. Returns
   // the next timer deadline. Caller holds progress_mutex_.
   Clock::time_point step();
+  bool last_step_received_ = false;  // the last pass received a packet
   void rx_step();
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
   void rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw);
