@@ -276,6 +276,38 @@ TEST_F(RcErrors, LocalInvalidateRevokesALocalKey) {
   EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
 }
 
+TEST_F(RcErrors, LocalInvalidateOfAnUnknownKeyIsLocalQpOperationError) {
+  up();
+  SendWr inv;
+  inv.opcode = WrOpcode::kLocalInv;
+  inv.wr_id = 5;
+  inv.send_flags = kSendSignaled;
+  inv.invalidate_rkey = 0x0BADBEEF;
+  ASSERT_EQ(qa->post_send(inv), 0);
+  auto wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kLocQpOpErr);
+  EXPECT_EQ(wc[0].opcode, WcOpcode::kLocalInv);
+}
+
+TEST_F(RcErrors, ReceiveBufferWithABadKeyIsRemoteOperationError) {
+  up();
+  Buffer s(*a, 64, kAllAccess, 0x21);
+  Buffer d(*b, 64, kAllAccess, 0x00);
+  Sge rs = d.sge(0, 64);
+  rs.lkey ^= 0x10;  // the responder cannot place the data
+  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+  const Sge ss = s.sge(0, 32);
+  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
+  auto swc = wait_wc(a->cq, 1);
+  auto rwc = wait_wc(b->cq, 1);
+  ASSERT_EQ(swc.size(), 1u);
+  ASSERT_EQ(rwc.size(), 1u);
+  EXPECT_EQ(swc[0].status, WcStatus::kRemOpErr);
+  EXPECT_EQ(rwc[0].status, WcStatus::kLocProtErr);
+  EXPECT_TRUE(all_equal(d.bytes, 0x00));
+}
+
 TEST_F(RcErrors, PacketsFromAnotherPeerAreDroppedAndCounted) {
   up();
   Node c(fabric, 3);
