@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "tests/wire/hex.h"
+
 #include <array>
 #include <cstring>
 #include <random>
@@ -10,16 +12,7 @@
 using namespace softrdma::wire;
 
 namespace {
-std::vector<std::uint8_t> unhex(const char* s) {
-  std::vector<std::uint8_t> v;
-  auto nib = [](char c) { return c <= '9' ? c - '0' : (c | 0x20) - 'a' + 10; };
-  for (; *s; ++s) {
-    if (*s == ' ') continue;
-    v.push_back(static_cast<std::uint8_t>(nib(s[0]) << 4 | nib(s[1])));
-    ++s;
-  }
-  return v;
-}
+std::vector<std::uint8_t> unhex(const char* s) { return from_hex(s); }
 }  // namespace
 
 TEST(Mpa, CapturedRequestParses) {
