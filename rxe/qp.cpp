@@ -205,7 +205,7 @@ int Qp::post_send(const SendWr& wr) {
     w.remote_qkey = (wr.remote_qkey & 0x80000000u) ? attr_.qkey : wr.remote_qkey;
     if (w.length > mtu_bytes(dev_.port_attr().active_mtu)) return reject(EINVAL);
   }
-  if (st == QpState::kErr) {
+  if (st == QpState::kErr || st == QpState::kSqe) {
     // Completed with a flush error, as on hardware.
     w.done = true;
     w.status = WcStatus::kWrFlushErr;

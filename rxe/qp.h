@@ -145,6 +145,7 @@ class Qp {
   bool retry_responses(SendWqe& w);
   // --- state
   void enter_error();  // flush; caller holds the lock
+  void send_queue_error();  // a local send error: ERR for RC, SQE for UC/UD
   void flush_queues();
   void post_recv_completion(const Wc& wc, bool solicited);
 

@@ -23,6 +23,24 @@ std::uint32_t packets_for(std::uint64_t len, std::uint32_t mtu) {
 
 }  // namespace
 
+void Qp::send_queue_error() {
+  if (type_ == QpType::kRc) {
+    enter_error();  // RC: the whole QP fails
+    return;
+  }
+  // UC/UD (IBTA 10.3.1): the send queue enters SQE; its remaining work is flushed and
+  // receives go on. SQE -> RTS resumes sending.
+  attr_.qp_state = QpState::kSqe;
+  for (SendWqe& x : sq_) {
+    if (!x.done) {
+      x.done = true;
+      x.status = WcStatus::kWrFlushErr;
+    }
+  }
+  complete_ready();
+  req_idx_ = sq_.size();
+}
+
 void Qp::arm_retransmit(Clock::time_point now) {
   if (type_ != QpType::kRc || attr_.timeout == 0) {
     retransmit_deadline_ = Clock::time_point::max();
@@ -196,7 +214,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   if (!hl) {
     w.done = true;
     w.status = WcStatus::kLocQpOpErr;
-    enter_error();
+    send_queue_error();
     return false;
   }
   if (n) {
@@ -206,7 +224,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
     } else if (!gather(dev_.mrs(), pd_, w.sge, off, p->data + *hl, n, err)) {
       w.done = true;
       w.status = err;
-      enter_error();
+      send_queue_error();
       return false;
     }
   }

@@ -255,3 +255,67 @@ TEST(UdFaults, LossDropsWholeDatagramsOnly) {
 
 }  // namespace
 }  // namespace softrdma::rxe::test
+
+namespace softrdma::rxe::test {
+namespace {
+
+TEST_F(Ud, ASendErrorPutsTheSendQueueInErrorAndReceivesGoOn) {
+  Qp* qa = make_qp(*a, QpType::kUd);
+  Qp* qb = make_qp(*b, QpType::kUd);
+  bring_up(qa, b->gid(), 0, 0, 0, {});
+  bring_up(qb, a->gid(), 0, 0, 0, {});
+  AhAttr ah;
+  ah.dgid = b->gid();
+  AhAttr back;
+  back.dgid = a->gid();
+  int err = 0;
+  const std::uint32_t to_b = a->dev->create_ah(a->pd, ah, &err);
+  const std::uint32_t to_a = b->dev->create_ah(b->pd, back, &err);
+  Buffer s(*a, 256, kAllAccess, 1);
+  Buffer r(*a, 256, kAllAccess, 0);
+  Buffer bs(*b, 256, kAllAccess, 9);
+  Sge bad = s.sge(0, 16);
+  bad.lkey ^= 0x40;
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&bad, 1));
+  w.ah = to_b;
+  w.remote_qpn = qb->qpn();
+  w.remote_qkey = 0x11111111;
+  ASSERT_EQ(qa->post_send(w), 0);
+  SendWr w2 = w;
+  w2.wr_id = 2;
+  ASSERT_EQ(qa->post_send(w2), 0);
+  auto wc = wait_wc(a->cq, 2);
+  ASSERT_EQ(wc.size(), 2u);
+  EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(wc[1].status, WcStatus::kWrFlushErr);
+  EXPECT_EQ(qa->state(), QpState::kSqe);
+  // Receives go on in SQE.
+  const Sge rs = r.sge(0, 256);
+  ASSERT_EQ(post_recv(qa, 3, std::span(&rs, 1)), 0);
+  const Sge ss = bs.sge(0, 8);
+  SendWr from_b = wr(WrOpcode::kSend, 4, std::span(&ss, 1));
+  from_b.ah = to_a;
+  from_b.remote_qpn = qa->qpn();
+  from_b.remote_qkey = 0x11111111;
+  ASSERT_EQ(qb->post_send(from_b), 0);
+  wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(wc[0].wr_id, 3u);
+  // SQE -> RTS resumes sending.
+  QpAttr attr;
+  attr.qp_state = QpState::kRts;
+  ASSERT_EQ(qa->modify(attr, kQpState), 0);
+  const Sge good = s.sge(0, 16);
+  w.sg_list = std::span(&good, 1);
+  w.wr_id = 5;
+  const Sge brs = bs.sge(0, 256);
+  ASSERT_EQ(post_recv(qb, 6, std::span(&brs, 1)), 0);
+  ASSERT_EQ(qa->post_send(w), 0);
+  wc = wait_wc(a->cq, 1);
+  ASSERT_EQ(wc.size(), 1u);
+  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
