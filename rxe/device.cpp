@@ -15,6 +15,7 @@ namespace softrdma::rxe {
 
 namespace {
 constexpr std::size_t kBatch = 64;
+thread_local bool t_in_step = false;  // this thread is inside Device::step
 }
 
 Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu) {
@@ -478,7 +479,23 @@ std::size_t Device::mcast_attached(const Gid& gid) const {
   return g == mcast_.end() ? 0 : g->second.size();
 }
 
+void Device::complete_recv(Cq* cq, const Wc& wc, bool solicited) {
+  if (t_in_step) {
+    held_wcs_.push_back({cq, wc, solicited});
+    return;
+  }
+  if (!cq->push(wc, solicited)) async_event({AsyncEventType::kCqErr, nullptr, cq});
+}
+
+void Device::release_held_wcs() {
+  for (const HeldWc& h : held_wcs_) {
+    if (!h.cq->push(h.wc, h.solicited)) async_event({AsyncEventType::kCqErr, nullptr, h.cq});
+  }
+  held_wcs_.clear();
+}
+
 Clock::time_point Device::step() {
+  t_in_step = true;
   const std::uint64_t rx_before = rx_packets_.load(std::memory_order_relaxed);
   // Drain the wake-up first, then take the kicks: a kick that lands in
   // between writes the eventfd again, so none is lost.
@@ -511,6 +528,8 @@ Clock::time_point Device::step() {
     }
   }
   tx_flush();
+  t_in_step = false;
+  release_held_wcs();
   netdev_->service();
   last_step_received_ = rx_packets_.load(std::memory_order_relaxed) != rx_before;
   // (epoll sleeps in whole milliseconds, rounded up: allow for that.)

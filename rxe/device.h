@@ -97,6 +97,10 @@ class Device {
   void poll_progress();
 
   void async_event(const AsyncEvent& ev);
+  // Inside a progress pass, receive completions wait until the pass has sent what it
+  // owes (ACKs above all): as on a NIC, the ACK leaves before the application can see
+  // the completion — and so before it can exit. Outside a pass they go out at once.
+  void complete_recv(Cq* cq, const Wc& wc, bool solicited);
   // The local IP address for a source GID index (falls back to the first address).
   netdev::IpAddr source_address(std::uint8_t sgid_index) const;
   bool gid_to_ip(const Gid& gid, netdev::IpAddr& out) const;
@@ -106,6 +110,13 @@ class Device {
   // One pass: receive, run QPs with send work, fire timers, transmit. Returns
   // the next timer deadline. Caller holds progress_mutex_.
   Clock::time_point step();
+  struct HeldWc {
+    Cq* cq;
+    Wc wc;
+    bool solicited;
+  };
+  std::vector<HeldWc> held_wcs_;  // receive completions of the current pass
+  void release_held_wcs();
   bool last_step_received_ = false;  // the last pass received a packet
   void rx_step();
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.

@@ -228,9 +228,7 @@ int Qp::post_recv(const RecvWr& wr) {
 }
 
 void Qp::post_recv_completion(const Wc& wc, bool solicited) {
-  if (!recv_cq_->push(wc, solicited)) {
-    dev_.async_event({AsyncEventType::kCqErr, nullptr, recv_cq_});
-  }
+  dev_.complete_recv(recv_cq_, wc, solicited);
 }
 
 void Qp::flush_queues() {

@@ -327,3 +327,41 @@ TEST_F(RcErrors, PacketsFromAnotherPeerAreDroppedAndCounted) {
 
 }  // namespace
 }  // namespace softrdma::rxe::test
+
+namespace softrdma::rxe::test {
+namespace {
+
+// As on a NIC, the ACK for a message leaves before its receive completion can be
+// seen: a receiver that tears down the moment it sees the completion still lets the
+// sender complete successfully.
+TEST(RcAckOrder, AckLeavesBeforeTheReceiverSeesTheCompletion) {
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  Node a(fabric, 1), b(fabric, 2);
+  for (int round = 0; round < 40; ++round) {
+    Qp* qa = make_qp(a, QpType::kRc);
+    Qp* qb = make_qp(b, QpType::kRc);
+    ConnectOptions o;
+    o.timeout = 8;  // ~1 ms: a missing ACK turns into RETRY_EXC_ERR quickly
+    o.retry_cnt = 2;
+    connect(a, qa, b, qb, o);
+    Buffer s(a, 64, kAllAccess), d(b, 64, kAllAccess);
+    const Sge rs = d.sge(0, 64);
+    ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+    const Sge ss = s.sge(0, 16);
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
+    // Spin on the CQ (no sleep) and tear down the instant the completion shows.
+    Wc wc;
+    const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (b.cq->poll(std::span(&wc, 1)) == 0 && std::chrono::steady_clock::now() < end) {
+    }
+    ASSERT_EQ(wc.wr_id, 1u);
+    ASSERT_EQ(b.dev->destroy_qp(qb), 0);  // gone at once
+    auto swc = wait_wc(a.cq, 1);
+    ASSERT_EQ(swc.size(), 1u);
+    ASSERT_EQ(swc[0].status, WcStatus::kSuccess) << "round " << round;
+    ASSERT_EQ(a.dev->destroy_qp(qa), 0);
+  }
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
