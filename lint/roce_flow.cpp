@@ -114,7 +114,7 @@ struct RoceFlowChecker::Flow {
   std::optional<Gap> gap;
   // Likewise a read response that skips PSNs: excused when the requester asks again for
   // the read from the first missing PSN (what a requester does when responses are lost).
-  std::optional<Gap> resp_gap;
+  std::vector<Gap> resp_gaps;  // oldest first, at most kMaxPendingGaps
   // The last PSN-sequence-error NAK's PSN: a missing PSN that arrives after the
   // responder asked for it again is a resend, and the gap was a loss.
   bool have_seq_nak = false;
@@ -166,6 +166,23 @@ void finish_read(RoceFlowChecker::Flow& f, bool reported) {
   }
 }
 
+// A read response that skips PSNs waits: a requester that lost responses asks for
+// the read again from the first missing PSN, and then it was a loss, not a violation.
+// A pending gap not excused that way is reported when the next one comes, or at the end.
+constexpr std::size_t kMaxPendingGaps = 64;
+
+void defer_read_gap(Report& report, RoceFlowChecker::Flow& f, std::uint64_t frame,
+                    const std::string& where, std::string expected, std::string found,
+                    std::uint32_t missing) {
+  if (f.resp_gaps.size() == kMaxPendingGaps) {
+    const auto& g = f.resp_gaps.front();
+    report.add({g.frame, g.where, "roce.read_response", g.expected, g.found});
+    f.resp_gaps.erase(f.resp_gaps.begin());
+  }
+  f.resp_gaps.push_back(
+      RoceFlowChecker::Flow::Gap{frame, where, std::move(expected), std::move(found), missing});
+}
+
 }  // namespace
 
 RoceFlowChecker::RoceFlowChecker(Report& report) : report_(report) {}
@@ -177,11 +194,10 @@ void RoceFlowChecker::finish() {
       report_.add({f->gap->frame, f->gap->where, "roce.psn_gap", f->gap->expected, f->gap->found});
       f->gap.reset();
     }
-    if (f->resp_gap) {
-      report_.add({f->resp_gap->frame, f->resp_gap->where, "roce.read_response",
-                   f->resp_gap->expected, f->resp_gap->found});
-      f->resp_gap.reset();
+    for (const Flow::Gap& g : f->resp_gaps) {
+      report_.add({g.frame, g.where, "roce.read_response", g.expected, g.found});
     }
+    f->resp_gaps.clear();
   }
 }
 
@@ -289,9 +305,11 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
   // The missing PSN arrived after the responder NAKed it: lost and resent, no violation.
   // (Arriving without a NAK it was reordered, and the gap stands.)
   if (f.gap && psn == f.gap->missing && f.have_seq_nak && f.seq_nak == psn) f.gap.reset();
-  if (f.resp_gap && info.kind == OpKind::kReadRequest && pkt.hdr.reth &&
-      psn_diff(f.resp_gap->missing, psn) < read_packets(pkt.hdr.reth->dma_len, f.mtu)) {
-    f.resp_gap.reset();  // a read asked again covers the missing response
+  if (!f.resp_gaps.empty() && info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
+    // A read asked again covers missing responses: those were losses.
+    const std::uint32_t n = read_packets(pkt.hdr.reth->dma_len, f.mtu);
+    std::erase_if(f.resp_gaps,
+                  [&](const Flow::Gap& g) { return psn_diff(g.missing, psn) < n; });
   }
 
   // PSN continuity. A PSN behind the next new one is a retransmission (go-back-N on RC).
@@ -494,11 +512,12 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       return psn_diff(*done, start) < kHalf && covered(end);
     };
     if (f.in_resp && covered(psn_add(f.resp_start, f.resp_packets - 1))) {
-      add("roce.read_response",
-          std::to_string(f.resp_packets) + " response packets for the read at " +
-              psn_str(f.resp_start),
-          name + " for " + psn_str(psn) + " after " +
-              std::to_string(psn_diff(f.resp_next, f.resp_start)));
+      defer_read_gap(report_, f, frame_no, where,
+                     std::to_string(f.resp_packets) + " response packets for the read at " +
+                         psn_str(f.resp_start),
+                     name + " for " + psn_str(psn) + " after " +
+                         std::to_string(psn_diff(f.resp_next, f.resp_start)),
+                     f.resp_next);
       f.in_resp = false;
       if (auto it = f.reads.find(f.resp_start); it != f.reads.end()) it->second.reported = true;
     }
@@ -643,10 +662,10 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
           const std::uint32_t n = read_packets(it->second.len, f.mtu);
           if (n > 1 && ahead(psn, start) && psn_diff(psn, start) < n) {
             if (!it->second.reported && !it->second.answered) {
-              add("roce.read_response",
-                  "RDMA READ response FIRST at " + psn_str(start) + " (read in " +
-                      frame_ref(it->second.frame) + ")",
-                  name + " at " + psn_str(psn));
+              defer_read_gap(report_, f, frame_no, where,
+                             "RDMA READ response FIRST at " + psn_str(start) + " (read in " +
+                                 frame_ref(it->second.frame) + ")",
+                             name + " at " + psn_str(psn), start);
               it->second.reported = true;
             }
             break;
@@ -656,14 +675,10 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       }
       if (psn != f.resp_next) {
         if (ahead(psn, f.resp_next)) {
-          if (f.resp_gap) {
-            report_.add({f.resp_gap->frame, f.resp_gap->where, "roce.read_response",
-                         f.resp_gap->expected, f.resp_gap->found});
-          }
-          f.resp_gap = Flow::Gap{frame_no, where,
-                                 psn_str(f.resp_next) + " next in the response to the read at " +
-                                     psn_str(f.resp_start),
-                                 psn_str(psn), f.resp_next};
+          defer_read_gap(report_, f, frame_no, where,
+                         psn_str(f.resp_next) + " next in the response to the read at " +
+                             psn_str(f.resp_start),
+                         psn_str(psn), f.resp_next);
           f.in_resp = false;
           finish_read(f, true);
         }
