@@ -7,11 +7,13 @@ usage: check_wireshark_plugin.py TSHARK SOFTRDMA PLUGIN_DIR CONFORMANCE_DIR WORK
 
 tshark ignores WIRESHARK_PLUGIN_DIR (and the personal plugin folder) when it starts as root, so
 as root every tshark here runs as nobody through setpriv."""
+import atexit
 import os
 import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 tshark, softrdma, plugin_dir, conf, work = sys.argv[1:6]
 os.makedirs(work, exist_ok=True)
@@ -19,16 +21,27 @@ os.chmod(work, 0o755)
 failures = []
 
 prefix = []
-env = dict(os.environ, WIRESHARK_PLUGIN_DIR=plugin_dir)
 if os.geteuid() == 0:
     setpriv = shutil.which("setpriv")
     if not setpriv:
         print("SKIP: running as root and setpriv is missing; tshark would not load the plugin")
         sys.exit(77)
     prefix = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups"]
+    # nobody may not be able to enter the build tree (a checkout under /root, say): give
+    # tshark copies of the plugin and the inputs in a directory it can read.
+    readable = tempfile.mkdtemp(prefix="softrdma-wireshark-")
+    atexit.register(shutil.rmtree, readable, True)
+    os.chmod(readable, 0o755)
+    shutil.copytree(plugin_dir, os.path.join(readable, "plugins"))
+    plugin_dir = os.path.join(readable, "plugins")
+    shutil.copy(os.path.join(conf, "roce-good-badicrc-truncated.pcap"), readable)
+    conf = readable
+    work = readable
     home = os.path.join(work, "home")
     os.makedirs(home, exist_ok=True)
     os.chmod(home, 0o777)
+env = dict(os.environ, WIRESHARK_PLUGIN_DIR=plugin_dir)
+if prefix:
     env["HOME"] = home
 
 
