@@ -1,0 +1,186 @@
+// Hostile input: random but plausible RoCEv2 packets, claiming to come from the
+// connected peer, thrown at an RC QP whose memory region sits between guard bytes.
+// Whatever they carry, the engine must not crash and must write nothing outside the
+// region (receive buffers and the remote-access region alike).
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <deque>
+#include <mutex>
+#include <random>
+
+#include "tests/rxe/fixture.h"
+#include "wire/roce_headers.h"
+
+namespace softrdma::rxe::test {
+namespace {
+
+// A netdev whose receive side is whatever the test queues; sends are discarded.
+class InjectNetdev : public netdev::Netdev {
+ public:
+  explicit InjectNetdev(netdev::IpAddr self) : addrs_{self}, efd_(eventfd(0, EFD_NONBLOCK)) {}
+  ~InjectNetdev() override { close(efd_); }
+  std::string name() const override { return "inject"; }
+  std::string backend() const override { return "inject"; }
+  std::uint32_t mtu() const override { return 9000; }
+  std::span<const netdev::IpAddr> addresses() const override { return addrs_; }
+  std::size_t send_batch(std::span<netdev::Packet* const> p) override { return p.size(); }
+  std::size_t recv_batch(std::span<netdev::Packet* const> out) override {
+    std::lock_guard lock(mu_);
+    std::size_t n = 0;
+    while (n < out.size() && !q_.empty()) {
+      const auto& [src, bytes] = q_.front();
+      netdev::Packet& p = *out[n];
+      if (bytes.size() > p.cap) {
+        q_.pop_front();
+        continue;
+      }
+      std::memcpy(p.data, bytes.data(), bytes.size());
+      p.len = static_cast<std::uint32_t>(bytes.size());
+      p.src = src;
+      p.dst = addrs_[0];
+      p.src_port = 0xC001;
+      p.dst_port = netdev::kRoceV2Port;
+      q_.pop_front();
+      ++n;
+    }
+    std::uint64_t v;
+    if (q_.empty()) (void)!read(efd_, &v, sizeof v);
+    return n;
+  }
+  int wait_fd() const override { return efd_; }
+  void inject(const netdev::IpAddr& src, std::vector<std::uint8_t> bytes) {
+    std::lock_guard lock(mu_);
+    q_.emplace_back(src, std::move(bytes));
+    const std::uint64_t one = 1;
+    (void)!write(efd_, &one, sizeof one);
+  }
+  std::size_t pending() {
+    std::lock_guard lock(mu_);
+    return q_.size();
+  }
+
+ private:
+  std::array<netdev::IpAddr, 1> addrs_;
+  int efd_;
+  std::mutex mu_;
+  std::deque<std::pair<netdev::IpAddr, std::vector<std::uint8_t>>> q_;
+};
+
+constexpr std::size_t kGuard = 64 * 1024, kRegion = 256 * 1024;
+
+TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
+  const netdev::IpAddr self = addr(2), peer = addr(1);
+  auto nd = std::make_unique<InjectNetdev>(self);
+  InjectNetdev* inj = nd.get();
+  Device dev(std::move(nd));
+  Pd* pd = dev.alloc_pd();
+  int err = 0;
+  Cq* cq = dev.create_cq(1 << 16, &err);
+  // [guard | region | guard]: the region is registered; receives also land in it.
+  std::vector<std::uint8_t> mem(kGuard + kRegion + kGuard, 0xA5);
+  std::uint8_t* region = mem.data() + kGuard;
+  auto mr = dev.reg_mr(pd, region, kRegion, reinterpret_cast<std::uint64_t>(region), kAllAccess,
+                       &err);
+  ASSERT_TRUE(mr);
+  QpCap cap = default_cap();
+  Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+  ASSERT_TRUE(qp);
+  const Gid peer_gid = peer.bytes;
+  ConnectOptions o;
+  o.mtu = Mtu::k1024;
+  auto reset_and_connect = [&] {
+    QpAttr a;
+    a.qp_state = QpState::kReset;
+    ASSERT_EQ(qp->modify(a, kQpState), 0);
+    bring_up(qp, peer_gid, 0x77, 1000, 5000, o);
+    for (int i = 0; i < 64; ++i) {
+      const Sge s{reinterpret_cast<std::uint64_t>(region) + static_cast<std::uint64_t>(i) * 2048,
+                  2048, mr->lkey};
+      ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&s, 1)), 0);
+    }
+  };
+  reset_and_connect();
+
+  std::mt19937_64 rng(20261129);
+  const auto r32 = [&] { return static_cast<std::uint32_t>(rng()); };
+  const std::uint64_t base = reinterpret_cast<std::uint64_t>(region);
+  std::vector<std::uint8_t> payload(1100);
+  int resets = 0;
+  for (int round = 0; round < 60; ++round) {
+    QpAttr q;
+    QpCap c;
+    qp->query(q, c);
+    const std::uint32_t epsn = q.rq_psn;
+    for (int i = 0; i < 500; ++i) {
+      wire::RoceHeaders h;
+      // Mostly RC requests, some responses and other transports' opcodes.
+      static constexpr std::uint8_t kOps[] = {0x00, 0x01, 0x02, 0x03, 0x04, 0x05, 0x06, 0x07,
+                                              0x08, 0x09, 0x0A, 0x0B, 0x0C, 0x0D, 0x10, 0x11,
+                                              0x12, 0x13, 0x14, 0x16, 0x17, 0x24, 0x64};
+      h.bth.opcode = kOps[rng() % sizeof kOps];
+      h.bth.dest_qp = rng() % 8 == 0 ? (r32() & 0xFFFFFF) : qp->qpn();
+      h.bth.psn = (epsn + static_cast<std::uint32_t>(rng() % 8) - 2) & 0xFFFFFF;
+      h.bth.ack_req = rng() & 1;
+      h.bth.se = rng() & 1;
+      // Addresses around the region, past its ends, and wild ones; lengths likewise.
+      std::uint64_t va = base + (rng() % (kRegion + 4096)) - 2048;
+      if (rng() % 10 == 0) va = rng();
+      std::uint32_t len = static_cast<std::uint32_t>(rng() % 8192);
+      if (rng() % 10 == 0) len = r32();
+      const std::uint32_t rkey = rng() % 6 == 0 ? r32() : mr->rkey;
+      h.reth = wire::Reth{va, rkey, len};
+      h.atomic_eth = wire::AtomicEth{rng() % 2 ? va & ~7ull : va, rkey, rng(), rng()};
+      h.aeth = wire::Aeth{static_cast<std::uint8_t>(rng()), r32() & 0xFFFFFF};
+      h.atomic_ack_eth = wire::AtomicAckEth{rng()};
+      h.deth = wire::Deth{r32(), 0, r32() & 0xFFFFFF};
+      h.imm = r32();
+      h.inv_rkey = rng() % 2 ? mr->rkey : r32();
+      const auto& info = wire::roce_opcode_info(h.bth.opcode);
+      std::size_t plen = 0;
+      if (info.payload) plen = rng() % 3 == 0 ? 1024 : rng() % payload.size();
+      for (std::size_t k = 0; k < plen; ++k) payload[k] = static_cast<std::uint8_t>(rng());
+      std::vector<std::uint8_t> pkt(2048);
+      auto n = wire::build_roce(pkt, h, wire::Bytes(payload).first(plen));
+      if (!n) continue;
+      pkt.resize(*n);
+      // Now and then damage it: truncate, flip bytes, or send pure noise.
+      switch (rng() % 10) {
+        case 0: pkt.resize(rng() % pkt.size()); break;
+        case 1: pkt[rng() % pkt.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255); break;
+        case 2: for (auto& b : pkt) b = static_cast<std::uint8_t>(rng()); break;
+        default: break;
+      }
+      inj->inject(peer, std::move(pkt));
+    }
+    for (int spin = 0; spin < 2000 && inj->pending() > 0; ++spin) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    ASSERT_EQ(inj->pending(), 0u) << "the device stopped receiving";
+    Wc wc[256];
+    while (cq->poll(wc) > 0) {
+    }
+    if (qp->state() != QpState::kRts) {
+      ++resets;
+      reset_and_connect();
+    }
+  }
+  // Nothing outside the region changed.
+  EXPECT_TRUE(std::all_of(mem.begin(), mem.begin() + kGuard, [](auto b) { return b == 0xA5; }));
+  EXPECT_TRUE(std::all_of(mem.end() - kGuard, mem.end(), [](auto b) { return b == 0xA5; }));
+  EXPECT_GT(resets, 0);  // the hostile packets did put the QP in error now and then
+  const auto c = qp->counters();
+  EXPECT_GT(c.rx_packets, 1000u);
+  const auto changed = std::count_if(region, region + kRegion, [](auto b) { return b != 0xA5; });
+  EXPECT_GT(changed, 0);  // and some of them did land, inside the region
+  std::printf("%d resets, %llu packets reached the QP, %lld region bytes written, %llu "
+              "duplicates, %llu out of sequence\n",
+              resets, static_cast<unsigned long long>(c.rx_packets),
+              static_cast<long long>(changed),
+              static_cast<unsigned long long>(c.duplicate_requests),
+              static_cast<unsigned long long>(c.out_of_sequence));
+  dev.destroy_qp(qp);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
