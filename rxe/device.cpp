@@ -58,8 +58,7 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
 
 Device::~Device() {
   stop_ = true;
-  const std::uint64_t one = 1;
-  (void)!write(kick_fd_, &one, sizeof one);
+  signal_kick();
   thread_.join();
   {
     std::unique_lock lock(qps_mutex_);
@@ -357,8 +356,7 @@ void Device::kick(Qp* qp) {
     step();
     if (active_.empty()) return;
   }
-  const std::uint64_t one = 1;
-  (void)!write(kick_fd_, &one, sizeof one);
+  signal_kick();
 }
 
 void Device::rx_step() {
@@ -479,6 +477,14 @@ std::size_t Device::mcast_attached(const Gid& gid) const {
   return g == mcast_.end() ? 0 : g->second.size();
 }
 
+void Device::signal_kick() {
+  // Write, then flag: a pass that sees the flag finds the count to drain. (A write
+  // not yet flagged wakes the thread once more, and the next pass drains it.)
+  const std::uint64_t one = 1;
+  (void)!write(kick_fd_, &one, sizeof one);
+  kick_signaled_.store(true, std::memory_order_release);
+}
+
 void Device::complete_recv(Cq* cq, const Wc& wc, bool solicited) {
   if (t_in_step) {
     held_wcs_.push_back({cq, wc, solicited});
@@ -499,8 +505,10 @@ Clock::time_point Device::step() {
   const std::uint64_t rx_before = rx_packets_.load(std::memory_order_relaxed);
   // Drain the wake-up first, then take the kicks: a kick that lands in
   // between writes the eventfd again, so none is lost.
-  std::uint64_t drain = 0;
-  (void)!read(kick_fd_, &drain, sizeof drain);
+  if (kick_signaled_.exchange(false, std::memory_order_acq_rel)) {
+    std::uint64_t drain = 0;
+    (void)!read(kick_fd_, &drain, sizeof drain);
+  }
   rx_step();
   {
     std::lock_guard lock(kick_mutex_);
@@ -536,8 +544,7 @@ Clock::time_point Device::step() {
   if (deadline != Clock::time_point::max() &&
       (deadline + std::chrono::milliseconds(2)).time_since_epoch().count() <
           planned_wake_ns_.load(std::memory_order_relaxed)) {
-    const std::uint64_t one = 1;
-    (void)!write(kick_fd_, &one, sizeof one);
+    signal_kick();
   }
   return deadline;
 }
@@ -548,8 +555,7 @@ void Device::poll_progress() {
   step();
   if (!active_.empty()) {
     // Work left over: make sure the progress thread picks it up.
-    const std::uint64_t one = 1;
-    (void)!write(kick_fd_, &one, sizeof one);
+    signal_kick();
   }
 }
 

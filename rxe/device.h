@@ -117,6 +117,7 @@ class Device {
   };
   std::vector<HeldWc> held_wcs_;  // receive completions of the current pass
   void release_held_wcs();
+  void signal_kick();  // wakes the progress thread
   bool last_step_received_ = false;  // the last pass received a packet
   void rx_step();
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
@@ -167,6 +168,7 @@ class Device {
       tx_packets_{0};
   std::atomic<std::uint64_t> rx_mcast_dropped_{0};  // to a group not joined, or a bad QPN
   int kick_fd_ = -1;
+  std::atomic<bool> kick_signaled_{false};  // the eventfd holds a count to drain
   int epoll_fd_ = -1;  // the kick fd and the netdev's fd
   // When the sleeping progress thread means to wake (steady-clock ns): a pass on
   // another thread that arms an earlier timer wakes it.
