@@ -17,8 +17,10 @@ bool Cq::push(const Wc& wc, bool solicited) {
     } else {
       Wc& slot = ring_[(head_ + count_) % ring_.size()];
       slot = wc;
-      slot.timestamp_ns = static_cast<std::uint64_t>(
-          std::chrono::steady_clock::now().time_since_epoch().count());
+      if (timestamps_) {
+        slot.timestamp_ns = static_cast<std::uint64_t>(
+            std::chrono::steady_clock::now().time_since_epoch().count());
+      }
       ++count_;
       if (arm_ == Arm::kNext ||
           (arm_ == Arm::kSolicited && (solicited || wc.status != WcStatus::kSuccess))) {

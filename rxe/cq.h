@@ -19,6 +19,9 @@ class Cq {
   std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
   // Called (outside the CQ lock) when an armed notification fires.
   void set_notify(std::function<void()> fn) { notify_ = std::move(fn); }
+  // Stamp each completion with the steady clock (ibv_create_cq_ex's completion
+  // timestamps); off by default: reading the clock per completion is not free.
+  void set_timestamps(bool on) { timestamps_ = on; }
   // Called once when the CQ overflows.
   void set_overflow(std::function<void()> fn) { overflow_ = std::move(fn); }
   // Adds a completion; false when the CQ is full (the completion is lost and the
@@ -39,6 +42,7 @@ class Cq {
   std::size_t head_ = 0, count_ = 0;
   Arm arm_ = Arm::kNone;
   bool error_ = false;
+  bool timestamps_ = false;
   std::function<void()> notify_;
   std::function<void()> overflow_;
 };

@@ -183,6 +183,7 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
   auto* c = new SoftCq{};
   c->rxe = cq;
   c->wc_flags = a.wc_flags;
+  cq->set_timestamps(a.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
   cq->user = c;
   ibv_cq_ex& x = c->cqx;
   x.context = context;
