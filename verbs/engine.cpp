@@ -9,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "netdev/af_packet.h"
 #include "netdev/faults.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
@@ -16,6 +17,15 @@
 namespace softrdma::verbs {
 
 namespace {
+
+// "af_packet:IFACE" or "af_packet:IFACE:ADDRESS" into its interface and (maybe empty) address.
+bool split_af_packet(const std::string& value, std::string& iface, std::string& addr) {
+  const std::string rest = value.substr(std::string("af_packet:").size());
+  const auto colon = rest.find(':');
+  iface = rest.substr(0, colon);
+  addr = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  return !iface.empty() && (colon == std::string::npos || !addr.empty());
+}
 
 bool apply(Config& cfg, const std::string& key, const std::string& value, std::string& error) {
   if (key == "device") {
@@ -31,13 +41,20 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
         error = "bad address in '" + value + "' (expected udp:IPV4-OR-IPV6-ADDRESS)";
         return false;
       }
-    } else if (value.rfind("af_packet:", 0) == 0 || value.rfind("af_xdp:", 0) == 0 ||
-               value.rfind("dpdk:", 0) == 0) {
+    } else if (value.rfind("af_packet:", 0) == 0) {
+      std::string iface, addr;
+      if (!split_af_packet(value, iface, addr) ||
+          (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
+        error = "bad value '" + value +
+                "' (expected af_packet:INTERFACE or af_packet:INTERFACE:IPV4-ADDRESS)";
+        return false;
+      }
+    } else if (value.rfind("af_xdp:", 0) == 0 || value.rfind("dpdk:", 0) == 0) {
       error = "backend '" + value.substr(0, value.find(':')) +
-              "' is not implemented yet (use udp:ADDRESS)";
+              "' is not implemented yet (use udp:ADDRESS or af_packet:INTERFACE)";
       return false;
     } else if (!value.empty()) {
-      error = "unknown backend '" + value + "' (expected udp:ADDRESS)";
+      error = "unknown backend '" + value + "' (expected udp:ADDRESS or af_packet:INTERFACE)";
       return false;
     }
     cfg.netdev = value;
@@ -193,9 +210,21 @@ bool Engine::start(std::string& error) {
     }
     nd = netdev::UdpNetdev::open(address_, error, faults);
     if (!nd) return false;
+  } else if (cfg_.netdev.rfind("af_packet:", 0) == 0) {
+    std::string iface, addr;
+    if (!split_af_packet(cfg_.netdev, iface, addr) ||
+        (!addr.empty() && !netdev::IpAddr::parse(addr, address_))) {
+      error = "SOFTRDMA_NETDEV: bad value '" + cfg_.netdev + "'";
+      return false;
+    }
+    if (addr.empty() && !netdev::AfPacketNetdev::interface_ipv4(iface, address_, error)) {
+      return false;
+    }
+    nd = netdev::AfPacketNetdev::open(iface, address_, error, faults);
+    if (!nd) return false;
   } else {
     error = "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev +
-            "' (this build supports udp:ADDRESS)";
+            "' (this build supports udp:ADDRESS and af_packet:INTERFACE[:ADDRESS])";
     return false;
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);

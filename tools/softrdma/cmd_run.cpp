@@ -35,7 +35,8 @@ std::string library_dir() {
 int run_usage(const char* why) {
   std::fprintf(stderr,
                "softrdma run: %s\n"
-               "usage: softrdma run [--netdev udp:ADDRESS] [--faults SPEC] [--mtu BYTES]\n"
+               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]]\n"
+               "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);

@@ -1,0 +1,293 @@
+// The AF_PACKET backend across two network namespaces joined by a veth pair that the test
+// creates (and always deletes): AF_PACKET to AF_PACKET, and AF_PACKET to the UDP backend both
+// ways (wire compatibility). Each side runs in a forked child that has entered its namespace.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <string>
+
+#include "helpers.h"
+#include "netdev/af_packet.h"
+#include "netdev/udp.h"
+
+namespace softrdma::netdev {
+namespace {
+
+using test::make_datagram;
+using test::OwnedPacket;
+using test::RecvBatch;
+using test::seq_of;
+
+constexpr const char* kAddrA = "10.77.0.1";
+constexpr const char* kAddrB = "10.77.0.2";
+constexpr std::uint32_t kCount = 10;  // datagrams of several sizes, one per send_batch
+constexpr std::uint32_t kRun = 8;     // then equal ones in one batch (UDP GSO on the UDP backend)
+constexpr std::uint32_t kRunFirst = 50;
+
+std::size_t size_of(std::uint32_t i) {
+  return i < kCount ? 16 + 97 * i : 256;
+}
+std::uint16_t port_of(std::uint32_t i) {
+  return static_cast<std::uint16_t>(0xC100 + (i < kCount ? i : kRunFirst));
+}
+
+IpAddr ip(const char* s) {
+  IpAddr a;
+  IpAddr::parse(s, a);
+  return a;
+}
+
+bool run(const std::string& cmd) {
+  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+}
+
+// Two namespaces, "<prefix>-a" and "<prefix>-b", with veth0 (10.77.0.1/24) in a and veth1
+// (10.77.0.2/24) in b. Deleting the namespaces (in the destructor) deletes the pair.
+struct VethPair {
+  std::string a, b, error;
+  VethPair() {
+    const std::string prefix = "softrdma-afp-" + std::to_string(getpid());
+    a = prefix + "-a";
+    b = prefix + "-b";
+    if (!run("ip netns add " + a) || !run("ip netns add " + b)) {
+      error = "cannot create network namespaces";
+      return;
+    }
+    const bool ok = run("ip link add veth0 netns " + a + " type veth peer name veth1 netns " + b) &&
+                    run("ip -n " + a + " addr add " + kAddrA + "/24 dev veth0") &&
+                    run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
+                    run("ip -n " + a + " link set veth0 up") &&
+                    run("ip -n " + b + " link set veth1 up") &&
+                    run("ip -n " + a + " link set lo up") && run("ip -n " + b + " link set lo up");
+    if (!ok) error = "cannot create the veth pair";
+  }
+  ~VethPair() {
+    run("ip netns del " + a);
+    run("ip netns del " + b);
+  }
+};
+
+enum class Kind { kAfPacket, kUdp };
+
+// Waits on `d` until `done` says so or `ms` pass, servicing it and handing received packets to
+// `got`.
+void pump(Netdev& d, int ms, const std::function<void(const Packet&)>& got,
+          const std::function<bool()>& done) {
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  RecvBatch batch(16);
+  while (!done() && std::chrono::steady_clock::now() < end) {
+    int t = d.next_timeout_ms();
+    t = t < 0 || t > 20 ? 20 : t;
+    pollfd p{d.wait_fd(), POLLIN, 0};
+    poll(&p, 1, t);
+    d.service();
+    const std::size_t n = d.recv_batch(batch.span());
+    for (std::size_t i = 0; i < n; ++i) got(*batch.ptrs[i]);
+  }
+}
+
+std::unique_ptr<Netdev> open_dev(Kind kind, const std::string& ifname, const IpAddr& me,
+                                 std::string& error, FaultConfig faults = {}) {
+  if (kind == Kind::kUdp) return UdpNetdev::open(me, error, faults);
+  IpAddr found;
+  if (!AfPacketNetdev::interface_ipv4(ifname, found, error)) return nullptr;
+  if (found != me) {
+    error = "interface_ipv4 found " + found.str();
+    return nullptr;
+  }
+  return AfPacketNetdev::open(ifname, me, error, faults);
+}
+
+// One side: open the device, say ready, wait for go, send kCount datagrams (PSN base + i) one by
+// one and kRun in one batch to the peer, receive the peer's, checking content and addressing. With
+// `corrupt`, then reopen with every packet corrupted and send 3 more, which the peer must count as
+// ICRC errors.
+std::string side(Kind kind, const std::string& ifname, const IpAddr& me, const IpAddr& peer,
+                 std::uint32_t base, std::uint32_t peer_base, bool send_corrupt,
+                 std::uint32_t expect_icrc_errors, int ready_fd, int go_fd) {
+  std::string error;
+  auto d = open_dev(kind, ifname, me, error);
+  if (!d) return "open: " + error;
+  if (kind == Kind::kAfPacket && d->backend() != "af_packet") return "backend " + d->backend();
+  (void)!write(ready_fd, "r", 1);
+  char c;
+  if (read(go_fd, &c, 1) != 1) return "no go";
+  for (std::uint32_t i = 0; i < kCount; ++i) {
+    OwnedPacket p(make_datagram(base + i, size_of(i)), me, peer, port_of(i));
+    p.pkt.traffic_class = 0x20;
+    p.pkt.hop_limit = 33;
+    Packet* one = &p.pkt;
+    if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "send refused";
+  }
+  std::vector<OwnedPacket> run;
+  std::vector<Packet*> ptrs;
+  run.reserve(kRun);
+  for (std::uint32_t i = kRunFirst; i < kRunFirst + kRun; ++i) {
+    run.emplace_back(make_datagram(base + i, size_of(i)), me, peer, port_of(i));
+    run.back().pkt.traffic_class = 0x20;
+    run.back().pkt.hop_limit = 33;
+  }
+  for (auto& o : run) ptrs.push_back(&o.pkt);
+  if (d->send_batch(ptrs) != kRun) return "batch refused";
+  constexpr std::uint32_t kWant = kCount + kRun;
+  std::uint32_t got = 0;
+  std::string bad;
+  auto check = [&](const Packet& p) {
+    const std::uint32_t seq = seq_of(p.data);
+    const std::uint32_t i = seq - peer_base;
+    if (i >= kCount && (i < kRunFirst || i >= kRunFirst + kRun)) {
+      bad = "unexpected PSN " + std::to_string(seq);
+      return;
+    }
+    const auto want = make_datagram(seq, size_of(i));
+    if (p.len != want.size() || std::memcmp(p.data, want.data(), want.size() - 4) != 0) {
+      bad = "datagram " + std::to_string(i) + " differs";
+    } else if (p.src != peer || p.dst != me) {
+      bad = "addresses " + p.src.str() + " -> " + p.dst.str();
+    } else if (p.src_port != port_of(i) || p.dst_port != kRoceV2Port) {
+      bad = "ports " + std::to_string(p.src_port) + " -> " + std::to_string(p.dst_port);
+    } else if (p.traffic_class != 0x20 || p.hop_limit != 33) {
+      bad = "tos/ttl " + std::to_string(p.traffic_class) + "/" + std::to_string(p.hop_limit);
+    }
+    ++got;
+  };
+  pump(*d, 5000, check, [&] { return got >= kWant; });
+  if (!bad.empty()) return bad;
+  if (got != kWant) return "received " + std::to_string(got) + " of " + std::to_string(kWant);
+  if (send_corrupt) {
+    d.reset();
+    FaultConfig f;
+    f.corrupt = 1;
+    f.seed = 7;
+    f.seeded = true;
+    d = open_dev(kind, ifname, me, error, f);
+    if (!d) return "reopen: " + error;
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      OwnedPacket p(make_datagram(base + 100 + i, 64), me, peer);
+      Packet* one = &p.pkt;
+      if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "corrupt send refused";
+    }
+    pump(
+        *d, 300, [](const Packet&) {}, [] { return false; });  // answers ARP meanwhile
+  }
+  if (expect_icrc_errors > 0) {
+    pump(*d, 3000, check, [&] { return d->counters().rx_icrc_errors >= expect_icrc_errors; });
+    if (d->counters().rx_icrc_errors != expect_icrc_errors) {
+      return "rx_icrc_errors " + std::to_string(d->counters().rx_icrc_errors);
+    }
+    if (got != kWant) return "a corrupted datagram was delivered";
+  } else if (d->counters().rx_icrc_errors != 0) {
+    return "rx_icrc_errors " + std::to_string(d->counters().rx_icrc_errors);
+  }
+  // Stay a little so the peer's last packets and ARP get answered.
+  pump(
+      *d, 300, [](const Packet&) {}, [] { return false; });
+  return "";
+}
+
+struct Child {
+  pid_t pid = -1;
+  int report = -1, ready = -1, go = -1;
+};
+
+Child start(const std::string& ns, const std::function<std::string(int, int)>& body) {
+  Child c;
+  int rep[2], rdy[2], go[2];
+  if (pipe2(rep, O_CLOEXEC) != 0 || pipe2(rdy, O_CLOEXEC) != 0 || pipe2(go, O_CLOEXEC) != 0) {
+    return c;
+  }
+  const int nsfd = open(("/run/netns/" + ns).c_str(), O_RDONLY | O_CLOEXEC);
+  c.pid = fork();
+  if (c.pid == 0) {
+    close(rep[0]);
+    close(rdy[0]);
+    close(go[1]);
+    std::string result = nsfd >= 0 && setns(nsfd, CLONE_NEWNET) == 0
+                             ? body(rdy[1], go[0])
+                             : std::string("setns: ") + std::strerror(errno);
+    if (result.empty()) result = "ok";
+    (void)!write(rep[1], result.data(), result.size());
+    _exit(result == "ok" ? 0 : 1);
+  }
+  if (nsfd >= 0) close(nsfd);
+  close(rep[1]);
+  close(rdy[1]);
+  close(go[0]);
+  c.report = rep[0];
+  c.ready = rdy[0];
+  c.go = go[1];
+  return c;
+}
+
+std::string finish(Child& c) {
+  std::string report;
+  char buf[512];
+  ssize_t r;
+  while ((r = read(c.report, buf, sizeof buf)) > 0) report.append(buf, static_cast<std::size_t>(r));
+  for (int fd : {c.report, c.ready, c.go}) close(fd);
+  int status = 0;
+  waitpid(c.pid, &status, 0);
+  if (report.empty()) report = "exited without a report";
+  return report;
+}
+
+// Runs side A (in namespace a, on veth0) and side B (in b, on veth1) at once.
+void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
+  if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
+  VethPair net;
+  if (!net.error.empty()) GTEST_SKIP() << net.error;
+  Child a = start(net.a, [&](int ready, int go) {
+    return side(kind_a, "veth0", ip(kAddrA), ip(kAddrB), 1000, 2000, corrupt_from_a, 0, ready, go);
+  });
+  Child b = start(net.b, [&](int ready, int go) {
+    return side(kind_b, "veth1", ip(kAddrB), ip(kAddrA), 2000, 1000, false, corrupt_from_a ? 3 : 0,
+                ready, go);
+  });
+  ASSERT_GT(a.pid, 0);
+  ASSERT_GT(b.pid, 0);
+  char c;
+  const bool ready = read(a.ready, &c, 1) == 1 && read(b.ready, &c, 1) == 1;
+  if (ready) {
+    (void)!write(a.go, "g", 1);
+    (void)!write(b.go, "g", 1);
+  }
+  close(a.go);
+  close(b.go);
+  a.go = b.go = -1;
+  const std::string ra = finish(a), rb = finish(b);
+  EXPECT_EQ(ra, "ok") << "side A";
+  EXPECT_EQ(rb, "ok") << "side B";
+}
+
+TEST(AfPacket, OpenErrors) {
+  std::string error;
+  EXPECT_EQ(AfPacketNetdev::open("no-such-if0", ip("10.77.0.1"), error), nullptr);
+  EXPECT_NE(error.find("no such interface"), std::string::npos) << error;
+  IpAddr a;
+  EXPECT_FALSE(AfPacketNetdev::interface_ipv4("no-such-if0", a, error));
+  EXPECT_NE(error.find("no such interface"), std::string::npos) << error;
+}
+
+TEST(AfPacket, AfPacketToAfPacketAcrossVeth) {
+  exchange(Kind::kAfPacket, Kind::kAfPacket, true);
+}
+
+TEST(AfPacket, AfPacketAndUdpInteroperate) {
+  exchange(Kind::kAfPacket, Kind::kUdp, false);
+}
+
+TEST(AfPacket, UdpAndAfPacketInteroperate) {
+  exchange(Kind::kUdp, Kind::kAfPacket, false);
+}
+
+}  // namespace
+}  // namespace softrdma::netdev
