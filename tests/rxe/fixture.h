@@ -32,14 +32,23 @@ struct Node {
   Gid gid() const { return dev->gids()[0]; }
 };
 
+// Memory registered with a node's device; deregistered before it is freed (the
+// deregistration waits for copies in flight), as a well-behaved application does.
 struct Buffer {
   std::vector<std::uint8_t> bytes;
   std::shared_ptr<Mr> mr;
-  Buffer(Node& n, std::size_t size, std::uint32_t access, std::uint8_t fill = 0) : bytes(size, fill) {
+  Device* dev;
+  Buffer(Node& n, std::size_t size, std::uint32_t access, std::uint8_t fill = 0)
+      : bytes(size, fill), dev(n.dev.get()) {
     int err = 0;
     mr = n.dev->reg_mr(n.pd, bytes.data(), size, reinterpret_cast<std::uint64_t>(bytes.data()),
                        access, &err);
   }
+  ~Buffer() {
+    if (mr) dev->dereg_mr(mr->lkey);
+  }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
   std::uint64_t addr(std::size_t off = 0) const {
     return reinterpret_cast<std::uint64_t>(bytes.data()) + off;
   }

@@ -315,6 +315,8 @@ TEST_F(Ud, ASendErrorPutsTheSendQueueInErrorAndReceivesGoOn) {
   wc = wait_wc(a->cq, 1);
   ASSERT_EQ(wc.size(), 1u);
   EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  wc = wait_wc(b->cq, 2);  // B's own send, and the datagram it received
+  ASSERT_EQ(wc.size(), 2u);
 }
 
 }  // namespace
