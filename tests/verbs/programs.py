@@ -85,11 +85,15 @@ PERFTEST = {
     "ib_read_lat": ("ib_read_lat", ["-a", "-n", "20"]),
     "ib_atomic_bw": ("ib_atomic_bw", ["-n", "200"]),
     "ib_atomic_lat": ("ib_atomic_lat", ["-n", "200"]),
-    # UC has no flow control: with -a (up to 8 MiB, 128 in flight) a software path without
-    # PFC loses datagrams and perftest waits forever. 64 KiB with 16 in flight stays lossless.
-    "ib_send_bw_uc": ("ib_send_bw", ["-c", "UC", "-s", "65536", "-n", "500", "-t", "16"]),
-    "ib_write_bw_uc": ("ib_write_bw", ["-c", "UC", "-s", "65536", "-n", "500", "-t", "16"]),
-    "ib_send_bw_ud": ("ib_send_bw", ["-c", "UD", "-a", "-n", "20"]),
+    # UC has no flow control and a UC send completes as soon as it is sent: an unpaced sender
+    # outruns the receiver, and on a path without PFC (a NIC's pause frames) datagrams are
+    # lost and perftest waits for them forever. perftest's software rate limiter paces it.
+    "ib_send_bw_uc": ("ib_send_bw", ["-c", "UC", "-s", "65536", "-n", "500", "--rate_limit=4",
+                                     "--rate_limit_type=SW"]),
+    "ib_write_bw_uc": ("ib_write_bw", ["-c", "UC", "-s", "65536", "-n", "500", "--rate_limit=4",
+                                       "--rate_limit_type=SW"]),
+    "ib_send_bw_ud": ("ib_send_bw", ["-c", "UD", "-a", "-n", "20", "--rate_limit=4",
+                                     "--rate_limit_type=SW"]),
     "ib_send_lat_ud": ("ib_send_lat", ["-c", "UD", "-a", "-n", "20"]),
 }
 
