@@ -263,16 +263,7 @@ std::size_t AfPacketNetdev::send_batch(std::span<Packet* const> pkts) {
   }
   if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
   if (n == 0) return 0;
-  if (faults_) {
-    faults_->process(pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-    return n;
-  }
-  std::array<Packet, kSendChunk> run;
-  for (std::size_t i = 0; i < n; i += kSendChunk) {
-    const std::size_t m = std::min(kSendChunk, n - i);
-    for (std::size_t j = 0; j < m; ++j) run[j] = *pkts[i + j];
-    transmit(std::span<const Packet>(run.data(), m));
-  }
+  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
   return n;
 }
 

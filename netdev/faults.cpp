@@ -246,4 +246,19 @@ std::size_t FaultInjector::held() const {
   return delayed_.size() + reordered_.size();
 }
 
+void emit_batch(FaultInjector* faults, std::span<Packet* const> pkts,
+                const FaultInjector::Emit& emit) {
+  if (faults) {
+    faults->process(pkts, emit);
+    return;
+  }
+  constexpr std::size_t kRun = 64;
+  std::array<Packet, kRun> run;
+  for (std::size_t i = 0; i < pkts.size(); i += kRun) {
+    const std::size_t m = std::min(kRun, pkts.size() - i);
+    for (std::size_t j = 0; j < m; ++j) run[j] = *pkts[i + j];
+    emit(std::span<const Packet>(run.data(), m));
+  }
+}
+
 }  // namespace softrdma::netdev

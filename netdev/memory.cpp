@@ -134,11 +134,7 @@ std::size_t MemoryNetdev::send_batch(std::span<Packet* const> pkts) {
     ++n;
   }
   if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  if (faults_) {
-    faults_->process(pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-  } else {
-    for (std::size_t i = 0; i < n; ++i) transmit(std::span<const Packet>(pkts[i], 1));
-  }
+  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
   return n;
 }
 
