@@ -224,54 +224,49 @@ void Qp::rc_response(const wire::RocePacket& pkt) {
     return;
   }
   complete_ready();
-  bool outstanding = false;
-  for (const SendWqe& w : sq_) {
-    if (w.started && !w.done) {
-      outstanding = true;
-      break;
-    }
-  }
-  if (!outstanding) {
+  if (!has_outstanding()) {
     retransmit_deadline_ = Clock::time_point::max();
   } else if (rnr_deadline_ == Clock::time_point::max()) {
     arm_retransmit(now);
   }
 }
 
-void Qp::run_timers(Clock::time_point now) {
+bool Qp::has_outstanding() const {
+  for (const SendWqe& w : sq_) {
+    if (w.started && !w.done) return true;
+  }
+  return false;
+}
+
+bool Qp::run_timers(Clock::time_point now) {
   if (attr_.qp_state == QpState::kErr) {
     retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
-    return;
+    return false;
   }
+  bool resend = false;
   if (rnr_deadline_ <= now) {
     rnr_deadline_ = Clock::time_point::max();
     retry_from(rnr_psn_);
     arm_retransmit(now);
-    dev_.kick(this);
+    resend = true;
   }
   if (retransmit_deadline_ <= now) {
-    bool outstanding = false;
-    for (const SendWqe& w : sq_) {
-      if (w.started && !w.done) {
-        outstanding = true;
-        break;
-      }
-    }
-    if (!outstanding) {
+    if (!has_outstanding()) {
       retransmit_deadline_ = Clock::time_point::max();
-      return;
+      return resend;
     }
     if (retry_left_ == 0) {
       ++counters_.retry_exceeded;
       fail_head(WcStatus::kRetryExcErr);
-      return;
+      return false;
     }
     --retry_left_;
     for (SendWqe& w : sq_) w.gap_retried = false;
     retry_from(unacked_psn_);
     arm_retransmit(now);
-    dev_.kick(this);
+    resend = true;
   }
+  return resend;
 }
 
 }  // namespace softrdma::rxe

@@ -294,7 +294,7 @@ int Device::destroy_ah(std::uint32_t ah) {
 }
 
 bool Device::find_ah(std::uint32_t ah, AhAttr& out) const {
-  std::lock_guard lock(const_cast<std::mutex&>(objects_mutex_));
+  std::lock_guard lock(objects_mutex_);
   auto it = ahs_.find(ah);
   if (it == ahs_.end()) return false;
   out = it->second.second;
@@ -531,7 +531,11 @@ Clock::time_point Device::step() {
     active_.swap(still);
     for (auto& [qpn, qp] : qps_) {
       std::lock_guard ql(qp->mutex());
-      qp->run_timers(now);
+      // A timer that rewound the send queue makes the QP active for the next pass
+      // (not a kick: this thread already holds the progress mutex).
+      if (qp->run_timers(now) && std::find(active_.begin(), active_.end(), qpn) == active_.end()) {
+        active_.push_back(qpn);
+      }
       deadline = std::min(deadline, qp->next_deadline());
     }
   }

@@ -133,7 +133,7 @@ class Device {
   std::uint64_t node_guid_ = 0;
 
   MrTable mrs_;
-  std::mutex objects_mutex_;
+  mutable std::mutex objects_mutex_;
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;

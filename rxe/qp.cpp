@@ -170,7 +170,7 @@ int Qp::post_send(const SendWr& wr) {
   w.opcode = wr.opcode;
   w.flags = wr.send_flags;
   w.imm = wr.imm_data;
-  w.invalidate_rkey = wr.opcode == WrOpcode::kLocalInv ? wr.invalidate_rkey : wr.invalidate_rkey;
+  w.invalidate_rkey = wr.invalidate_rkey;
   w.remote_addr = wr.remote_addr;
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;

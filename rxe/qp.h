@@ -105,8 +105,9 @@ class Qp {
   void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Builds packets while there is work and TX room; returns true if work remains.
   bool run_send(Clock::time_point now);
-  // Fires expired timers.
-  void run_timers(Clock::time_point now);
+  // Fires expired timers. True when a timer rewound the send queue: the QP has
+  // packets to send again (the progress pass marks it active).
+  bool run_timers(Clock::time_point now);
   // Earliest armed timer, or time_point::max().
   Clock::time_point next_deadline() const;
 
@@ -140,6 +141,8 @@ class Qp {
   void complete_ready();
   void complete_send(SendWqe& w);
   void ack_through(std::uint32_t psn, bool implicit);
+  // A WQE has been sent (PSNs assigned) and is not yet complete.
+  bool has_outstanding() const;
   void fail_head(WcStatus status);
   // Missing responses of a read/atomic: retry from what is missing, once per gap.
   bool retry_responses(SendWqe& w);

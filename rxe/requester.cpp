@@ -129,9 +129,7 @@ bool Qp::run_send(Clock::time_point now) {
   }
   complete_ready();
   if (st == QpState::kSqd && attr_.en_sqd_async_notify && !sqd_notified_) {
-    bool outstanding = false;
-    for (const SendWqe& w : sq_) outstanding = outstanding || (w.started && !w.done);
-    if (!outstanding) {
+    if (!has_outstanding()) {
       sqd_notified_ = true;
       dev_.async_event({AsyncEventType::kSqDrained, this});
     }

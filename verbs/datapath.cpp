@@ -104,14 +104,16 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   return 0;
 }
 
-int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  SoftQp* qp = soft(ibqp);
+// Posts a chain of receive WRs through `post` (a QP's RQ or an SRQ); stops at the
+// first failure and names it in *bad_wr, as libibverbs does.
+template <class Post>
+int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post post) {
   for (; wr; wr = wr->next) {
     rxe::RecvWr r;
     r.wr_id = wr->wr_id;
     r.sg_list = std::span(reinterpret_cast<const rxe::Sge*>(wr->sg_list),
                           static_cast<std::size_t>(wr->num_sge < 0 ? 0 : wr->num_sge));
-    const int rc = wr->num_sge < 0 ? EINVAL : qp->rxe->post_recv(r);
+    const int rc = wr->num_sge < 0 ? EINVAL : post(r);
     if (rc) {
       if (bad_wr) *bad_wr = wr;
       return rc;
@@ -120,19 +122,14 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return 0;
 }
 
+int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  rxe::Qp* qp = soft(ibqp)->rxe;
+  return post_recv_chain(wr, bad_wr, [qp](const rxe::RecvWr& r) { return qp->post_recv(r); });
+}
+
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
-  for (; wr; wr = wr->next) {
-    rxe::RecvWr r;
-    r.wr_id = wr->wr_id;
-    r.sg_list = std::span(reinterpret_cast<const rxe::Sge*>(wr->sg_list),
-                          static_cast<std::size_t>(wr->num_sge < 0 ? 0 : wr->num_sge));
-    const int rc = wr->num_sge < 0 ? EINVAL : soft(srq)->rxe->post(r);
-    if (rc) {
-      if (bad_wr) *bad_wr = wr;
-      return rc;
-    }
-  }
-  return 0;
+  rxe::Srq* s = soft(srq)->rxe;
+  return post_recv_chain(wr, bad_wr, [s](const rxe::RecvWr& r) { return s->post(r); });
 }
 
 // An application spinning on an empty CQ gives its core away now and then, so
