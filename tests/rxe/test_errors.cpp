@@ -341,8 +341,10 @@ TEST(RcAckOrder, AckLeavesBeforeTheReceiverSeesTheCompletion) {
     Qp* qa = make_qp(a, QpType::kRc);
     Qp* qb = make_qp(b, QpType::kRc);
     ConnectOptions o;
-    o.timeout = 8;  // ~1 ms: a missing ACK turns into RETRY_EXC_ERR quickly
-    o.retry_cnt = 2;
+    // A missing ACK ends in RETRY_EXC_ERR whatever the timeout (the receiver's QP is gone);
+    // 16.8 ms keeps a CPU-starved run from timing out when the ACK is merely late.
+    o.timeout = 12;
+    o.retry_cnt = 3;
     connect(a, qa, b, qb, o);
     Buffer s(a, 64, kAllAccess), d(b, 64, kAllAccess);
     const Sge rs = d.sge(0, 64);
