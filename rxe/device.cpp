@@ -179,7 +179,7 @@ int Device::destroy_srq(Srq* srq) {
 }
 
 Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
-                      bool sq_sig_all, int* err) {
+                      bool sq_sig_all, int* err, std::uint32_t wanted_qpn) {
   if (!pd || !send_cq || !recv_cq || cap.max_send_wr > attr_.max_qp_wr ||
       cap.max_recv_wr > attr_.max_qp_wr || cap.max_send_sge > attr_.max_sge ||
       cap.max_recv_sge > attr_.max_sge || cap.max_inline_data > attr_.max_inline_data) {
@@ -197,11 +197,19 @@ Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Q
     *err = ENOMEM;
     return nullptr;
   }
-  while (qps_.contains(next_qpn_) || next_qpn_ < 0x11) {
+  std::uint32_t qpn = wanted_qpn;
+  if (qpn != 0) {
+    if (qpn > 0xFFFFFE || qps_.contains(qpn)) {
+      *err = qpn > 0xFFFFFE ? EINVAL : EBUSY;
+      return nullptr;
+    }
+  } else {
+    while (qps_.contains(next_qpn_) || next_qpn_ < 0x11) {
+      next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
+    }
+    qpn = next_qpn_;
     next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
   }
-  const std::uint32_t qpn = next_qpn_;
-  next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
   auto qp = std::make_unique<Qp>(*this, qpn, type, pd, send_cq, recv_cq, srq, cap, sq_sig_all);
   Qp* raw = qp.get();
   qps_[qpn] = std::move(qp);

@@ -61,8 +61,10 @@ class Device {
   Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
                   int* err);
   int destroy_srq(Srq* srq);
+  // `qpn` 0 allocates a number (0x11 and up); otherwise that number is taken if free
+  // (1: the GSI QP that connection management uses), else EBUSY.
   Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
-                bool sq_sig_all, int* err);
+                bool sq_sig_all, int* err, std::uint32_t qpn = 0);
   int destroy_qp(Qp* qp);
   // Address handles are small ids.
   std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);

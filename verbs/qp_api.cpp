@@ -20,7 +20,7 @@ constexpr uint64_t kSendOps =
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
 
-ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a) {
+ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint32_t qpn = 0) {
   if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
@@ -45,7 +45,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a) {
   int err = 0;
   rxe::Qp* q = dev(context).create_qp(
       soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
-      a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
+      a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err, qpn);
   if (!q) return fail<ibv_qp>(err);
   a->cap.max_send_wr = cap.max_send_wr;
   a->cap.max_recv_wr = cap.max_recv_wr;
@@ -94,6 +94,27 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   a.comp_mask = IBV_QP_INIT_ATTR_PD;
   a.pd = pd;
   ibv_qp* qp = create_qp_common(pd->context, &a);
+  if (qp) attr->cap = a.cap;
+  return qp;
+}
+
+// softrdma's own: the GSI QP (number 1, UD) that librdmacm sends CM MADs on. A UD QP
+// in every other respect; EBUSY when the process already has one.
+ibv_qp* softrdma_create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (!pd || !attr || attr->qp_type != IBV_QPT_UD) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  ibv_qp_init_attr_ex a{};
+  a.qp_context = attr->qp_context;
+  a.send_cq = attr->send_cq;
+  a.recv_cq = attr->recv_cq;
+  a.cap = attr->cap;
+  a.qp_type = IBV_QPT_UD;
+  a.sq_sig_all = attr->sq_sig_all;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD;
+  a.pd = pd;
+  ibv_qp* qp = create_qp_common(pd->context, &a, 1);
   if (qp) attr->cap = a.cap;
   return qp;
 }

@@ -1,0 +1,946 @@
+// The CM agent: its thread, the GSI service and the per-id protocol (IBTA vol. 1 ch. 12,
+// as the kernel's ib_cm and rdma_cm run it over RoCE). See docs/rdma-cm.md.
+#include "cm/agent.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "cm/gsi.h"
+#include "cm/registry.h"
+
+namespace softrdma::cm {
+
+std::mutex& mutex() {
+  static std::mutex m;
+  return m;
+}
+
+namespace {
+
+struct Agent {
+  bool started = false;
+  int start_errno = 0;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;  // the default PD of ids (rdma_create_qp with a NULL PD)
+  Gsi gsi;
+  int epfd = -1;
+  int wake_fd = -1;
+  std::vector<CmId*> ids;
+  std::mt19937 rng{std::random_device{}()};
+  std::uint64_t next_tid = 0;
+  std::uint64_t node_guid = 0;
+  ibv_device_attr dattr{};
+  ibv_port_attr pattr{};
+  std::uint64_t drops = 0;
+};
+
+Agent& agent() {
+  static Agent* a = new Agent;  // lives as long as the process: its thread never stops
+  return *a;
+}
+
+constexpr std::uint8_t kRespTimeoutCode = 18;  // 4.096 us * 2^18 = 1.07 s
+constexpr int kMaxCmRetries = 3;
+constexpr auto kTimewait = std::chrono::milliseconds(1000);
+
+void drop(const char* why) {
+  auto& a = agent();
+  if (++a.drops <= 20) std::fprintf(stderr, "softrdma cm: dropped a MAD: %s\n", why);
+}
+
+std::uint32_t random_u32() { return static_cast<std::uint32_t>(agent().rng()); }
+
+void wake() {
+  std::uint64_t one = 1;
+  (void)!write(agent().wake_fd, &one, sizeof one);
+}
+
+int send_mad(CmId* id, const wire::Gid16& to) {
+  return agent().gsi.send(to, id->last_mad.data(), id->tos);
+}
+
+// Sends the MAD in id->last_mad and waits for its answer (retransmitting).
+int send_and_wait(CmId* id) {
+  id->waiting = true;
+  id->retries_left = kMaxCmRetries;
+  id->deadline = Clock::now() + id->resp_timeout;
+  wake();
+  return send_mad(id, id->peer_gid);
+}
+
+void copy_private(Event* ev, const std::uint8_t* data, std::size_t len, bool ud) {
+  len = std::min(len, ev->private_data.size());
+  std::memcpy(ev->private_data.data(), data, len);
+  if (ud) {
+    ev->ev.param.ud.private_data = len ? ev->private_data.data() : nullptr;
+    ev->ev.param.ud.private_data_len = static_cast<std::uint8_t>(len);
+  } else {
+    ev->ev.param.conn.private_data = len ? ev->private_data.data() : nullptr;
+    ev->ev.param.conn.private_data_len = static_cast<std::uint8_t>(len);
+  }
+}
+
+CmId* find_by_local(std::uint32_t comm_id) {
+  for (CmId* id : agent().ids) {
+    if (id->local_comm_id == comm_id && id->state != State::kListen) return id;
+  }
+  return nullptr;
+}
+
+void fill_ud_ah(CmId* id, ibv_ah_attr& ah) {
+  std::memset(&ah, 0, sizeof ah);
+  ah.is_global = 1;
+  std::memcpy(ah.grh.dgid.raw, id->peer_gid.data(), 16);
+  ah.grh.sgid_index = 0;
+  ah.grh.hop_limit = 64;
+  ah.grh.traffic_class = id->tos;
+  ah.port_num = 1;
+}
+
+// ---- receiving
+
+// The IP CM header's IPv4 form has zeros where an IPv4-mapped GID has 0xFFFF.
+void normalize(wire::IpCmHeader& h) {
+  if (h.ip_version != 4) return;
+  h.src_addr[10] = h.src_addr[11] = 0xFF;
+  h.dst_addr[10] = h.dst_addr[11] = 0xFF;
+}
+
+void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
+  auto& a = agent();
+  for (CmId* id : a.ids) {  // a retransmitted REQ
+    if (id->listener && id->remote_comm_id == m.local_comm_id && id->peer_gid == src) {
+      if (id->state == State::kRepSent && id->answer_sent) send_mad(id, src);
+      return;
+    }
+  }
+  auto reject = [&](std::uint16_t reason) {
+    wire::CmRej rej;
+    rej.local_comm_id = random_u32();
+    rej.remote_comm_id = m.local_comm_id;
+    rej.message_rejected = 0;
+    rej.reason = reason;
+    std::array<std::uint8_t, wire::kMadSize> mad;
+    wire::build_cm_rej(mad, tid, rej);
+    a.gsi.send(src, mad.data(), m.primary.traffic_class);
+  };
+  auto hdr = wire::parse_ip_cm_header(m.private_data);
+  if (hdr) normalize(hdr.value());
+  if (!wire::is_ip_cm_service(m.service_id) || !hdr) {
+    reject(wire::rej_reason::kInvalidServiceId);
+    return;
+  }
+  const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
+  const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
+  CmId* listener = nullptr;
+  for (CmId* id : a.ids) {
+    if (id->state != State::kListen || id->destroyed || id->id.ps != ps ||
+        ntohs(rdma_get_src_port(&id->id)) != port || id->id.qp_type == IBV_QPT_UD) {
+      continue;
+    }
+    if (id->wildcard || gid_of(&id->id.route.addr.src_addr) == hdr->dst_addr) {
+      listener = id;
+      break;
+    }
+  }
+  if (!listener) {
+    reject(wire::rej_reason::kInvalidServiceId);
+    return;
+  }
+  int pending = 0;
+  for (Event* e : listener->channel->queue) {
+    if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.listen_id == &listener->id) ++pending;
+  }
+  if (pending >= std::max(listener->backlog, 1)) {
+    drop("REQ beyond the listen backlog (the sender retransmits)");
+    return;
+  }
+  auto* c = new CmId;
+  c->id.verbs = a.ctx;
+  c->id.context = listener->id.context;
+  c->id.ps = listener->id.ps;
+  c->id.qp_type = listener->id.qp_type;
+  c->id.port_num = 1;
+  c->id.pd = a.pd;
+  c->listener = listener;
+  c->ep_qp_attr = listener->ep_qp_attr;
+  if (listener->sync) {
+    auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
+    if (!ch) {
+      delete c;
+      drop("no event channel for a new connection");
+      return;
+    }
+    c->channel = ch;
+    c->sync = true;
+  } else {
+    c->channel = listener->channel;
+  }
+  c->id.channel = &c->channel->ch;
+  sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
+  sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
+  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
+  std::memcpy(c->id.route.addr.addr.ibaddr.dgid.raw, src.data(), 16);
+  c->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+  c->peer_gid = src;
+  c->tos = m.primary.traffic_class;
+  c->remote_comm_id = m.local_comm_id;
+  c->local_comm_id = random_u32();
+  c->tid = tid;
+  c->remote_qpn = m.local_qpn;
+  c->remote_psn = m.starting_psn;
+  c->local_psn = random_u32() & 0xFFFFFF;
+  c->responder_resources = m.initiator_depth;
+  c->initiator_depth = m.responder_resources;
+  c->retry_count = m.retry_count;
+  c->rnr_retry_count = m.rnr_retry_count;
+  c->srq = m.srq;
+  c->path_mtu = std::min<std::uint8_t>(m.path_mtu, static_cast<std::uint8_t>(a.pattr.active_mtu));
+  c->ack_timeout = std::max<std::uint8_t>(m.primary.local_ack_timeout, 1);
+  c->state = State::kReqRcvd;
+  track(c);
+  Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  ev->ev.listen_id = &listener->id;
+  copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
+               wire::kReqPrivate - wire::kIpCmHeaderSize, false);
+  auto& p = ev->ev.param.conn;
+  p.responder_resources = m.initiator_depth;
+  p.initiator_depth = m.responder_resources;
+  p.flow_control = m.end_to_end_flow_control;
+  p.retry_count = m.retry_count;
+  p.rnr_retry_count = m.rnr_retry_count;
+  p.srq = m.srq;
+  p.qp_num = m.local_qpn;
+  // The request is queued on the listener's channel (a sync listener's own).
+  ev->ev.id = &c->id;
+  Channel* deliver_to = listener->channel;
+  c->events_out++;
+  ev->owner = c;
+  deliver_to->queue.push_back(ev);
+  std::uint8_t one = 1;
+  (void)!write(deliver_to->write_fd, &one, 1);
+}
+
+void on_rep(const wire::CmRep& m) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  if (!id || id->listener) {
+    drop("REP for no connection of ours");
+    return;
+  }
+  if (id->state == State::kEstablished && id->answer_sent) {  // our RTU was lost
+    send_mad(id, id->peer_gid);
+    return;
+  }
+  if (id->state != State::kReqSent) return;
+  id->waiting = false;
+  id->remote_comm_id = m.local_comm_id;
+  id->remote_qpn = m.local_qpn;
+  id->remote_psn = m.starting_psn;
+  id->responder_resources = m.initiator_depth;
+  id->initiator_depth = m.responder_resources;
+  id->rnr_retry_count = m.rnr_retry_count;
+  auto fill = [&](Event* ev) {
+    copy_private(ev, m.private_data.data(), m.private_data.size(), false);
+    auto& p = ev->ev.param.conn;
+    p.responder_resources = m.initiator_depth;
+    p.initiator_depth = m.responder_resources;
+    p.flow_control = m.end_to_end_flow_control;
+    p.rnr_retry_count = m.rnr_retry_count;
+    p.srq = m.srq;
+    p.qp_num = m.local_qpn;
+  };
+  if (id->destroyed) {
+    send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
+    id->state = State::kClosed;
+    return;
+  }
+  if (!id->id.qp) {
+    id->state = State::kRepRcvd;
+    Event* ev = make_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+    fill(ev);
+    deliver(ev);
+    return;
+  }
+  int rc = qp_to_rtr_rts(id);
+  if (rc) {
+    send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
+    id->state = State::kClosed;
+    qp_to_err(id);
+    Event* ev = make_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -rc);
+    deliver(ev);
+    return;
+  }
+  send_rtu(id);
+  id->state = State::kEstablished;
+  Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  fill(ev);
+  deliver(ev);
+}
+
+void on_rtu(const wire::CmRtu& m) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  if (!id || id->state != State::kRepSent) return;  // a duplicate RTU needs nothing
+  id->waiting = false;
+  id->state = State::kEstablished;
+  if (id->destroyed) return;
+  Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  copy_private(ev, m.private_data.data(), m.private_data.size(), false);
+  ev->ev.param.conn.responder_resources = id->responder_resources;
+  ev->ev.param.conn.initiator_depth = id->initiator_depth;
+  ev->ev.param.conn.qp_num = id->remote_qpn;
+  deliver(ev);
+}
+
+void on_rej(const wire::CmRej& m) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  if (!id) return;
+  if (id->state != State::kReqSent && id->state != State::kRepSent &&
+      id->state != State::kRepRcvd) {
+    return;
+  }
+  id->waiting = false;
+  id->state = State::kClosed;
+  qp_to_err(id);
+  if (id->destroyed) return;
+  Event* ev = make_event(id, RDMA_CM_EVENT_REJECTED, m.reason);
+  copy_private(ev, m.private_data.data(), m.private_data.size(), false);
+  deliver(ev);
+}
+
+void on_mra(const wire::CmMra& m) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  if (!id || !id->waiting) return;
+  // The peer needs service_timeout more: 4.096 us * 2^t, on top of our own timeout.
+  const auto extra = std::chrono::microseconds(
+      static_cast<std::int64_t>(4.096 * static_cast<double>(1ull << std::min<int>(m.service_timeout, 31))));
+  id->deadline = Clock::now() + id->resp_timeout + extra;
+  wake();
+}
+
+void disconnected(CmId* id) {
+  id->waiting = false;
+  qp_to_err(id);
+  enter_timewait(id);
+  if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+}
+
+void on_dreq(const wire::CmDreq& m, const wire::Gid16& src, std::uint64_t tid) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  wire::CmDrep drep;
+  drep.local_comm_id = m.remote_comm_id;
+  drep.remote_comm_id = m.local_comm_id;
+  std::array<std::uint8_t, wire::kMadSize> mad;
+  wire::build_cm_drep(mad, tid, drep);
+  agent().gsi.send(src, mad.data(), id ? id->tos : 0);
+  if (!id) return;
+  if (id->state == State::kEstablished || id->state == State::kRepSent ||
+      id->state == State::kRepRcvd) {
+    id->state = State::kTimewait;
+    disconnected(id);
+  }
+}
+
+void on_drep(const wire::CmDrep& m) {
+  CmId* id = find_by_local(m.remote_comm_id);
+  if (!id || id->state != State::kDreqSent) return;
+  id->state = State::kTimewait;
+  disconnected(id);
+}
+
+void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t tid) {
+  auto& a = agent();
+  for (CmId* id : a.ids) {
+    if (id->listener && id->remote_comm_id == m.request_id && id->peer_gid == src) {
+      if (id->answer_sent) send_mad(id, src);
+      return;
+    }
+  }
+  auto answer_status = [&](std::uint8_t status) {
+    wire::CmSidrRep rep;
+    rep.request_id = m.request_id;
+    rep.status = status;
+    rep.service_id = m.service_id;
+    std::array<std::uint8_t, wire::kMadSize> mad;
+    wire::build_cm_sidr_rep(mad, tid, rep);
+    a.gsi.send(src, mad.data(), 0);
+  };
+  auto hdr = wire::parse_ip_cm_header(m.private_data);
+  if (hdr) normalize(hdr.value());
+  if (!wire::is_ip_cm_service(m.service_id) || !hdr) {
+    answer_status(wire::sidr_status::kUnsupportedServiceId);
+    return;
+  }
+  const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
+  const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
+  CmId* listener = nullptr;
+  for (CmId* id : a.ids) {
+    if (id->state == State::kListen && !id->destroyed && id->id.ps == ps &&
+        ntohs(rdma_get_src_port(&id->id)) == port && id->id.qp_type == IBV_QPT_UD &&
+        (id->wildcard || gid_of(&id->id.route.addr.src_addr) == hdr->dst_addr)) {
+      listener = id;
+      break;
+    }
+  }
+  if (!listener) {
+    answer_status(wire::sidr_status::kUnsupportedServiceId);
+    return;
+  }
+  auto* c = new CmId;
+  c->id.verbs = a.ctx;
+  c->id.context = listener->id.context;
+  c->id.ps = listener->id.ps;
+  c->id.qp_type = IBV_QPT_UD;
+  c->id.port_num = 1;
+  c->id.pd = a.pd;
+  c->listener = listener;
+  c->channel = listener->channel;
+  if (listener->sync) {
+    auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
+    if (ch) {
+      c->channel = ch;
+      c->sync = true;
+    }
+  }
+  c->id.channel = &c->channel->ch;
+  sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
+  sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
+  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
+  std::memcpy(c->id.route.addr.addr.ibaddr.dgid.raw, src.data(), 16);
+  c->peer_gid = src;
+  c->remote_comm_id = m.request_id;
+  c->tid = tid;
+  c->state = State::kSidrReqRcvd;
+  track(c);
+  Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+  ev->ev.listen_id = &listener->id;
+  copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
+               wire::kSidrReqPrivate - wire::kIpCmHeaderSize, true);
+  fill_ud_ah(c, ev->ev.param.ud.ah_attr);
+  c->events_out++;
+  listener->channel->queue.push_back(ev);
+  std::uint8_t one = 1;
+  (void)!write(listener->channel->write_fd, &one, 1);
+}
+
+void on_sidr_rep(const wire::CmSidrRep& m) {
+  CmId* id = find_by_local(m.request_id);
+  if (!id || id->state != State::kSidrReqSent) return;
+  id->waiting = false;
+  if (id->destroyed) {
+    id->state = State::kClosed;
+    return;
+  }
+  if (m.status != wire::sidr_status::kSuccess) {
+    id->state = State::kClosed;
+    deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, m.status));
+    return;
+  }
+  id->state = State::kEstablished;
+  id->remote_qpn = m.qpn;
+  id->remote_qkey = m.qkey;
+  Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  copy_private(ev, m.private_data.data(), m.private_data.size(), true);
+  fill_ud_ah(id, ev->ev.param.ud.ah_attr);
+  ev->ev.param.ud.qp_num = m.qpn;
+  ev->ev.param.ud.qkey = m.qkey;
+  deliver(ev);
+}
+
+void on_mad(const std::uint8_t* mad, const wire::Gid16& src) {
+  wire::Bytes b(mad, wire::kMadSize);
+  auto h = wire::parse_mad_header(b);
+  if (!h) return drop("bad MAD header");
+  if (h->mgmt_class != wire::kMgmtClassCm) return drop("not a CM MAD (class unsupported)");
+  switch (static_cast<wire::CmAttr>(h->attr_id)) {
+    case wire::CmAttr::kReq:
+      if (auto m = wire::parse_cm_req(b)) return on_req(*m, src, h->tid);
+      break;
+    case wire::CmAttr::kRep:
+      if (auto m = wire::parse_cm_rep(b)) return on_rep(*m);
+      break;
+    case wire::CmAttr::kRtu:
+      if (auto m = wire::parse_cm_rtu(b)) return on_rtu(*m);
+      break;
+    case wire::CmAttr::kRej:
+      if (auto m = wire::parse_cm_rej(b)) return on_rej(*m);
+      break;
+    case wire::CmAttr::kMra:
+      if (auto m = wire::parse_cm_mra(b)) return on_mra(*m);
+      break;
+    case wire::CmAttr::kDreq:
+      if (auto m = wire::parse_cm_dreq(b)) return on_dreq(*m, src, h->tid);
+      break;
+    case wire::CmAttr::kDrep:
+      if (auto m = wire::parse_cm_drep(b)) return on_drep(*m);
+      break;
+    case wire::CmAttr::kSidrReq:
+      if (auto m = wire::parse_cm_sidr_req(b)) return on_sidr_req(*m, src, h->tid);
+      break;
+    case wire::CmAttr::kSidrRep:
+      if (auto m = wire::parse_cm_sidr_rep(b)) return on_sidr_rep(*m);
+      break;
+    default:
+      return drop("CM attribute not supported (LAP/APR/ClassPortInfo)");
+  }
+  drop("malformed CM message");
+}
+
+// ---- timers
+
+void on_timeout(CmId* id) {
+  if (id->retries_left > 0) {
+    id->retries_left--;
+    id->deadline = Clock::now() + id->resp_timeout;
+    send_mad(id, id->peer_gid);
+    return;
+  }
+  id->waiting = false;
+  switch (id->state) {
+    case State::kReqSent:
+    case State::kRepSent:
+    case State::kSidrReqSent:
+      id->state = State::kClosed;
+      qp_to_err(id);
+      if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+      break;
+    case State::kDreqSent:
+      id->state = State::kTimewait;
+      disconnected(id);
+      break;
+    default:
+      break;
+  }
+}
+
+int run_timers() {
+  const auto now = Clock::now();
+  auto next = now + std::chrono::seconds(1);
+  auto ids = agent().ids;  // handlers may free ids
+  for (CmId* id : ids) {
+    if (id->waiting && id->deadline <= now) on_timeout(id);
+    if (id->timewait && id->timewait_end <= now) {
+      id->timewait = false;
+      if (id->state == State::kTimewait) id->state = State::kClosed;
+      if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
+    }
+    maybe_free(id);
+  }
+  for (CmId* id : agent().ids) {
+    if (id->waiting) next = std::min(next, id->deadline);
+    if (id->timewait) next = std::min(next, id->timewait_end);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+  return static_cast<int>(std::clamp<std::int64_t>(ms + 1, 0, 1000));
+}
+
+void agent_loop() {
+  auto& a = agent();
+  int timeout = 0;
+  for (;;) {
+    epoll_event evs[16];
+    int n = epoll_wait(a.epfd, evs, 16, timeout);
+    std::lock_guard lock(mutex());
+    for (int i = 0; i < n; ++i) {
+      const int fd = evs[i].data.fd;
+      if (fd == a.gsi.fd()) {
+        a.gsi.poll(on_mad);
+      } else if (fd == a.wake_fd) {
+        std::uint64_t v;
+        (void)!read(a.wake_fd, &v, sizeof v);
+      } else {
+        for (CmId* id : a.ids) {
+          if (id->registry_fd == fd) {
+            registry::answer(fd, a.gsi.gid(), id->state == State::kListen && !id->destroyed);
+          }
+        }
+      }
+    }
+    timeout = run_timers();
+  }
+}
+
+bool start(std::string& error) {
+  auto& a = agent();
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  if (!list || n == 0) {
+    error = "no softrdma device";
+    if (list) ibv_free_device_list(list);
+    return false;
+  }
+  a.ctx = ibv_open_device(list[0]);
+  ibv_free_device_list(list);
+  if (!a.ctx) {
+    error = "cannot open the device";
+    return false;
+  }
+  ibv_query_device(a.ctx, &a.dattr);
+  ibv_query_port(a.ctx, 1, &a.pattr);
+  a.node_guid = a.dattr.node_guid;
+  a.pd = ibv_alloc_pd(a.ctx);
+  if (!a.pd || !a.gsi.open(a.ctx, error)) return false;
+  fcntl(a.gsi.fd(), F_SETFL, fcntl(a.gsi.fd(), F_GETFL) | O_NONBLOCK);
+  a.epfd = epoll_create1(EPOLL_CLOEXEC);
+  a.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  for (int fd : {a.gsi.fd(), a.wake_fd}) {
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd;
+    epoll_ctl(a.epfd, EPOLL_CTL_ADD, fd, &ev);
+  }
+  a.next_tid = (static_cast<std::uint64_t>(random_u32()) << 32);
+  std::thread(agent_loop).detach();
+  return true;
+}
+
+}  // namespace
+
+ibv_context* agent_context() {
+  auto& a = agent();
+  if (!a.started) {
+    a.started = true;
+    std::string error;
+    if (!start(error)) {
+      std::fprintf(stderr, "softrdma cm: %s\n", error.c_str());
+      a.start_errno = ENODEV;
+      a.ctx = nullptr;
+    }
+  }
+  if (!a.ctx || a.start_errno) {
+    errno = a.start_errno ? a.start_errno : ENODEV;
+    return nullptr;
+  }
+  return a.ctx;
+}
+
+ibv_pd* agent_pd() { return agent().pd; }
+const wire::Gid16& agent_gid() { return agent().gsi.gid(); }
+
+Event* make_event(CmId* id, rdma_cm_event_type type, int status) {
+  auto* ev = new Event;
+  std::memset(&ev->ev, 0, sizeof ev->ev);
+  ev->ev.id = &id->id;
+  ev->ev.event = type;
+  ev->ev.status = status;
+  ev->owner = id;
+  return ev;
+}
+
+void deliver(Event* ev) {
+  CmId* id = ev->owner;
+  id->events_out++;
+  id->channel->queue.push_back(ev);
+  std::uint8_t one = 1;
+  (void)!write(id->channel->write_fd, &one, 1);
+}
+
+void track(CmId* id) { agent().ids.push_back(id); }
+
+void untrack(CmId* id) {
+  auto& ids = agent().ids;
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+}
+
+void watch_registry(CmId* id) {
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = id->registry_fd;
+  epoll_ctl(agent().epfd, EPOLL_CTL_ADD, id->registry_fd, &ev);
+}
+
+void unwatch_registry(CmId* id) {
+  if (id->registry_fd < 0) return;
+  epoll_ctl(agent().epfd, EPOLL_CTL_DEL, id->registry_fd, nullptr);
+  close(id->registry_fd);
+  id->registry_fd = -1;
+}
+
+void destroy_channel(Channel* c) {
+  close(c->ch.fd);
+  close(c->write_fd);
+  auto queue = std::move(c->queue);
+  delete c;
+  for (Event* e : queue) {
+    e->owner->events_out--;
+    maybe_free(e->owner);
+    delete e;
+  }
+}
+
+void maybe_free(CmId* id) {
+  if (!id->destroyed || id->events_out > 0 || id->waiting) return;
+  untrack(id);
+  unwatch_registry(id);
+  if (id->sync && id->channel) destroy_channel(id->channel);
+  delete id;
+}
+
+void enter_timewait(CmId* id) {
+  id->timewait = true;
+  id->timewait_end = Clock::now() + kTimewait;
+  wake();
+}
+
+namespace {
+std::uint64_t new_tid() { return ++agent().next_tid; }
+}  // namespace
+
+int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
+  auto& a = agent();
+  wire::CmReq m;
+  id->local_comm_id = random_u32();
+  id->local_psn = random_u32() & 0xFFFFFF;
+  id->tid = new_tid();
+  m.local_comm_id = id->local_comm_id;
+  m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
+                                        ntohs(rdma_get_dst_port(&id->id)));
+  m.local_ca_guid = a.node_guid;
+  m.local_qpn = id->id.qp ? id->id.qp->qp_num : id->qp_num;
+  m.responder_resources = id->responder_resources;
+  m.initiator_depth = id->initiator_depth;
+  m.remote_cm_response_timeout = kRespTimeoutCode;
+  m.transport_service_type = id->id.qp_type == IBV_QPT_UC ? 1 : 0;
+  m.starting_psn = id->local_psn;
+  m.local_cm_response_timeout = kRespTimeoutCode;
+  m.retry_count = id->retry_count & 7;
+  m.path_mtu = id->path_mtu;
+  m.rnr_retry_count = id->rnr_retry_count & 7;
+  m.max_cm_retries = kMaxCmRetries;
+  m.srq = id->id.qp ? id->id.qp->srq != nullptr : id->srq;
+  m.primary.local_gid = a.gsi.gid();
+  m.primary.remote_gid = id->peer_gid;
+  m.primary.traffic_class = id->tos;
+  m.primary.hop_limit = 64;
+  m.primary.packet_rate = 0x10;  // 100 Gb/s-class, informational
+  m.primary.subnet_local = true;
+  m.primary.local_ack_timeout = id->ack_timeout;
+  wire::IpCmHeader h;
+  const sockaddr* src = &id->id.route.addr.src_addr;
+  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.src_port = ntohs(rdma_get_src_port(&id->id));
+  h.src_addr = gid_of(src);
+  h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
+  if (h.ip_version == 4) {  // the IPv4 form keeps the address in the last four bytes only
+    h.src_addr[10] = h.src_addr[11] = 0;
+    h.dst_addr[10] = h.dst_addr[11] = 0;
+  }
+  wire::build_ip_cm_header(m.private_data, h);
+  std::memcpy(m.private_data.data() + wire::kIpCmHeaderSize, pdata,
+              std::min(len, wire::kReqPrivate - wire::kIpCmHeaderSize));
+  wire::build_cm_req(id->last_mad, id->tid, m);
+  id->state = State::kReqSent;
+  return send_and_wait(id);
+}
+
+int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len) {
+  auto& a = agent();
+  wire::CmRep m;
+  m.local_comm_id = id->local_comm_id;
+  m.remote_comm_id = id->remote_comm_id;
+  m.local_qpn = id->id.qp ? id->id.qp->qp_num : id->qp_num;
+  m.starting_psn = id->local_psn;
+  m.responder_resources = id->responder_resources;
+  m.initiator_depth = id->initiator_depth;
+  m.rnr_retry_count = id->rnr_retry_count & 7;
+  m.srq = id->id.qp ? id->id.qp->srq != nullptr : id->srq;
+  m.local_ca_guid = a.node_guid;
+  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kRepPrivate));
+  wire::build_cm_rep(id->last_mad, id->tid, m);
+  id->state = State::kRepSent;
+  id->answer_sent = true;
+  return send_and_wait(id);
+}
+
+int send_rtu(CmId* id) {
+  wire::CmRtu m;
+  m.local_comm_id = id->local_comm_id;
+  m.remote_comm_id = id->remote_comm_id;
+  wire::build_cm_rtu(id->last_mad, id->tid, m);
+  id->answer_sent = true;
+  return send_mad(id, id->peer_gid);
+}
+
+int send_rej(CmId* id, std::uint16_t reason, const std::uint8_t* pdata, std::size_t len) {
+  wire::CmRej m;
+  m.local_comm_id = id->local_comm_id;
+  m.remote_comm_id = id->remote_comm_id;
+  m.message_rejected = id->state == State::kReqRcvd ? 0 : 1;
+  m.reason = reason;
+  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kRejPrivate));
+  std::array<std::uint8_t, wire::kMadSize> mad;
+  wire::build_cm_rej(mad, id->tid, m);
+  return agent().gsi.send(id->peer_gid, mad.data(), id->tos);
+}
+
+int send_dreq(CmId* id) {
+  wire::CmDreq m;
+  m.local_comm_id = id->local_comm_id;
+  m.remote_comm_id = id->remote_comm_id;
+  m.remote_qpn = id->remote_qpn;
+  id->tid = new_tid();
+  wire::build_cm_dreq(id->last_mad, id->tid, m);
+  id->state = State::kDreqSent;
+  return send_and_wait(id);
+}
+
+int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
+  wire::CmSidrReq m;
+  id->local_comm_id = random_u32();
+  id->tid = new_tid();
+  m.request_id = id->local_comm_id;
+  m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
+                                        ntohs(rdma_get_dst_port(&id->id)));
+  wire::IpCmHeader h;
+  const sockaddr* src = &id->id.route.addr.src_addr;
+  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.src_port = ntohs(rdma_get_src_port(&id->id));
+  h.src_addr = gid_of(src);
+  h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
+  if (h.ip_version == 4) {
+    h.src_addr[10] = h.src_addr[11] = 0;
+    h.dst_addr[10] = h.dst_addr[11] = 0;
+  }
+  wire::build_ip_cm_header(m.private_data, h);
+  std::memcpy(m.private_data.data() + wire::kIpCmHeaderSize, pdata,
+              std::min(len, wire::kSidrReqPrivate - wire::kIpCmHeaderSize));
+  wire::build_cm_sidr_req(id->last_mad, id->tid, m);
+  id->state = State::kSidrReqSent;
+  return send_and_wait(id);
+}
+
+int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std::size_t len) {
+  wire::CmSidrRep m;
+  m.request_id = id->remote_comm_id;
+  m.status = status;
+  m.qpn = id->id.qp ? id->id.qp->qp_num : id->qp_num;
+  m.qkey = RDMA_UDP_QKEY;
+  m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
+                                        ntohs(rdma_get_src_port(&id->id)));
+  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kSidrRepPrivate));
+  wire::build_cm_sidr_rep(id->last_mad, id->tid, m);
+  id->answer_sent = true;
+  id->state = status == wire::sidr_status::kSuccess ? State::kEstablished : State::kClosed;
+  return send_mad(id, id->peer_gid);
+}
+
+int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
+  const bool ud = id->id.qp_type == IBV_QPT_UD;
+  const bool rc = id->id.qp_type == IBV_QPT_RC;
+  switch (attr->qp_state) {
+    case IBV_QPS_INIT:
+      attr->pkey_index = 0;
+      attr->port_num = 1;
+      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+      if (ud) {
+        attr->qkey = RDMA_UDP_QKEY;
+        *mask |= IBV_QP_QKEY;
+      } else {
+        attr->qp_access_flags = 0;
+        if (id->state != State::kIdle && id->state != State::kBound &&
+            id->state != State::kAddrResolved && id->state != State::kRouteResolved) {
+          attr->qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+          if (id->responder_resources) {
+            attr->qp_access_flags |= IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+          }
+        }
+        *mask |= IBV_QP_ACCESS_FLAGS;
+      }
+      return 0;
+    case IBV_QPS_RTR:
+      *mask = IBV_QP_STATE;
+      if (ud) return 0;
+      if (id->remote_qpn == 0) return EINVAL;  // not connected yet
+      std::memset(&attr->ah_attr, 0, sizeof attr->ah_attr);
+      attr->ah_attr.is_global = 1;
+      std::memcpy(attr->ah_attr.grh.dgid.raw, id->peer_gid.data(), 16);
+      attr->ah_attr.grh.sgid_index = 0;
+      attr->ah_attr.grh.hop_limit = 64;
+      attr->ah_attr.grh.traffic_class = id->tos;
+      attr->ah_attr.port_num = 1;
+      attr->path_mtu = id->path_mtu ? static_cast<ibv_mtu>(id->path_mtu) : IBV_MTU_1024;
+      attr->dest_qp_num = id->remote_qpn;
+      attr->rq_psn = id->remote_psn;
+      *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+      if (rc) {
+        attr->max_dest_rd_atomic = id->responder_resources;
+        attr->min_rnr_timer = 0;
+        *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      }
+      return 0;
+    case IBV_QPS_RTS:
+      *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+      attr->sq_psn = ud ? 0 : id->local_psn;
+      if (rc) {
+        attr->timeout = id->ack_timeout;
+        attr->retry_cnt = id->retry_count & 7;
+        attr->rnr_retry = id->rnr_retry_count & 7;
+        attr->max_rd_atomic = id->initiator_depth;
+        *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+      }
+      return 0;
+    default:
+      return EINVAL;
+  }
+}
+
+int qp_to_rtr_rts(CmId* id) {
+  if (!id->id.qp) return 0;
+  ibv_qp_attr attr{};
+  int mask = 0;
+  for (ibv_qp_state s : {IBV_QPS_INIT, IBV_QPS_RTR, IBV_QPS_RTS}) {
+    std::memset(&attr, 0, sizeof attr);
+    attr.qp_state = s;
+    int rc = init_qp_attr(id, &attr, &mask);
+    if (!rc) rc = ibv_modify_qp(id->id.qp, &attr, mask);
+    if (rc) return rc;
+  }
+  return 0;
+}
+
+int qp_to_err(CmId* id) {
+  if (!id->id.qp) return 0;
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  return ibv_modify_qp(id->id.qp, &attr, IBV_QP_STATE);
+}
+
+wire::Gid16 gid_of(const sockaddr* addr) {
+  wire::Gid16 g{};
+  if (addr->sa_family == AF_INET) {
+    g[10] = g[11] = 0xFF;
+    std::memcpy(g.data() + 12, &reinterpret_cast<const sockaddr_in*>(addr)->sin_addr, 4);
+  } else if (addr->sa_family == AF_INET6) {
+    std::memcpy(g.data(), &reinterpret_cast<const sockaddr_in6*>(addr)->sin6_addr, 16);
+  }
+  return g;
+}
+
+void sockaddr_of(const wire::Gid16& gid, std::uint16_t port, sockaddr_storage& out) {
+  std::memset(&out, 0, sizeof out);
+  const bool v4 = std::all_of(gid.begin(), gid.begin() + 10, [](auto b) { return b == 0; }) &&
+                  ((gid[10] == 0xFF && gid[11] == 0xFF) || (gid[10] == 0 && gid[11] == 0));
+  if (v4) {
+    auto* s = reinterpret_cast<sockaddr_in*>(&out);
+    s->sin_family = AF_INET;
+    s->sin_port = htons(port);
+    std::memcpy(&s->sin_addr, gid.data() + 12, 4);
+  } else {
+    auto* s = reinterpret_cast<sockaddr_in6*>(&out);
+    s->sin6_family = AF_INET6;
+    s->sin6_port = htons(port);
+    std::memcpy(&s->sin6_addr, gid.data(), 16);
+  }
+}
+
+}  // namespace softrdma::cm

@@ -1,0 +1,55 @@
+// The process's CM agent: one thread that owns the GSI QP, answers registry queries,
+// runs the IB CM protocol (REQ/REP/RTU/REJ/MRA/DREQ/DREP, SIDR) for every rdma_cm_id,
+// retransmits and times out, and queues rdma_cm events on the ids' channels.
+// Functions here expect cm::mutex() held unless they say otherwise.
+#pragma once
+
+#include <string>
+
+#include "cm/state.h"
+
+namespace softrdma::cm {
+
+// Starts the agent on first use (takes the lock itself). nullptr context and errno set
+// when the device cannot start.
+ibv_context* agent_context();
+ibv_pd* agent_pd();
+const wire::Gid16& agent_gid();
+
+// Events.
+Event* make_event(CmId* id, rdma_cm_event_type type, int status);
+void deliver(Event* ev);  // queues on the id's channel and makes its fd readable
+
+// Ids known to the agent (every live CmId).
+void track(CmId* id);
+void untrack(CmId* id);
+// A bound id's registry socket starts (or stops) being answered.
+void watch_registry(CmId* id);
+void unwatch_registry(CmId* id);
+
+// Protocol actions on an id.
+int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len);
+int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len);
+int send_rtu(CmId* id);
+int send_rej(CmId* id, std::uint16_t reason, const std::uint8_t* pdata, std::size_t len);
+int send_dreq(CmId* id);
+int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len);
+int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std::size_t len);
+// Ends a connection locally: timewait, then TIMEWAIT_EXIT if the id still exists.
+void enter_timewait(CmId* id);
+
+// QP transitions the way librdmacm makes them (rdma_init_qp_attr's values).
+int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask);
+int qp_to_rtr_rts(CmId* id);  // INIT (again, with the final access flags), RTR, RTS
+int qp_to_err(CmId* id);
+
+// Closes a channel, dropping the events still queued on it.
+void destroy_channel(Channel* c);
+// Frees the id if it is destroyed and no event refers to it.
+void maybe_free(CmId* id);
+
+// An address as a GID (IPv4-mapped for IPv4) and back.
+wire::Gid16 gid_of(const sockaddr* addr);
+void sockaddr_of(const wire::Gid16& gid, std::uint16_t port, sockaddr_storage& out);
+
+}  // namespace softrdma::cm

@@ -1,0 +1,919 @@
+// The rdma_cm calls of rdma-core 44's librdmacm.so.1 (RDMACM_1.0 … 1.3) over the CM agent.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "cm/agent.h"
+#include "cm/registry.h"
+
+using namespace softrdma;
+using namespace softrdma::cm;
+
+namespace {
+
+int fail(int err) {
+  errno = err;
+  return -1;
+}
+
+socklen_t addr_len(const sockaddr* a) {
+  if (!a) return 0;
+  if (a->sa_family == AF_INET) return sizeof(sockaddr_in);
+  if (a->sa_family == AF_INET6) return sizeof(sockaddr_in6);
+  return 0;
+}
+
+std::uint16_t port_of(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return 0;
+}
+
+void set_port(sockaddr* a, std::uint16_t port) {
+  if (a->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(port);
+  if (a->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
+}
+
+bool is_multicast(const sockaddr* a) {
+  if (a->sa_family == AF_INET) {
+    return IN_MULTICAST(ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr));
+  }
+  if (a->sa_family == AF_INET6) {
+    return IN6_IS_ADDR_MULTICAST(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  }
+  return false;
+}
+
+ibv_qp_type qp_type_of(rdma_port_space ps) {
+  return (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) ? IBV_QPT_UD : IBV_QPT_RC;
+}
+
+// For ids created without a channel: waits for the event the call started and turns
+// its status into the call's result, as librdmacm does.
+int complete(CmId* c) {
+  if (!c->sync) return 0;
+  if (c->id.event) {
+    rdma_ack_cm_event(c->id.event);
+    c->id.event = nullptr;
+  }
+  if (rdma_get_cm_event(c->id.channel, &c->id.event) != 0) return -1;
+  const rdma_cm_event* ev = c->id.event;
+  if (ev->status) {
+    if (ev->event == RDMA_CM_EVENT_REJECTED) return fail(ECONNREFUSED);
+    return fail(ev->status < 0 ? -ev->status : ev->status);
+  }
+  return 0;
+}
+
+// Binds `c` to `addr` (port 0: an ephemeral one). Caller holds the lock.
+int bind_locked(CmId* c, const sockaddr* addr) {
+  const socklen_t len = addr_len(addr);
+  if (!len) return EAFNOSUPPORT;
+  if (c->registry_fd >= 0) return EINVAL;
+  if (!registry::is_local(addr)) return EADDRNOTAVAIL;
+  std::uint16_t port = port_of(addr);
+  int fd = registry::claim(static_cast<std::uint16_t>(c->id.ps), addr, port);
+  if (fd < 0) return -fd;
+  c->registry_fd = fd;
+  c->wildcard = registry::is_wildcard(addr);
+  std::memcpy(&c->id.route.addr.src_storage, addr, len);
+  set_port(&c->id.route.addr.src_addr, port);
+  c->id.verbs = agent_context();
+  c->id.pd = agent_pd();
+  c->id.port_num = 1;
+  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, agent_gid().data(), 16);
+  c->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+  if (c->state == State::kIdle) c->state = State::kBound;
+  watch_registry(c);
+  return 0;
+}
+
+// Where the CM agent that answers for `dst` is: a local listener's device, our own
+// device when nobody on this host holds the port (our agent then rejects the REQ), or
+// the address itself for another host.
+wire::Gid16 peer_for(CmId* c, const sockaddr* dst) {
+  if (is_multicast(dst)) return gid_of(dst);
+  if (registry::is_local(dst)) {
+    auto ans = registry::lookup(static_cast<std::uint16_t>(c->id.ps), dst, port_of(dst));
+    if (ans.found && ans.gid != wire::Gid16{}) return ans.gid;
+    return agent_gid();
+  }
+  return gid_of(dst);
+}
+
+ibv_mtu active_mtu() {
+  ibv_port_attr pa{};
+  if (agent_context() && ibv_query_port(agent_context(), 1, &pa) == 0) return pa.active_mtu;
+  return IBV_MTU_1024;
+}
+
+void destroy_cqs(rdma_cm_id* id) {
+  if (id->recv_cq) ibv_destroy_cq(id->recv_cq);
+  if (id->recv_cq_channel) ibv_destroy_comp_channel(id->recv_cq_channel);
+  if (id->send_cq && id->send_cq != id->recv_cq) ibv_destroy_cq(id->send_cq);
+  if (id->send_cq_channel) ibv_destroy_comp_channel(id->send_cq_channel);
+  id->recv_cq = id->send_cq = nullptr;
+  id->recv_cq_channel = id->send_cq_channel = nullptr;
+}
+
+int create_cqs(rdma_cm_id* id, std::uint32_t send_size, std::uint32_t recv_size) {
+  if (recv_size) {
+    id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
+    id->recv_cq = id->recv_cq_channel
+                      ? ibv_create_cq(id->verbs, static_cast<int>(recv_size), id, id->recv_cq_channel, 0)
+                      : nullptr;
+    if (!id->recv_cq) goto err;
+  }
+  if (send_size) {
+    id->send_cq_channel = ibv_create_comp_channel(id->verbs);
+    id->send_cq = id->send_cq_channel
+                      ? ibv_create_cq(id->verbs, static_cast<int>(send_size), id, id->send_cq_channel, 0)
+                      : nullptr;
+    if (!id->send_cq) goto err;
+  }
+  return 0;
+err:
+  destroy_cqs(id);
+  return -1;
+}
+
+}  // namespace
+
+extern "C" {
+
+rdma_event_channel* rdma_create_event_channel(void) {
+  int fds[2];
+  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
+  auto* c = new Channel;
+  c->ch.fd = fds[0];
+  c->write_fd = fds[1];
+  return &c->ch;
+}
+
+void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (!channel) return;
+  std::lock_guard lock(mutex());
+  destroy_channel(cm::channel(channel));
+}
+
+int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
+                   rdma_port_space ps) {
+  if (!id) return fail(EINVAL);
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_UDP && ps != RDMA_PS_IPOIB && ps != RDMA_PS_IB) {
+    return fail(EINVAL);
+  }
+  {
+    std::lock_guard lock(mutex());
+    if (!agent_context()) return -1;
+  }
+  auto* c = new CmId;
+  std::memset(&c->id, 0, sizeof c->id);
+  if (!channel) {
+    channel = rdma_create_event_channel();
+    if (!channel) {
+      delete c;
+      return -1;
+    }
+    c->sync = true;
+  }
+  c->channel = cm::channel(channel);
+  c->id.channel = channel;
+  c->id.context = context;
+  c->id.ps = ps;
+  c->id.qp_type = qp_type_of(ps);
+  std::lock_guard lock(mutex());
+  track(c);
+  *id = &c->id;
+  return 0;
+}
+
+int rdma_destroy_id(rdma_cm_id* id) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  if (c->sync && id->event) {
+    rdma_ack_cm_event(id->event);
+    id->event = nullptr;
+  }
+  std::lock_guard lock(mutex());
+  switch (c->state) {
+    case State::kEstablished:
+    case State::kRepSent:
+    case State::kRepRcvd:
+      if (id->qp_type != IBV_QPT_UD) {
+        qp_to_err(c);
+        send_dreq(c);
+      }
+      break;
+    case State::kReqRcvd:
+      send_rej(c, wire::rej_reason::kConsumerDefined, nullptr, 0);
+      break;
+    case State::kSidrReqRcvd:
+      send_sidr_rep(c, wire::sidr_status::kRejected, nullptr, 0);
+      break;
+    case State::kReqSent:
+    case State::kSidrReqSent:
+      c->waiting = false;
+      break;
+    default:
+      break;
+  }
+  if (c->state == State::kDreqSent && c->id.qp_type != IBV_QPT_UD) {
+    // keep retransmitting the DREQ; the id is freed when that ends
+  }
+  for (auto& m : c->mcast) {
+    if (m.attached && id->qp) {
+      ibv_gid g;
+      std::memcpy(g.raw, m.mgid.data(), 16);
+      ibv_detach_mcast(id->qp, &g, 0);
+    }
+  }
+  c->mcast.clear();
+  unwatch_registry(c);
+  delete id->route.path_rec;
+  id->route.path_rec = nullptr;
+  c->destroyed = true;
+  c->timewait = false;
+  maybe_free(c);
+  return 0;
+}
+
+int rdma_bind_addr(rdma_cm_id* id, sockaddr* addr) {
+  if (!id || !addr) return fail(EINVAL);
+  std::lock_guard lock(mutex());
+  int rc = bind_locked(cm_id(id), addr);
+  return rc ? fail(rc) : 0;
+}
+
+int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, int timeout_ms) {
+  (void)timeout_ms;
+  if (!id || !addr_len(dst_addr) || (src_addr && !addr_len(src_addr))) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  {
+    std::lock_guard lock(mutex());
+    if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
+    if (c->registry_fd < 0) {
+      sockaddr_storage src{};
+      if (src_addr) {
+        std::memcpy(&src, src_addr, addr_len(src_addr));
+      } else {  // the device's own address, an ephemeral port
+        sockaddr_of(agent_gid(), 0, src);
+      }
+      int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));
+      if (rc) return fail(rc);
+    }
+    std::memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
+    int status = 0;
+    if (!is_multicast(dst_addr) && !registry::is_local(dst_addr)) {
+      // Another host: it must at least be routable from here.
+      int fd = socket(dst_addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+      sockaddr_storage probe{};
+      std::memcpy(&probe, dst_addr, addr_len(dst_addr));
+      set_port(reinterpret_cast<sockaddr*>(&probe), 4791);
+      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst_addr)) != 0) {
+        status = -errno;
+      }
+      if (fd >= 0) close(fd);
+    }
+    Event* ev;
+    if (status) {
+      ev = make_event(c, RDMA_CM_EVENT_ADDR_ERROR, status);
+    } else {
+      c->peer_gid = peer_for(c, dst_addr);
+      std::memcpy(id->route.addr.addr.ibaddr.dgid.raw, c->peer_gid.data(), 16);
+      c->state = State::kAddrResolved;
+      ev = make_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
+    }
+    deliver(ev);
+  }
+  return complete(c);
+}
+
+int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
+  (void)timeout_ms;
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  const ibv_mtu mtu = active_mtu();
+  {
+    std::lock_guard lock(mutex());
+    if (c->state != State::kAddrResolved) return fail(EINVAL);
+    c->path_mtu = static_cast<std::uint8_t>(mtu);
+    if (!id->route.path_rec) id->route.path_rec = new ibv_sa_path_rec;
+    ibv_sa_path_rec& p = *id->route.path_rec;
+    std::memset(&p, 0, sizeof p);
+    p.dgid = id->route.addr.addr.ibaddr.dgid;
+    p.sgid = id->route.addr.addr.ibaddr.sgid;
+    p.hop_limit = 64;
+    p.traffic_class = c->tos;
+    p.reversible = 1;
+    p.numb_path = 1;
+    p.pkey = htons(0xFFFF);
+    p.mtu_selector = 2;  // exactly
+    p.mtu = static_cast<std::uint8_t>(mtu);
+    p.rate_selector = 2;
+    p.rate = 7;  // 40 Gb/s-class: informational
+    p.packet_life_time_selector = 2;
+    p.packet_life_time = 14;
+    id->route.num_paths = 1;
+    c->state = State::kRouteResolved;
+    deliver(make_event(c, RDMA_CM_EVENT_ROUTE_RESOLVED, 0));
+  }
+  return complete(c);
+}
+
+int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
+  if (!id || !attr || id->qp) return fail(EINVAL);
+  if (!id->verbs) return fail(EINVAL);  // neither bound nor resolved: no device yet
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) {
+    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
+    attr->pd = id->pd;
+  } else if (attr->pd->context != id->verbs) {
+    return fail(EINVAL);
+  }
+  if ((id->recv_cq && attr->recv_cq && id->recv_cq != attr->recv_cq) ||
+      (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq)) {
+    return fail(EINVAL);
+  }
+  if (create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
+                 attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr) != 0) {
+    return -1;
+  }
+  if (!attr->send_cq) attr->send_cq = id->send_cq;
+  if (!attr->recv_cq) attr->recv_cq = id->recv_cq;
+  if (id->srq && !attr->srq) attr->srq = id->srq;
+  ibv_qp* qp = ibv_create_qp_ex(id->verbs, attr);
+  if (!qp) {
+    destroy_cqs(id);
+    return -1;
+  }
+  CmId* c = cm_id(id);
+  int rc = 0;
+  {
+    std::lock_guard lock(mutex());
+    ibv_qp_attr a{};
+    int mask = 0;
+    a.qp_state = IBV_QPS_INIT;
+    rc = init_qp_attr(c, &a, &mask);
+    if (!rc) rc = ibv_modify_qp(qp, &a, mask);
+    if (!rc && attr->qp_type == IBV_QPT_UD) {
+      a.qp_state = IBV_QPS_RTR;
+      rc = ibv_modify_qp(qp, &a, IBV_QP_STATE);
+      a.qp_state = IBV_QPS_RTS;
+      a.sq_psn = 0;
+      if (!rc) rc = ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+    }
+  }
+  if (rc) {
+    ibv_destroy_qp(qp);
+    destroy_cqs(id);
+    return fail(rc);
+  }
+  id->pd = qp->pd;
+  id->qp = qp;
+  return 0;
+}
+
+int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
+  if (!id || !qp_init_attr) return fail(EINVAL);
+  ibv_qp_init_attr_ex ax{};
+  std::memcpy(&ax, qp_init_attr, sizeof *qp_init_attr);
+  ax.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ax.pd = pd ? pd : id->pd;
+  int rc = rdma_create_qp_ex(id, &ax);
+  std::memcpy(qp_init_attr, &ax, sizeof *qp_init_attr);
+  return rc;
+}
+
+void rdma_destroy_qp(rdma_cm_id* id) {
+  if (!id) return;
+  if (id->qp) ibv_destroy_qp(id->qp);
+  id->qp = nullptr;
+  destroy_cqs(id);
+}
+
+int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  ibv_device_attr da{};
+  if (id->verbs) ibv_query_device(id->verbs, &da);
+  {
+    std::lock_guard lock(mutex());
+    if (c->state != State::kRouteResolved && c->state != State::kAddrResolved) {
+      return fail(EINVAL);
+    }
+    if (id->ps == RDMA_PS_TCP && !id->qp && !param) return fail(EINVAL);
+    const std::size_t room = id->qp_type == IBV_QPT_UD
+                                 ? wire::kSidrReqPrivate - wire::kIpCmHeaderSize
+                                 : wire::kReqPrivate - wire::kIpCmHeaderSize;
+    if (param && param->private_data_len > room) return fail(EINVAL);
+    if (c->path_mtu == 0) c->path_mtu = static_cast<std::uint8_t>(active_mtu());
+    const sockaddr* dst = &id->route.addr.dst_addr;
+    if (registry::is_local(dst)) c->peer_gid = peer_for(c, dst);  // the listener may be new
+    const auto* pdata = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
+    const std::size_t plen = param && pdata ? param->private_data_len : 0;
+    int rc;
+    if (id->qp_type == IBV_QPT_UD) {
+      rc = send_sidr_req(c, pdata, plen);
+    } else {
+      c->initiator_depth = static_cast<std::uint8_t>(
+          (!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH)
+              ? std::min(da.max_qp_init_rd_atom, 255)
+              : param->initiator_depth);
+      c->responder_resources = static_cast<std::uint8_t>(
+          (!param || param->responder_resources == RDMA_MAX_RESP_RES)
+              ? std::min(da.max_qp_rd_atom, 255)
+              : param->responder_resources);
+      c->retry_count = param ? param->retry_count : 7;
+      c->rnr_retry_count = param ? param->rnr_retry_count : 7;
+      c->qp_num = param ? param->qp_num : 0;
+      c->srq = param ? param->srq != 0 : false;
+      rc = send_req(c, pdata, plen);
+    }
+    if (rc) return fail(rc);
+  }
+  return complete(c);
+}
+
+int rdma_establish(rdma_cm_id* id) {
+  if (!id || id->qp) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  if (c->state != State::kRepRcvd) return fail(EINVAL);
+  int rc = send_rtu(c);
+  if (rc) return fail(rc);
+  c->state = State::kEstablished;
+  return 0;
+}
+
+int rdma_listen(rdma_cm_id* id, int backlog) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  if (c->registry_fd < 0) {  // listening unbound: the wildcard address, any port
+    sockaddr_in any{};
+    any.sin_family = AF_INET;
+    int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&any));
+    if (rc) return fail(rc);
+  }
+  if (c->state != State::kBound) return fail(EINVAL);
+  c->backlog = backlog > 0 ? backlog : 1024;
+  c->state = State::kListen;
+  return 0;
+}
+
+int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
+  if (!listen || !id) return fail(EINVAL);
+  CmId* l = cm_id(listen);
+  if (!l->sync) return fail(EINVAL);
+  if (listen->event) {
+    rdma_ack_cm_event(listen->event);
+    listen->event = nullptr;
+  }
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(listen->channel, &ev) != 0) return -1;
+  int err = 0;
+  if (ev->event == RDMA_CM_EVENT_REJECTED) err = ECONNREFUSED;
+  else if (ev->status) err = ev->status < 0 ? -ev->status : ev->status;
+  else if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) err = EINVAL;
+  if (!err && l->ep_qp_attr) {
+    ibv_qp_init_attr attr = *l->ep_qp_attr;
+    if (rdma_create_qp(ev->id, listen->pd, &attr) != 0) err = errno;
+  }
+  if (err) {
+    listen->event = ev;
+    return fail(err);
+  }
+  *id = ev->id;
+  (*id)->event = ev;
+  return 0;
+}
+
+int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  ibv_device_attr da{};
+  ibv_query_device(id->verbs, &da);
+  {
+    std::lock_guard lock(mutex());
+    const auto* pdata = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
+    const std::size_t plen = param && pdata ? param->private_data_len : 0;
+    if (c->state == State::kSidrReqRcvd) {
+      if (!id->qp && param) c->qp_num = param->qp_num;
+      int rc = send_sidr_rep(c, wire::sidr_status::kSuccess, pdata, plen);
+      return rc ? fail(rc) : 0;
+    }
+    if (c->state != State::kReqRcvd) return fail(EINVAL);
+    if (id->ps == RDMA_PS_TCP && !id->qp && !param) return fail(EINVAL);
+    if (plen > wire::kRepPrivate) return fail(EINVAL);
+    if (!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH) {
+      c->initiator_depth = static_cast<std::uint8_t>(
+          std::min<int>(c->initiator_depth, da.max_qp_init_rd_atom));
+    } else {
+      c->initiator_depth = param->initiator_depth;
+    }
+    if (!param || param->responder_resources == RDMA_MAX_RESP_RES) {
+      c->responder_resources = static_cast<std::uint8_t>(
+          std::min<int>(c->responder_resources, da.max_qp_rd_atom));
+    } else {
+      c->responder_resources = param->responder_resources;
+    }
+    if (param) {
+      c->rnr_retry_count = param->rnr_retry_count;
+      if (!id->qp) {
+        c->qp_num = param->qp_num;
+        c->srq = param->srq != 0;
+      }
+    }
+    c->local_psn = c->local_psn ? c->local_psn : 1;
+    int rc = qp_to_rtr_rts(c);
+    if (rc) {
+      qp_to_err(c);
+      return fail(rc);
+    }
+    rc = send_rep(c, pdata, plen);
+    if (rc) return fail(rc);
+  }
+  return complete(c);
+}
+
+static int reject_common(rdma_cm_id* id, const void* private_data, uint8_t len) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  const auto* p = static_cast<const std::uint8_t*>(private_data);
+  if (c->state == State::kSidrReqRcvd) {
+    send_sidr_rep(c, wire::sidr_status::kRejected, p, p ? len : 0);
+    return 0;
+  }
+  if (c->state != State::kReqRcvd) return fail(EINVAL);
+  if (len > wire::kRejPrivate) return fail(EINVAL);
+  send_rej(c, wire::rej_reason::kConsumerDefined, p, p ? len : 0);
+  c->state = State::kClosed;
+  return 0;
+}
+
+int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return reject_common(id, private_data, private_data_len);
+}
+
+int rdma_reject_ece(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
+  return reject_common(id, private_data, private_data_len);
+}
+
+int rdma_notify(rdma_cm_id* id, ibv_event_type event) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  // Data arrived before the RTU: the connection is established (IBTA 12.9.7.1).
+  if (event == IBV_EVENT_COMM_EST && c->state == State::kRepSent) {
+    c->waiting = false;
+    c->state = State::kEstablished;
+    deliver(make_event(c, RDMA_CM_EVENT_ESTABLISHED, 0));
+  }
+  return 0;
+}
+
+int rdma_disconnect(rdma_cm_id* id) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  {
+    std::lock_guard lock(mutex());
+    if (id->qp_type == IBV_QPT_UD) return fail(EINVAL);
+    qp_to_err(c);
+    switch (c->state) {
+      case State::kEstablished:
+      case State::kRepSent:
+      case State::kRepRcvd: {
+        int rc = send_dreq(c);
+        if (rc) return fail(rc);
+        break;
+      }
+      case State::kDreqSent:
+      case State::kTimewait:
+      case State::kClosed:
+        // The peer disconnected first: its DISCONNECTED event is already queued (or read).
+        if (!c->sync || c->channel->queue.empty()) return 0;
+        break;
+      default:
+        return fail(EINVAL);
+    }
+  }
+  return complete(c);
+}
+
+int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
+  if (!channel || !event) return fail(EINVAL);
+  Channel* ch = cm::channel(channel);
+  std::uint8_t b;
+  for (;;) {
+    ssize_t n = read(ch->ch.fd, &b, 1);
+    if (n == 1) break;
+    if (n < 0 && errno == EINTR) continue;
+    if (n == 0) return fail(ENODATA);
+    return -1;  // EAGAIN on a non-blocking channel
+  }
+  std::lock_guard lock(mutex());
+  if (ch->queue.empty()) return fail(EAGAIN);
+  Event* e = ch->queue.front();
+  ch->queue.pop_front();
+  *event = &e->ev;
+  return 0;
+}
+
+int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (!event) return fail(EINVAL);
+  auto* e = reinterpret_cast<Event*>(event);
+  std::lock_guard lock(mutex());
+  e->owner->events_out--;
+  maybe_free(e->owner);
+  delete e;
+  return 0;
+}
+
+int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
+  if (!id) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  bool sync = false;
+  if (!channel) {
+    channel = rdma_create_event_channel();
+    if (!channel) return -1;
+    sync = true;
+  }
+  std::lock_guard lock(mutex());
+  Channel* old = c->channel;
+  const bool old_private = c->sync;
+  // Events of this id still queued move along with it.
+  std::deque<Event*> keep, moved;
+  for (Event* e : old->queue) (e->owner == c ? moved : keep).push_back(e);
+  std::uint8_t b;
+  for (std::size_t i = 0; i < moved.size(); ++i) (void)!read(old->ch.fd, &b, 1);
+  old->queue = std::move(keep);
+  c->channel = cm::channel(channel);
+  c->sync = sync;
+  id->channel = channel;
+  for (Event* e : moved) {
+    c->channel->queue.push_back(e);
+    b = 1;
+    (void)!write(c->channel->write_fd, &b, 1);
+  }
+  if (old_private && old->queue.empty()) {
+    close(old->ch.fd);
+    close(old->write_fd);
+    delete old;
+  }
+  return 0;
+}
+
+int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
+  if (!id || !optval) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  if (level == RDMA_OPTION_ID) {
+    switch (optname) {
+      case RDMA_OPTION_ID_TOS:
+        if (optlen != sizeof(std::uint8_t)) return fail(EINVAL);
+        c->tos = *static_cast<std::uint8_t*>(optval);
+        c->tos_set = true;
+        return 0;
+      case RDMA_OPTION_ID_REUSEADDR:
+      case RDMA_OPTION_ID_AFONLY:
+        if (optlen != sizeof(int)) return fail(EINVAL);
+        return 0;  // accepted; ports are released as soon as their id is destroyed
+      case RDMA_OPTION_ID_ACK_TIMEOUT:
+        if (optlen != sizeof(std::uint8_t)) return fail(EINVAL);
+        c->ack_timeout = *static_cast<std::uint8_t*>(optval);
+        return 0;
+      default:
+        return fail(ENOSYS);
+    }
+  }
+  if (level == RDMA_OPTION_IB) return fail(ENOSYS);  // explicit IB paths: not on RoCE here
+  return fail(EINVAL);
+}
+
+__be16 rdma_get_src_port(rdma_cm_id* id) {
+  const sockaddr* a = &id->route.addr.src_addr;
+  if (a->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(a)->sin_port;
+  if (a->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(a)->sin6_port;
+  return 0;
+}
+
+__be16 rdma_get_dst_port(rdma_cm_id* id) {
+  const sockaddr* a = &id->route.addr.dst_addr;
+  if (a->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(a)->sin_port;
+  if (a->sa_family == AF_INET6) return reinterpret_cast<const sockaddr_in6*>(a)->sin6_port;
+  return 0;
+}
+
+ibv_context** rdma_get_devices(int* num_devices) {
+  ibv_context* ctx;
+  {
+    std::lock_guard lock(mutex());
+    ctx = agent_context();
+  }
+  auto** list = static_cast<ibv_context**>(std::calloc(2, sizeof(ibv_context*)));
+  if (!list) return nullptr;
+  list[0] = ctx;
+  if (num_devices) *num_devices = ctx ? 1 : 0;
+  return list;
+}
+
+void rdma_free_devices(ibv_context** list) { std::free(list); }
+
+const char* rdma_event_str(rdma_cm_event_type event) {
+  static const char* const names[] = {
+      "RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",
+      "RDMA_CM_EVENT_ROUTE_RESOLVED",   "RDMA_CM_EVENT_ROUTE_ERROR",
+      "RDMA_CM_EVENT_CONNECT_REQUEST",  "RDMA_CM_EVENT_CONNECT_RESPONSE",
+      "RDMA_CM_EVENT_CONNECT_ERROR",    "RDMA_CM_EVENT_UNREACHABLE",
+      "RDMA_CM_EVENT_REJECTED",         "RDMA_CM_EVENT_ESTABLISHED",
+      "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
+      "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",
+      "RDMA_CM_EVENT_ADDR_CHANGE",      "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
+  const auto i = static_cast<unsigned>(event);
+  return i < sizeof names / sizeof names[0] ? names[i] : "UNKNOWN EVENT";
+}
+
+int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
+  if (!id || !qp_attr || !qp_attr_mask) return fail(EINVAL);
+  std::lock_guard lock(mutex());
+  int rc = init_qp_attr(cm_id(id), qp_attr, qp_attr_mask);
+  return rc ? fail(rc) : 0;
+}
+
+int rdma_set_local_ece(rdma_cm_id* id, ibv_ece* ece) {
+  if (!id || !ece) return fail(EINVAL);
+  std::lock_guard lock(mutex());
+  cm_id(id)->local_ece = *ece;
+  return 0;
+}
+
+int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
+  // ECE rides in vendor-specific MAD fields that RoCE devices without it leave zero:
+  // the peer's ECE is always "none" here.
+  if (!id || !ece) return fail(EINVAL);
+  std::lock_guard lock(mutex());
+  *ece = cm_id(id)->remote_ece;
+  return 0;
+}
+
+int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
+  if (!id || !attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) || !attr->addr) {
+    return fail(EINVAL);
+  }
+  if (attr->comp_mask & ~(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) {
+    return fail(EINVAL);
+  }
+  const std::uint32_t flags =
+      (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ? attr->join_flags
+                                                          : std::uint32_t{RDMA_MC_JOIN_FLAG_FULLMEMBER};
+  if (flags >= RDMA_MC_JOIN_FLAG_RESERVED) return fail(EINVAL);
+  if (!is_multicast(attr->addr) || id->qp_type != IBV_QPT_UD) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  if (!id->verbs) {  // not bound: the device's own address
+    sockaddr_storage src{};
+    sockaddr_of(agent_gid(), 0, src);
+    int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));
+    if (rc) return fail(rc);
+  }
+  Multicast m;
+  std::memcpy(&m.addr, attr->addr, addr_len(attr->addr));
+  m.mgid = gid_of(attr->addr);
+  m.context = context;
+  int status = 0;
+  if (id->qp && flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
+    ibv_gid g;
+    std::memcpy(g.raw, m.mgid.data(), 16);
+    status = ibv_attach_mcast(id->qp, &g, 0);
+    m.attached = status == 0;
+  }
+  c->mcast.push_back(m);
+  Event* ev = make_event(c, status ? RDMA_CM_EVENT_MULTICAST_ERROR : RDMA_CM_EVENT_MULTICAST_JOIN,
+                         status ? -status : 0);
+  auto& ud = ev->ev.param.ud;
+  ud.private_data = context;
+  ud.ah_attr.is_global = 1;
+  std::memcpy(ud.ah_attr.grh.dgid.raw, m.mgid.data(), 16);
+  ud.ah_attr.grh.hop_limit = 1;
+  ud.ah_attr.grh.traffic_class = c->tos;
+  ud.ah_attr.port_num = 1;
+  ud.qp_num = 0xFFFFFF;
+  ud.qkey = RDMA_UDP_QKEY;
+  deliver(ev);
+  return 0;
+}
+
+int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
+  rdma_cm_join_mc_attr_ex attr{};
+  attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS;
+  attr.addr = addr;
+  return rdma_join_multicast_ex(id, &attr, context);
+}
+
+int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
+  if (!id || !addr_len(addr)) return fail(EINVAL);
+  CmId* c = cm_id(id);
+  std::lock_guard lock(mutex());
+  const wire::Gid16 g16 = gid_of(addr);
+  auto it = std::find_if(c->mcast.begin(), c->mcast.end(),
+                         [&](const Multicast& m) { return m.mgid == g16; });
+  if (it == c->mcast.end()) return fail(EADDRNOTAVAIL);
+  if (it->attached && id->qp) {
+    ibv_gid g;
+    std::memcpy(g.raw, g16.data(), 16);
+    ibv_detach_mcast(id->qp, &g, 0);
+  }
+  c->mcast.erase(it);
+  return 0;
+}
+
+int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
+  if (!id || !attr || id->srq) return fail(EINVAL);
+  if (attr->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE)) return fail(ENOSYS);
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
+    return fail(ENOSYS);  // XRC SRQs are not implemented
+  }
+  ibv_pd* pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
+  ibv_srq_init_attr a{};
+  a.srq_context = attr->srq_context;
+  a.attr = attr->attr;
+  ibv_srq* srq = ibv_create_srq(pd, &a);
+  if (!srq) return -1;
+  attr->attr = a.attr;
+  id->srq = srq;
+  return 0;
+}
+
+int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (!attr) return fail(EINVAL);
+  ibv_srq_init_attr_ex ax{};
+  ax.srq_context = attr->srq_context;
+  ax.attr = attr->attr;
+  ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
+  ax.srq_type = IBV_SRQT_BASIC;
+  ax.pd = pd;
+  int rc = rdma_create_srq_ex(id, &ax);
+  attr->attr = ax.attr;
+  return rc;
+}
+
+void rdma_destroy_srq(rdma_cm_id* id) {
+  if (!id || !id->srq) return;
+  ibv_destroy_srq(id->srq);
+  id->srq = nullptr;
+}
+
+int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
+                   ibv_qp_init_attr* qp_init_attr) {
+  if (!id || !res) return fail(EINVAL);
+  rdma_cm_id* cid = nullptr;
+  if (rdma_create_id(nullptr, &cid, nullptr, static_cast<rdma_port_space>(res->ai_port_space))) {
+    return -1;
+  }
+  CmId* c = cm_id(cid);
+  cid->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+  int rc = 0;
+  if (res->ai_flags & RAI_PASSIVE) {
+    rc = res->ai_src_addr ? rdma_bind_addr(cid, res->ai_src_addr) : 0;
+    if (!rc && qp_init_attr) {
+      std::lock_guard lock(mutex());
+      c->ep_qp_attr = new ibv_qp_init_attr(*qp_init_attr);
+      if (pd) cid->pd = pd;
+    }
+  } else {
+    rc = rdma_resolve_addr(cid, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (!rc) rc = rdma_resolve_route(cid, 2000);
+    if (!rc && qp_init_attr) {
+      qp_init_attr->qp_type = cid->qp_type;
+      rc = rdma_create_qp(cid, pd, qp_init_attr);
+    }
+  }
+  if (rc) {
+    const int e = errno;
+    rdma_destroy_id(cid);
+    errno = e;
+    return -1;
+  }
+  *id = cid;
+  return 0;
+}
+
+void rdma_destroy_ep(rdma_cm_id* id) {
+  if (!id) return;
+  if (id->qp) rdma_destroy_qp(id);
+  if (id->srq) rdma_destroy_srq(id);
+  CmId* c = cm_id(id);
+  {
+    std::lock_guard lock(mutex());
+    if (!c->listener) delete c->ep_qp_attr;  // children share their listener's
+    c->ep_qp_attr = nullptr;
+  }
+  rdma_destroy_id(id);
+}
+
+}  // extern "C"

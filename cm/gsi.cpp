@@ -1,0 +1,137 @@
+#include "cm/gsi.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+extern "C" ibv_qp* softrdma_create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr);
+
+namespace softrdma::cm {
+
+bool Gsi::open(ibv_context* ctx, std::string& error) {
+  ctx_ = ctx;
+  ibv_gid g;
+  if (ibv_query_gid(ctx, 1, 0, &g) != 0) {
+    error = "cannot read the device's GID";
+    return false;
+  }
+  std::memcpy(gid_.data(), g.raw, 16);
+  pd_ = ibv_alloc_pd(ctx);
+  channel_ = pd_ ? ibv_create_comp_channel(ctx) : nullptr;
+  cq_ = channel_ ? ibv_create_cq(ctx, 2 * kRecvSlots + 256, nullptr, channel_, 0) : nullptr;
+  bufs_ = static_cast<std::uint8_t*>(std::calloc(kRecvSlots, kSlotSize));
+  mr_ = (cq_ && bufs_) ? ibv_reg_mr(pd_, bufs_, kRecvSlots * kSlotSize, IBV_ACCESS_LOCAL_WRITE)
+                       : nullptr;
+  if (!mr_) {
+    error = std::string("cannot set up the GSI QP's resources: ") + std::strerror(errno);
+    return false;
+  }
+  ibv_qp_init_attr ia{};
+  ia.send_cq = cq_;
+  ia.recv_cq = cq_;
+  ia.qp_type = IBV_QPT_UD;
+  ia.cap.max_send_wr = 256;
+  ia.cap.max_recv_wr = kRecvSlots;
+  ia.cap.max_send_sge = 1;
+  ia.cap.max_recv_sge = 1;
+  ia.cap.max_inline_data = wire::kMadSize;
+  ia.sq_sig_all = 1;
+  qp_ = softrdma_create_gsi_qp(pd_, &ia);
+  if (!qp_) {
+    error = std::string("cannot create the GSI QP (QP1): ") + std::strerror(errno);
+    return false;
+  }
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.pkey_index = 0;
+  a.port_num = 1;
+  a.qkey = wire::kGsiQkey;
+  int rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY);
+  a.qp_state = IBV_QPS_RTR;
+  if (!rc) rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 0;
+  if (!rc) rc = ibv_modify_qp(qp_, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+  if (rc) {
+    error = std::string("cannot bring the GSI QP up: ") + std::strerror(rc);
+    return false;
+  }
+  for (int i = 0; i < kRecvSlots; ++i) post_recv(i);
+  ibv_req_notify_cq(cq_, 0);
+  return true;
+}
+
+void Gsi::post_recv(int slot) {
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(bufs_ + slot * kSlotSize),
+              static_cast<std::uint32_t>(kSlotSize), mr_->lkey};
+  ibv_recv_wr wr{};
+  wr.wr_id = static_cast<std::uint64_t>(slot);
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  ibv_post_recv(qp_, &wr, &bad);
+}
+
+ibv_ah* Gsi::ah_for(const wire::Gid16& dgid, std::uint8_t traffic_class) {
+  auto key = std::make_pair(dgid, traffic_class);
+  auto it = ahs_.find(key);
+  if (it != ahs_.end()) return it->second;
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  std::memcpy(aa.grh.dgid.raw, dgid.data(), 16);
+  aa.grh.sgid_index = 0;
+  aa.grh.hop_limit = 64;
+  aa.grh.traffic_class = traffic_class;
+  aa.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(pd_, &aa);
+  if (ah) ahs_[key] = ah;
+  return ah;
+}
+
+int Gsi::send(const wire::Gid16& dgid, const std::uint8_t* mad, std::uint8_t traffic_class) {
+  ibv_ah* ah = ah_for(dgid, traffic_class);
+  if (!ah) return errno ? errno : EINVAL;
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(mad), static_cast<std::uint32_t>(wire::kMadSize),
+              0};
+  ibv_send_wr wr{};
+  wr.opcode = IBV_WR_SEND;
+  wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;
+  wr.sg_list = &sge;
+  wr.num_sge = 1;
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = wire::kGsiQpn;
+  wr.wr.ud.remote_qkey = wire::kGsiQkey;
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp_, &wr, &bad);
+}
+
+void Gsi::poll(const std::function<void(const std::uint8_t*, const wire::Gid16&)>& fn) {
+  ibv_cq* ev_cq = nullptr;
+  void* ev_ctx = nullptr;
+  if (ibv_get_cq_event(channel_, &ev_cq, &ev_ctx) == 0) {
+    ibv_ack_cq_events(ev_cq, 1);
+  }
+  ibv_req_notify_cq(cq_, 0);
+  ibv_wc wc[32];
+  int n;
+  while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
+    for (int i = 0; i < n; ++i) {
+      if (!(wc[i].opcode & IBV_WC_RECV)) continue;  // a send completion
+      const int slot = static_cast<int>(wc[i].wr_id);
+      if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= 40 + wire::kMadSize) {
+        const std::uint8_t* grh = bufs_ + slot * kSlotSize;
+        wire::Gid16 src{};
+        if ((grh[20] >> 4) == 4) {  // RoCEv2 over IPv4: the IPv4 header sits at offset 20
+          src[10] = src[11] = 0xFF;
+          std::memcpy(src.data() + 12, grh + 20 + 12, 4);
+        } else {
+          std::memcpy(src.data(), grh + 8, 16);
+        }
+        fn(grh + 40, src);
+      }
+      if (wc[i].status != IBV_WC_WR_FLUSH_ERR) post_recv(slot);
+    }
+  }
+}
+
+}  // namespace softrdma::cm

@@ -1,0 +1,108 @@
+// The objects librdmacm hands to applications (each starts with the public struct
+// from <rdma/rdma_cma.h>) and the connection state the CM agent keeps for them.
+// Everything here is guarded by cm::mutex(), except what the comments say.
+#pragma once
+
+#include <rdma/rdma_cma.h>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <mutex>
+#include <vector>
+
+#include "wire/ib_cm.h"
+
+namespace softrdma::cm {
+
+using Clock = std::chrono::steady_clock;
+
+std::mutex& mutex();  // the one CM lock (connection setup is not a hot path)
+
+struct Event {
+  rdma_cm_event ev;  // first: applications get &ev
+  std::array<std::uint8_t, 256> private_data{};
+  struct CmId* owner = nullptr;
+};
+
+struct Channel {
+  rdma_event_channel ch;  // first; ch.fd is the read end of a pipe, one byte per event
+  int write_fd = -1;
+  std::deque<Event*> queue;
+};
+
+enum class State : std::uint8_t {
+  kIdle,
+  kBound,
+  kAddrResolved,
+  kRouteResolved,
+  kListen,
+  kReqSent,       // active: REQ out, waiting for REP
+  kRepRcvd,       // active without a QP: CONNECT_RESPONSE given, waiting for rdma_establish
+  kReqRcvd,       // passive: CONNECT_REQUEST given, waiting for accept/reject
+  kRepSent,       // passive: REP out, waiting for RTU
+  kEstablished,
+  kDreqSent,
+  kTimewait,
+  kSidrReqSent,   // UD active
+  kSidrReqRcvd,   // UD passive
+  kClosed,        // rejected, disconnected or failed
+};
+
+struct Multicast {
+  sockaddr_storage addr{};
+  wire::Gid16 mgid{};
+  void* context = nullptr;
+  bool attached = false;
+};
+
+struct CmId {
+  rdma_cm_id id;  // first: applications get &id
+  Channel* channel = nullptr;
+  bool sync = false;         // created with a NULL channel: calls wait for their event
+  State state = State::kIdle;
+  bool destroyed = false;    // rdma_destroy_id called; freed once no event refers to it
+  int events_out = 0;        // events handed out and not yet acked
+
+  // Addressing. `port` is the rdma_cm port (host order), claimed in the registry when bound.
+  int registry_fd = -1;
+  bool wildcard = false;
+  int backlog = 0;
+  CmId* listener = nullptr;  // passive ids: the listening id they came from
+  ibv_qp_init_attr* ep_qp_attr = nullptr;  // rdma_create_ep on a passive id (rdma_get_request)
+  wire::Gid16 peer_gid{};    // where the peer's CM agent is (its device address)
+  std::uint8_t tos = 0;
+  bool tos_set = false;
+  std::uint8_t ack_timeout = 14;
+
+  // Connection.
+  std::uint32_t local_comm_id = 0, remote_comm_id = 0;
+  std::uint64_t tid = 0;
+  std::uint32_t remote_qpn = 0, remote_psn = 0, local_psn = 0, remote_qkey = 0;
+  std::uint8_t responder_resources = 0, initiator_depth = 0;
+  std::uint8_t retry_count = 7, rnr_retry_count = 7;
+  std::uint8_t path_mtu = 0;   // enum ibv_mtu
+  std::uint32_t qp_num = 0;    // when the application brings its own QP (conn_param.qp_num)
+  bool srq = false;
+  ibv_ece local_ece{}, remote_ece{};
+
+  // Retransmission of the last MAD we are waiting on an answer for.
+  std::array<std::uint8_t, wire::kMadSize> last_mad{};
+  bool waiting = false;
+  int retries_left = 0;
+  Clock::time_point deadline{};
+  Clock::time_point timewait_end{};
+  bool timewait = false;
+  std::chrono::milliseconds resp_timeout{1000};
+
+  std::vector<Multicast> mcast;
+
+  // Passive ids remember the REP/SIDR_REP they sent, to answer a duplicate request.
+  bool answer_sent = false;
+};
+
+inline CmId* cm_id(rdma_cm_id* id) { return reinterpret_cast<CmId*>(id); }
+inline Channel* channel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+
+}  // namespace softrdma::cm
