@@ -17,6 +17,7 @@
 #include <thread>
 
 #include "cm/gsi.h"
+#include "cm/liveness.h"
 #include "cm/registry.h"
 
 namespace softrdma::cm {
@@ -34,6 +35,7 @@ struct Agent {
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;  // the default PD of ids (rdma_create_qp with a NULL PD)
   Gsi gsi;
+  Liveness liveness;
   int epfd = -1;
   int wake_fd = -1;
   std::vector<CmId*> ids;
@@ -244,6 +246,7 @@ void on_rep(const wire::CmRep& m) {
   }
   if (id->state != State::kReqSent) return;
   id->waiting = false;
+  agent().liveness.watch(id->peer_gid);
   id->remote_comm_id = m.local_comm_id;
   id->remote_qpn = m.local_qpn;
   id->remote_psn = m.starting_psn;
@@ -544,6 +547,32 @@ int run_timers() {
   return static_cast<int>(std::clamp<std::int64_t>(ms + 1, 0, 1000));
 }
 
+// A peer process on this host ended: its connections end as if it had sent DREQs.
+void peer_gone(const wire::Gid16& peer) {
+  auto ids = agent().ids;
+  for (CmId* id : ids) {
+    if (id->peer_gid != peer) continue;
+    switch (id->state) {
+      case State::kEstablished:
+      case State::kRepSent:
+      case State::kRepRcvd:
+      case State::kDreqSent:
+        id->state = State::kTimewait;
+        disconnected(id);
+        break;
+      case State::kReqSent:
+      case State::kSidrReqSent:
+        id->waiting = false;
+        id->state = State::kClosed;
+        if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET));
+        break;
+      default:
+        break;
+    }
+    maybe_free(id);
+  }
+}
+
 void agent_loop() {
   auto& a = agent();
   int timeout = 0;
@@ -558,6 +587,8 @@ void agent_loop() {
       } else if (fd == a.wake_fd) {
         std::uint64_t v;
         (void)!read(a.wake_fd, &v, sizeof v);
+      } else if (std::optional<wire::Gid16> gone; a.liveness.handle(fd, gone)) {
+        if (gone) peer_gone(*gone);
       } else {
         for (CmId* id : a.ids) {
           if (id->registry_fd == fd) {
@@ -598,6 +629,10 @@ bool start(std::string& error) {
     ev.events = EPOLLIN;
     ev.data.fd = fd;
     epoll_ctl(a.epfd, EPOLL_CTL_ADD, fd, &ev);
+  }
+  if (!a.liveness.open(a.gsi.gid(), a.epfd)) {
+    std::fprintf(stderr, "softrdma cm: cannot watch peers on this host (another process has"
+                         " this device's address?)\n");
   }
   a.next_tid = (static_cast<std::uint64_t>(random_u32()) << 32);
   std::thread(agent_loop).detach();
@@ -686,6 +721,15 @@ void maybe_free(CmId* id) {
   delete id;
 }
 
+void flush_sends() {
+  auto& a = agent();
+  const auto until = Clock::now() + std::chrono::milliseconds(200);
+  while (a.gsi.sends_pending() > 0 && Clock::now() < until) {
+    a.gsi.poll(on_mad);
+    if (a.gsi.sends_pending() > 0) std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
 void enter_timewait(CmId* id) {
   id->timewait = true;
   id->timewait_end = Clock::now() + kTimewait;
@@ -758,6 +802,7 @@ int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kRepPrivate));
   wire::build_cm_rep(id->last_mad, id->tid, m);
   id->state = State::kRepSent;
+  a.liveness.watch(id->peer_gid);
   id->answer_sent = true;
   return send_and_wait(id);
 }

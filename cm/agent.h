@@ -35,6 +35,9 @@ int send_rej(CmId* id, std::uint16_t reason, const std::uint8_t* pdata, std::siz
 int send_dreq(CmId* id);
 int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len);
 int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std::size_t len);
+// Waits (briefly) until every MAD sent so far has left the device: before a program
+// exits, its last DREQ or REJ must be on the wire.
+void flush_sends();
 // Ends a connection locally: timewait, then TIMEWAIT_EXIT if the id still exists.
 void enter_timewait(CmId* id);
 

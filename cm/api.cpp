@@ -238,6 +238,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
   id->route.path_rec = nullptr;
   c->destroyed = true;
   c->timewait = false;
+  flush_sends();
   maybe_free(c);
   return 0;
 }
@@ -446,6 +447,7 @@ int rdma_establish(rdma_cm_id* id) {
   int rc = send_rtu(c);
   if (rc) return fail(rc);
   c->state = State::kEstablished;
+  flush_sends();
   return 0;
 }
 
@@ -553,6 +555,7 @@ static int reject_common(rdma_cm_id* id, const void* private_data, uint8_t len) 
   if (len > wire::kRejPrivate) return fail(EINVAL);
   send_rej(c, wire::rej_reason::kConsumerDefined, p, p ? len : 0);
   c->state = State::kClosed;
+  flush_sends();
   return 0;
 }
 
@@ -590,6 +593,7 @@ int rdma_disconnect(rdma_cm_id* id) {
       case State::kRepRcvd: {
         int rc = send_dreq(c);
         if (rc) return fail(rc);
+        flush_sends();
         break;
       }
       case State::kDreqSent:
@@ -613,7 +617,12 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     ssize_t n = read(ch->ch.fd, &b, 1);
     if (n == 1) break;
     if (n < 0 && errno == EINTR) continue;
-    if (n == 0) return fail(ENODATA);
+    if (n == 0) {
+      // The channel was destroyed under this call. With the kernel's rdma_cm the call
+      // would stay blocked (programs destroy the channel while their event thread
+      // waits, then exit): so does this one.
+      for (;;) pause();
+    }
     return -1;  // EAGAIN on a non-blocking channel
   }
   std::lock_guard lock(mutex());
@@ -883,6 +892,7 @@ int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,
     if (!rc && qp_init_attr) {
       std::lock_guard lock(mutex());
       c->ep_qp_attr = new ibv_qp_init_attr(*qp_init_attr);
+      c->ep_qp_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
       if (pd) cid->pd = pd;
     }
   } else {

@@ -102,7 +102,9 @@ int Gsi::send(const wire::Gid16& dgid, const std::uint8_t* mad, std::uint8_t tra
   wr.wr.ud.remote_qpn = wire::kGsiQpn;
   wr.wr.ud.remote_qkey = wire::kGsiQkey;
   ibv_send_wr* bad = nullptr;
-  return ibv_post_send(qp_, &wr, &bad);
+  int rc = ibv_post_send(qp_, &wr, &bad);
+  if (rc == 0) ++posted_;
+  return rc;
 }
 
 void Gsi::poll(const std::function<void(const std::uint8_t*, const wire::Gid16&)>& fn) {
@@ -116,7 +118,10 @@ void Gsi::poll(const std::function<void(const std::uint8_t*, const wire::Gid16&)
   int n;
   while ((n = ibv_poll_cq(cq_, 32, wc)) > 0) {
     for (int i = 0; i < n; ++i) {
-      if (!(wc[i].opcode & IBV_WC_RECV)) continue;  // a send completion
+      if (!(wc[i].opcode & IBV_WC_RECV)) {  // a send completion
+        ++completed_;
+        continue;
+      }
       const int slot = static_cast<int>(wc[i].wr_id);
       if (wc[i].status == IBV_WC_SUCCESS && wc[i].byte_len >= 40 + wire::kMadSize) {
         const std::uint8_t* grh = bufs_ + slot * kSlotSize;

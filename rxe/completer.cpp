@@ -45,6 +45,13 @@ void Qp::complete_send(SendWqe& w) {
                       ? 8
                       : static_cast<std::uint32_t>(w.length);
   }
+  // An unreliable send is complete once its last packet has left: inside a progress pass
+  // that is at the pass's transmit, so the completion waits for it like a receive does
+  // (a program may exit as soon as it sees it).
+  if (type_ != QpType::kRc) {
+    dev_.complete_recv(send_cq_, wc, false);
+    return;
+  }
   if (!send_cq_->push(wc, false)) dev_.async_event({AsyncEventType::kCqErr, nullptr, send_cq_});
 }
 

@@ -99,9 +99,10 @@ class Device {
   void poll_progress();
 
   void async_event(const AsyncEvent& ev);
-  // Inside a progress pass, receive completions wait until the pass has sent what it
-  // owes (ACKs above all): as on a NIC, the ACK leaves before the application can see
-  // the completion — and so before it can exit. Outside a pass they go out at once.
+  // Inside a progress pass, receive completions (and UC/UD send completions) wait until
+  // the pass has sent what it owes (ACKs above all, or the datagram itself): as on a NIC,
+  // the packet leaves before the application can see the completion — and so before it
+  // can exit. Outside a pass they go out at once.
   void complete_recv(Cq* cq, const Wc& wc, bool solicited);
   // The local IP address for a source GID index (falls back to the first address).
   netdev::IpAddr source_address(std::uint8_t sgid_index) const;
