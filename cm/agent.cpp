@@ -27,6 +27,11 @@ std::mutex& mutex() {
   return m;
 }
 
+std::condition_variable& acked() {
+  static std::condition_variable cv;
+  return cv;
+}
+
 namespace {
 
 struct Agent {
@@ -229,6 +234,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   Channel* deliver_to = listener->channel;
   c->events_out++;
   ev->owner = c;
+  ev->queued_on = deliver_to;
   deliver_to->queue.push_back(ev);
   std::uint8_t one = 1;
   (void)!write(deliver_to->write_fd, &one, 1);
@@ -431,6 +437,7 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
                wire::kSidrReqPrivate - wire::kIpCmHeaderSize, true);
   fill_ud_ah(c, ev->ev.param.ud.ah_attr);
   c->events_out++;
+  ev->queued_on = listener->channel;
   listener->channel->queue.push_back(ev);
   std::uint8_t one = 1;
   (void)!write(listener->channel->write_fd, &one, 1);
@@ -674,7 +681,12 @@ Event* make_event(CmId* id, rdma_cm_event_type type, int status) {
 
 void deliver(Event* ev) {
   CmId* id = ev->owner;
+  if (id->destroyed || id->destroying) {  // rdma_destroy_id has begun: nobody will read it
+    delete ev;
+    return;
+  }
   id->events_out++;
+  ev->queued_on = id->channel;
   id->channel->queue.push_back(ev);
   std::uint8_t one = 1;
   (void)!write(id->channel->write_fd, &one, 1);
@@ -702,15 +714,35 @@ void unwatch_registry(CmId* id) {
 }
 
 void destroy_channel(Channel* c) {
+  if (c->closed) return;
+  c->closed = true;
+  close(c->write_fd);  // a reader blocked in rdma_get_cm_event sees end-of-file
   close(c->ch.fd);
-  close(c->write_fd);
   auto queue = std::move(c->queue);
-  delete c;
   for (Event* e : queue) {
     e->owner->events_out--;
     maybe_free(e->owner);
     delete e;
   }
+  acked().notify_all();
+}
+
+void discard_queued(CmId* id) {
+  auto drop_from = [&](Channel* ch) {
+    if (!ch || ch->closed) return;
+    auto& q = ch->queue;
+    for (auto it = q.begin(); it != q.end();) {
+      if ((*it)->owner == id) {
+        id->events_out--;
+        delete *it;
+        it = q.erase(it);  // its byte stays in the pipe: readers skip it
+      } else {
+        ++it;
+      }
+    }
+  };
+  drop_from(id->channel);
+  if (id->listener && id->listener->channel != id->channel) drop_from(id->listener->channel);
 }
 
 void maybe_free(CmId* id) {

@@ -48,6 +48,8 @@ int qp_to_err(CmId* id);
 
 // Closes a channel, dropping the events still queued on it.
 void destroy_channel(Channel* c);
+// Drops the events of `id` not yet handed to the application (rdma_destroy_id).
+void discard_queued(CmId* id);
 // Frees the id if it is destroyed and no event refers to it.
 void maybe_free(CmId* id);
 

@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <thread>
 
 #include "cm/agent.h"
 #include "cm/registry.h"
@@ -96,12 +99,21 @@ int bind_locked(CmId* c, const sockaddr* addr) {
 // Where the CM agent that answers for `dst` is: a local listener's device, our own
 // device when nobody on this host holds the port (our agent then rejects the REQ), or
 // the address itself for another host.
-wire::Gid16 peer_for(CmId* c, const sockaddr* dst) {
+// `patience`: how long a port nobody holds on this host may take to be bound (a server
+// that closes one listener and opens the next on the same port, as perftest does).
+wire::Gid16 peer_for(CmId* c, const sockaddr* dst,
+                     std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
   if (is_multicast(dst)) return gid_of(dst);
   if (registry::is_local(dst)) {
-    auto ans = registry::lookup(static_cast<std::uint16_t>(c->id.ps), dst, port_of(dst));
-    if (ans.found && ans.gid != wire::Gid16{}) return ans.gid;
-    return agent_gid();
+    const auto until = std::chrono::steady_clock::now() + patience;
+    for (;;) {
+      auto ans = registry::lookup(static_cast<std::uint16_t>(c->id.ps), dst, port_of(dst));
+      if (ans.found && ans.gid != wire::Gid16{} && ans.listening) return ans.gid;
+      if (std::chrono::steady_clock::now() >= until) {
+        return ans.found && ans.gid != wire::Gid16{} ? ans.gid : agent_gid();
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
   }
   return gid_of(dst);
 }
@@ -199,7 +211,12 @@ int rdma_destroy_id(rdma_cm_id* id) {
     rdma_ack_cm_event(id->event);
     id->event = nullptr;
   }
-  std::lock_guard lock(mutex());
+  std::unique_lock lock(mutex());
+  // As with the kernel's rdma_cm: events not yet handed out are dropped, and the call
+  // waits until those handed out have been acked.
+  c->destroying = true;
+  discard_queued(c);
+  acked().wait(lock, [&] { return c->events_out == 0; });
   switch (c->state) {
     case State::kEstablished:
     case State::kRepSent:
@@ -256,6 +273,13 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   CmId* c = cm_id(id);
   {
     std::lock_guard lock(mutex());
+    if (!agent_context()) return -1;
+  }
+  // Asked without the lock: the holder of the port may be this very process, whose
+  // agent answers the registry under that lock.
+  const wire::Gid16 peer = peer_for(c, dst_addr);
+  {
+    std::lock_guard lock(mutex());
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
     if (c->registry_fd < 0) {
       sockaddr_storage src{};
@@ -284,7 +308,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     if (status) {
       ev = make_event(c, RDMA_CM_EVENT_ADDR_ERROR, status);
     } else {
-      c->peer_gid = peer_for(c, dst_addr);
+      c->peer_gid = peer;
       std::memcpy(id->route.addr.addr.ibaddr.dgid.raw, c->peer_gid.data(), 16);
       c->state = State::kAddrResolved;
       ev = make_event(c, RDMA_CM_EVENT_ADDR_RESOLVED, 0);
@@ -401,6 +425,13 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
   CmId* c = cm_id(id);
   ibv_device_attr da{};
   if (id->verbs) ibv_query_device(id->verbs, &da);
+  // A listener on this host may have appeared since the address was resolved (asked
+  // without the lock, see rdma_resolve_addr).
+  const sockaddr* dst = &id->route.addr.dst_addr;
+  std::optional<wire::Gid16> fresh;
+  if (dst->sa_family != AF_UNSPEC && registry::is_local(dst)) {
+    fresh = peer_for(c, dst, std::chrono::milliseconds(250));
+  }
   {
     std::lock_guard lock(mutex());
     if (c->state != State::kRouteResolved && c->state != State::kAddrResolved) {
@@ -412,8 +443,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
                                  : wire::kReqPrivate - wire::kIpCmHeaderSize;
     if (param && param->private_data_len > room) return fail(EINVAL);
     if (c->path_mtu == 0) c->path_mtu = static_cast<std::uint8_t>(active_mtu());
-    const sockaddr* dst = &id->route.addr.dst_addr;
-    if (registry::is_local(dst)) c->peer_gid = peer_for(c, dst);  // the listener may be new
+    if (fresh) c->peer_gid = *fresh;
     const auto* pdata = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
     const std::size_t plen = param && pdata ? param->private_data_len : 0;
     int rc;
@@ -498,7 +528,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
   if (!id) return fail(EINVAL);
   CmId* c = cm_id(id);
   ibv_device_attr da{};
-  ibv_query_device(id->verbs, &da);
+  if (id->verbs) ibv_query_device(id->verbs, &da);
   {
     std::lock_guard lock(mutex());
     const auto* pdata = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
@@ -612,10 +642,9 @@ int rdma_disconnect(rdma_cm_id* id) {
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return fail(EINVAL);
   Channel* ch = cm::channel(channel);
-  std::uint8_t b;
   for (;;) {
+    std::uint8_t b;
     ssize_t n = read(ch->ch.fd, &b, 1);
-    if (n == 1) break;
     if (n < 0 && errno == EINTR) continue;
     if (n == 0) {
       // The channel was destroyed under this call. With the kernel's rdma_cm the call
@@ -623,14 +652,22 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
       // waits, then exit): so does this one.
       for (;;) pause();
     }
-    return -1;  // EAGAIN on a non-blocking channel
+    if (n < 0) return -1;  // EAGAIN on a non-blocking channel
+    std::lock_guard lock(mutex());
+    if (ch->closed) {
+      errno = EBADF;
+      return -1;
+    }
+    if (ch->queue.empty()) {  // the byte of an event dropped by rdma_destroy_id
+      if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
+      continue;
+    }
+    Event* e = ch->queue.front();
+    ch->queue.pop_front();
+    e->queued_on = nullptr;
+    *event = &e->ev;
+    return 0;
   }
-  std::lock_guard lock(mutex());
-  if (ch->queue.empty()) return fail(EAGAIN);
-  Event* e = ch->queue.front();
-  ch->queue.pop_front();
-  *event = &e->ev;
-  return 0;
 }
 
 int rdma_ack_cm_event(rdma_cm_event* event) {
@@ -640,6 +677,7 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
   e->owner->events_out--;
   maybe_free(e->owner);
   delete e;
+  acked().notify_all();
   return 0;
 }
 
@@ -669,11 +707,7 @@ int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
     b = 1;
     (void)!write(c->channel->write_fd, &b, 1);
   }
-  if (old_private && old->queue.empty()) {
-    close(old->ch.fd);
-    close(old->write_fd);
-    delete old;
-  }
+  if (old_private && old->queue.empty()) destroy_channel(old);
   return 0;
 }
 

@@ -175,7 +175,7 @@ void answer(int listen_fd, const wire::Gid16& gid, bool listening) {
     std::memcpy(buf, &kMagic, 4);
     buf[4] = listening ? 1 : 0;
     std::memcpy(buf + 8, gid.data(), 16);
-    (void)!write(fd, buf, sizeof buf);
+    (void)!send(fd, buf, sizeof buf, MSG_NOSIGNAL | MSG_DONTWAIT);  // the asker may be gone
     close(fd);
   }
 }

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <mutex>
@@ -19,17 +20,22 @@ namespace softrdma::cm {
 using Clock = std::chrono::steady_clock;
 
 std::mutex& mutex();  // the one CM lock (connection setup is not a hot path)
+std::condition_variable& acked();  // signalled (under mutex()) when an event is acked
 
 struct Event {
-  rdma_cm_event ev;  // first: applications get &ev
+  rdma_cm_event ev{};  // first: applications get &ev
   std::array<std::uint8_t, 256> private_data{};
   struct CmId* owner = nullptr;
+  struct Channel* queued_on = nullptr;  // until rdma_get_cm_event hands it out
 };
 
 struct Channel {
-  rdma_event_channel ch;  // first; ch.fd is the read end of a pipe, one byte per event
+  rdma_event_channel ch{};  // first; ch.fd is the read end of a pipe, one byte per event
   int write_fd = -1;
   std::deque<Event*> queue;
+  // Destroyed channels keep their memory (a thread may still be inside
+  // rdma_get_cm_event on them); their fds are closed.
+  bool closed = false;
 };
 
 enum class State : std::uint8_t {
@@ -58,12 +64,13 @@ struct Multicast {
 };
 
 struct CmId {
-  rdma_cm_id id;  // first: applications get &id
+  rdma_cm_id id{};  // first: applications get &id
   Channel* channel = nullptr;
   bool sync = false;         // created with a NULL channel: calls wait for their event
   State state = State::kIdle;
+  bool destroying = false;   // rdma_destroy_id waits for its events to be acked
   bool destroyed = false;    // rdma_destroy_id called; freed once no event refers to it
-  int events_out = 0;        // events handed out and not yet acked
+  int events_out = 0;        // events queued or handed out, not yet acked
 
   // Addressing. `port` is the rdma_cm port (host order), claimed in the registry when bound.
   int registry_fd = -1;

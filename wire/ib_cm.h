@@ -66,6 +66,11 @@ struct CmPath {
   std::uint8_t sl = 0;
   bool subnet_local = false;
   std::uint8_t local_ack_timeout = 0;  // 5 bits
+  static CmPath none() {
+    CmPath p;
+    p.local_lid = p.remote_lid = 0;
+    return p;
+  }
 };
 
 struct CmReq {
@@ -92,7 +97,7 @@ struct CmReq {
   bool srq = false;
   std::uint8_t extended_transport_type = 0;  // 3 bits
   CmPath primary;
-  CmPath alternate;  // all zero when absent
+  CmPath alternate = CmPath::none();  // all zero when absent
   std::array<std::uint8_t, kReqPrivate> private_data{};
 };
 

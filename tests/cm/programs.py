@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+"""Acceptance: unmodified Debian rdma_cm programs over softrdma's librdmacm.so.1.
+
+usage: programs.py SOFTRDMA TSHARK CASE
+Each CASE runs servers and clients on this host through `softrdma run` and checks exit
+codes and what they print (and, for `trace`, what tshark and `softrdma lint` make of the
+capture)."""
+import os
+import random
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+softrdma, tshark, case = sys.argv[1:4]
+failures = []
+
+
+def port():
+    return random.randint(30000, 39000)
+
+
+def expect(cond, what, output=""):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+        if output:
+            print("---- output ----\n" + output[-3000:] + "\n----------------")
+
+
+def start(args, run_opts=()):
+    return subprocess.Popen([softrdma, "run", *run_opts, "--", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+
+
+def finish(p, timeout=60):
+    try:
+        out, _ = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, _ = p.communicate()
+        return None, out
+    return p.returncode, out
+
+
+def wait_bound(port, timeout=15):
+    """Waits until some process listens on rdma_cm port `port`. softrdma's registry of
+    bound ports is a set of abstract unix sockets (listed in /proc/net/unix); the holder's
+    CM agent answers a connection with 24 bytes, byte 4 saying whether it listens."""
+    import socket
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open("/proc/net/unix") as f:
+            names = [m.group(1) for line in f
+                     if (m := re.search(rf"@(softrdma-cm/\d+/[^/]+/{port})$", line.strip()))]
+        for name in names:
+            try:
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                    s.settimeout(2)
+                    s.connect("\0" + name)
+                    answer = s.recv(24)
+                    if len(answer) >= 5 and answer[4] == 1:
+                        return True
+            except OSError:
+                pass
+        time.sleep(0.05)
+    return False
+
+
+def pair(name, server, client, patterns=(), client_patterns=(), timeout=90, run_opts=(),
+         delay=0.5, port=None):
+    srv = start(server, run_opts)
+    if port is None or not wait_bound(port):
+        time.sleep(delay)
+    cli = start(client, run_opts)
+    crc, cout = finish(cli, timeout)
+    src, sout = finish(srv, timeout)
+    expect(src == 0, f"{name}: server exit {src}", sout)
+    expect(crc == 0, f"{name}: client exit {crc}", cout)
+    for p in patterns:
+        expect(re.search(p, sout), f"{name}: server output lacks /{p}/", sout)
+        expect(re.search(p, cout), f"{name}: client output lacks /{p}/", cout)
+    for p in client_patterns:
+        expect(re.search(p, cout), f"{name}: client output lacks /{p}/", cout)
+    return sout, cout
+
+
+def rping(name, extra=(), count=10, run_opts=(), size=None):
+    p = str(port())
+    args = ["-a", "127.0.0.1", "-p", p, "-C", str(count), *extra]
+    if size:
+        args += ["-S", str(size)]
+    pair(name, ["rping", "-s", *args], ["rping", "-c", "-v", *args],
+         client_patterns=[rf"rdma-ping-{count - 1}:"], run_opts=run_opts, port=p)
+
+
+def case_rping():
+    rping("rping", count=20)
+
+
+def case_rping_sizes():
+    for size in (23, 4096, 65535):
+        rping(f"rping -S {size}", count=5, size=size)
+
+
+def case_rping_self_qp():
+    rping("rping -q", extra=["-q"], count=10)
+
+
+def case_ucmatose():
+    p = str(port())
+    pair("ucmatose", ["ucmatose", "-p", p, "-c", "4", "-C", "20"],
+         ["ucmatose", "-p", p, "-s", "127.0.0.1", "-c", "4", "-C", "20"], port=p,
+         patterns=[r"test complete", r"return status 0"])
+
+
+def case_udaddy():
+    pair("udaddy", ["udaddy", "-c", "2"], ["udaddy", "-s", "127.0.0.1", "-c", "2"], port=7174,
+         patterns=[r"test complete", r"return status 0"])
+
+
+def case_rdma_server_client():
+    p = str(port())
+    pair("rdma_server", ["rdma_server", "-p", p], ["rdma_client", "-s", "127.0.0.1", "-p", p],
+         patterns=[r": end 0"], port=p)
+    p = str(port())
+    pair("rdma_xserver", ["rdma_xserver", "-p", p],
+         ["rdma_xclient", "-s", "127.0.0.1", "-p", p], patterns=[r": end 0"], port=p)
+
+
+def case_mckey():
+    grp = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.7"
+    pair("mckey", ["mckey", "-m", grp, "-C", "10"], ["mckey", "-m", grp, "-s", "-C", "10"],
+         patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"])
+
+
+def case_perftest():
+    # Bandwidth tests print their figures on both sides, latency tests on the client.
+    for prog, args in (("ib_send_bw", ["-n", "500"]), ("ib_write_bw", ["-n", "500"]),
+                       ("ib_read_lat", ["-n", "500"])):
+        p = str(port())
+        both, client = ([r"#bytes"], []) if "bw" in prog else ([], [r"#bytes.*t_avg"])
+        pair(f"{prog} -R", [prog, "-R", "-p", p, *args],
+             [prog, "-R", "-p", p, *args, "127.0.0.1"], patterns=both, client_patterns=client,
+             port=p)
+
+
+def case_qperf():
+    p = str(port())
+    srv = start(["qperf", "-lp", p])
+    time.sleep(0.5)
+    cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_bw", "rc_lat"])
+    crc, cout = finish(cli, 60)
+    srv.send_signal(signal.SIGTERM)
+    finish(srv, 10)
+    expect(crc == 0, f"qperf -cm1: client exit {crc}", cout)
+    expect(re.search(r"rc_bw:\s+bw\s+=\s+[\d.]+ [GM]B/sec", cout), "qperf rc_bw figure", cout)
+    expect(re.search(r"rc_lat:\s+latency\s+=\s+[\d.]+ us", cout), "qperf rc_lat figure", cout)
+
+
+def case_rsockets():
+    # Not implemented yet: the family says so (ENOSYS) and the programs stop at once.
+    p = str(port())
+    r = subprocess.run([softrdma, "run", "--", "riostream", "-s", "127.0.0.1", "-p", p],
+                       capture_output=True, text=True, timeout=30)
+    out = r.stdout + r.stderr
+    expect(r.returncode != 0 and "Function not implemented" in out,
+           f"riostream: expected ENOSYS, exit {r.returncode}", out)
+
+
+def case_no_listener():
+    p = str(port())
+    t0 = time.monotonic()
+    r = subprocess.run([softrdma, "run", "--", "rping", "-c", "-a", "127.0.0.1", "-p", p, "-C", "1"],
+                       capture_output=True, text=True, timeout=30)
+    out = r.stdout + r.stderr
+    expect(r.returncode != 0, "rping to nobody: should fail", out)
+    expect("RDMA_CM_EVENT_REJECTED, error 8" in out, "rping to nobody: REJECTED (8)", out)
+    expect(time.monotonic() - t0 < 10, "rping to nobody: bounded time", out)
+
+
+def case_peer_killed():
+    for victim in ("client", "server"):
+        p = str(port())
+        args = ["-a", "127.0.0.1", "-p", p, "-C", "100000000"]
+        srv = start(["rping", "-s", *args])
+        expect(wait_bound(p), "peer_killed: server up")
+        cli = start(["rping", "-c", *args])
+        time.sleep(1.5)
+        dead, survivor = (cli, srv) if victim == "client" else (srv, cli)
+        # `softrdma run` execs the program, so the pid is the program's.
+        os.kill(dead.pid, signal.SIGKILL)
+        finish(dead, 10)
+        rc, out = finish(survivor, 15)
+        expect(rc is not None, f"{victim} killed: the survivor hangs", out)
+        expect("DISCONNECT EVENT" in out, f"{victim} killed: survivor got no DISCONNECTED", out)
+
+
+def case_multi_listen():
+    # Two servers on two ports of one address at once, a client for each, concurrently.
+    p1, p2 = str(port()), str(port() + 1)
+    s1 = start(["rping", "-s", "-a", "127.0.0.1", "-p", p1, "-C", "30"])
+    s2 = start(["rping", "-s", "-a", "127.0.0.1", "-p", p2, "-C", "30"])
+    expect(wait_bound(p1) and wait_bound(p2), "multi_listen: servers up")
+    c1 = start(["rping", "-c", "-v", "-a", "127.0.0.1", "-p", p1, "-C", "30"])
+    c2 = start(["rping", "-c", "-v", "-a", "127.0.0.1", "-p", p2, "-C", "30"])
+    for name, proc in (("client 1", c1), ("client 2", c2), ("server 1", s1), ("server 2", s2)):
+        rc, out = finish(proc, 60)
+        expect(rc == 0, f"multi_listen: {name} exit {rc}", out)
+        if name.startswith("client"):
+            expect("rdma-ping-29:" in out, f"multi_listen: {name} pings", out)
+    # The same port twice: the second server is refused.
+    p = str(port())
+    s1 = start(["rping", "-s", "-a", "127.0.0.1", "-p", p, "-C", "1"])
+    expect(wait_bound(p), "multi_listen: server up")
+    r = subprocess.run([softrdma, "run", "--", "rping", "-s", "-a", "0.0.0.0", "-p", p, "-C", "1"],
+                       capture_output=True, text=True, timeout=30)
+    expect(r.returncode != 0 and "Address already in use" in r.stdout + r.stderr,
+           "a second listener on a taken port is refused", r.stdout + r.stderr)
+    c = subprocess.run([softrdma, "run", "--", "rping", "-c", "-a", "127.0.0.1", "-p", p, "-C", "1"],
+                       capture_output=True, text=True, timeout=30)
+    expect(c.returncode == 0, "the first listener still serves", c.stdout + c.stderr)
+    finish(s1, 30)
+
+
+def case_faults():
+    rping("rping drop=0.05", count=30, run_opts=["--faults", "drop=0.05,seed=11"])
+
+
+def case_trace():
+    with tempfile.TemporaryDirectory() as d:
+        srv_pcap, cli_pcap = os.path.join(d, "s.pcapng"), os.path.join(d, "c.pcapng")
+        p = str(port())
+        args = ["-a", "127.0.0.1", "-p", p, "-C", "3"]
+        srv = start(["rping", "-s", *args], run_opts=["--pcap", srv_pcap])
+        expect(wait_bound(p), "trace: server up")
+        cli = start(["rping", "-c", *args], run_opts=["--pcap", cli_pcap])
+        crc, cout = finish(cli)
+        src, sout = finish(srv)
+        expect(crc == 0 and src == 0, "trace: rping", cout + sout)
+        # The client exits right after its DREQ: the DREP is in the server's trace only.
+        both = ("ConnectRequest", "ConnectReply", "ReadyToUse", "DisconnectRequest")
+        for f, msgs in ((cli_pcap, both), (srv_pcap, both + ("DisconnectReply",))):
+            r = subprocess.run([tshark, "-r", f], capture_output=True, text=True)
+            for msg in msgs:
+                expect(f"CM: {msg}" in r.stdout, f"trace {os.path.basename(f)}: no CM {msg}",
+                       r.stdout)
+            v = subprocess.run([tshark, "-r", f, "-V"], capture_output=True, text=True)
+            expect("Malformed" not in v.stdout and "IP CM ServiceID" in v.stdout and
+                   "Local Communication ID" in v.stdout,
+                   f"trace {os.path.basename(f)}: CM decodes cleanly", v.stdout[-2000:])
+            lint = subprocess.run([softrdma, "lint", f], capture_output=True, text=True)
+            expect(lint.returncode == 0, f"trace {os.path.basename(f)}: lint", lint.stdout)
+
+
+CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
+if case not in CASES:
+    print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
+    sys.exit(2)
+CASES[case]()
+if failures:
+    print(f"{len(failures)} failure(s)")
+    sys.exit(1)
+print("ok")

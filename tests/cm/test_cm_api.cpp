@@ -1,0 +1,426 @@
+// The rdma_cm API of softrdma's librdmacm.so.1, exercised in one process (the process's
+// CM agent talks to itself over the wire: REQ, REP, RTU... go out on UDP 4791 and come
+// back): events and their parameters, private data, rejection, sync ids, addresses.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <rdma/rsocket.h>
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <string>
+#include <thread>
+
+namespace {
+
+// Waits up to `ms` for the next event on `ch`; nullptr on timeout.
+rdma_cm_event* next_event(rdma_event_channel* ch, int ms = 5000) {
+  pollfd p{ch->fd, POLLIN, 0};
+  if (poll(&p, 1, ms) <= 0) return nullptr;
+  rdma_cm_event* ev = nullptr;
+  if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
+  return ev;
+}
+
+// The next event, which must be `type` (status 0); acked unless `keep`.
+rdma_cm_event* expect_event(rdma_event_channel* ch, rdma_cm_event_type type, bool keep = false) {
+  rdma_cm_event* ev = next_event(ch);
+  EXPECT_NE(ev, nullptr) << "no event, wanted " << rdma_event_str(type);
+  if (!ev) return nullptr;
+  EXPECT_EQ(ev->event, type) << rdma_event_str(ev->event) << " status " << ev->status;
+  if (!keep) {
+    rdma_ack_cm_event(ev);
+    return nullptr;
+  }
+  return ev;
+}
+
+sockaddr_in loopback(std::uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(port);
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  return a;
+}
+
+// Binds `id` to 127.0.0.1 on a free port of the 20000s; returns the port.
+std::uint16_t bind_free(rdma_cm_id* id) {
+  static std::mt19937 rng(std::random_device{}());
+  for (int i = 0; i < 100; ++i) {
+    auto port = static_cast<std::uint16_t>(20000 + rng() % 9000);
+    sockaddr_in a = loopback(port);
+    if (rdma_bind_addr(id, reinterpret_cast<sockaddr*>(&a)) == 0) return port;
+  }
+  ADD_FAILURE() << "no free port";
+  return 0;
+}
+
+ibv_qp_init_attr qp_attr(ibv_qp_type type = IBV_QPT_RC) {
+  ibv_qp_init_attr a{};
+  a.qp_type = type;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  a.cap.max_inline_data = 64;
+  a.sq_sig_all = 1;
+  return a;
+}
+
+struct Pair {
+  rdma_event_channel* sch = rdma_create_event_channel();
+  rdma_event_channel* cch = rdma_create_event_channel();
+  rdma_cm_id* listener = nullptr;
+  rdma_cm_id* client = nullptr;
+  rdma_cm_id* child = nullptr;
+  std::uint16_t port = 0;
+  explicit Pair(rdma_port_space ps = RDMA_PS_TCP) {
+    EXPECT_EQ(rdma_create_id(sch, &listener, nullptr, ps), 0);
+    EXPECT_EQ(rdma_create_id(cch, &client, nullptr, ps), 0);
+    port = bind_free(listener);
+    EXPECT_EQ(rdma_listen(listener, 4), 0);
+  }
+  void resolve() {
+    sockaddr_in dst = loopback(port);
+    ASSERT_EQ(rdma_resolve_addr(client, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+    expect_event(cch, RDMA_CM_EVENT_ADDR_RESOLVED);
+    ASSERT_EQ(rdma_resolve_route(client, 2000), 0);
+    expect_event(cch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  }
+  ~Pair() {
+    if (child) rdma_destroy_ep(child);
+    if (client) rdma_destroy_ep(client);
+    if (listener) rdma_destroy_id(listener);
+    rdma_destroy_event_channel(sch);
+    rdma_destroy_event_channel(cch);
+  }
+};
+
+}  // namespace
+
+TEST(CmApi, NonBlockingChannelSaysEagain) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_NE(ch, nullptr);
+  fcntl(ch->fd, F_SETFL, fcntl(ch->fd, F_GETFL) | O_NONBLOCK);
+  rdma_cm_event* ev = nullptr;
+  EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = loopback(9);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  pollfd p{ch->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 2000), 1);  // the fd became readable
+  ASSERT_EQ(rdma_get_cm_event(ch, &ev), 0);
+  EXPECT_EQ(ev->event, RDMA_CM_EVENT_ADDR_RESOLVED);
+  EXPECT_EQ(ev->id, id);
+  EXPECT_NE(id->verbs, nullptr);
+  rdma_ack_cm_event(ev);
+  EXPECT_EQ(rdma_get_cm_event(ch, &ev), -1);
+  EXPECT_EQ(errno, EAGAIN);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
+TEST(CmApi, ConnectAcceptCarriesPrivateDataAndConnectsTheQps) {
+  Pair p;
+  p.resolve();
+  ibv_qp_init_attr ca = qp_attr();
+  ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
+  EXPECT_NE(p.client->send_cq_channel, nullptr);  // created for the rdma_get_*_comp helpers
+  EXPECT_NE(p.client->recv_cq, nullptr);
+  const char hello[] = "hello from the active side";
+  rdma_conn_param cp{};
+  cp.private_data = hello;
+  cp.private_data_len = sizeof hello;
+  cp.responder_resources = 3;
+  cp.initiator_depth = 2;
+  cp.retry_count = 5;
+  cp.rnr_retry_count = 6;
+  ASSERT_EQ(rdma_connect(p.client, &cp), 0);
+
+  rdma_cm_event* req = expect_event(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, true);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->listen_id, p.listener);
+  p.child = req->id;
+  ASSERT_GE(req->param.conn.private_data_len, sizeof hello);
+  EXPECT_EQ(std::memcmp(req->param.conn.private_data, hello, sizeof hello), 0);
+  EXPECT_EQ(req->param.conn.responder_resources, 2);  // the peer's initiator depth
+  EXPECT_EQ(req->param.conn.initiator_depth, 3);
+  EXPECT_EQ(req->param.conn.retry_count, 5);
+  EXPECT_EQ(req->param.conn.rnr_retry_count, 6);
+  EXPECT_EQ(req->param.conn.qp_num, p.client->qp->qp_num);
+  auto* peer = reinterpret_cast<sockaddr_in*>(rdma_get_peer_addr(p.child));
+  EXPECT_EQ(peer->sin_family, AF_INET);
+  EXPECT_EQ(ntohs(rdma_get_src_port(p.child)), p.port);
+  rdma_ack_cm_event(req);
+
+  // What rdma_init_qp_attr gives for the passive side's QP.
+  ibv_qp_attr qa{};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_INIT;
+  ASSERT_EQ(rdma_init_qp_attr(p.child, &qa, &mask), 0);
+  EXPECT_TRUE(qa.qp_access_flags & IBV_ACCESS_REMOTE_READ);
+  qa.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(rdma_init_qp_attr(p.child, &qa, &mask), 0);
+  EXPECT_EQ(qa.dest_qp_num, p.client->qp->qp_num);
+  EXPECT_TRUE(mask & IBV_QP_AV);
+  EXPECT_EQ(qa.ah_attr.is_global, 1);
+  EXPECT_EQ(qa.max_dest_rd_atomic, 2);
+
+  ibv_qp_init_attr sa = qp_attr();
+  ASSERT_EQ(rdma_create_qp(p.child, nullptr, &sa), 0);
+  const char world[] = "world";
+  rdma_conn_param ap{};
+  ap.private_data = world;
+  ap.private_data_len = sizeof world;
+  ap.responder_resources = 2;
+  ap.initiator_depth = 3;
+  ASSERT_EQ(rdma_accept(p.child, &ap), 0);
+
+  rdma_cm_event* est = expect_event(p.cch, RDMA_CM_EVENT_ESTABLISHED, true);
+  ASSERT_NE(est, nullptr);
+  EXPECT_EQ(std::memcmp(est->param.conn.private_data, world, sizeof world), 0);
+  rdma_ack_cm_event(est);
+  expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED);
+
+  // The QPs are connected: a SEND from the client lands in the child's receive.
+  char rbuf[64] = {}, sbuf[64] = "through the connected QPs";
+  ibv_mr* rmr = rdma_reg_msgs(p.child, rbuf, sizeof rbuf);
+  ASSERT_NE(rmr, nullptr);
+  ASSERT_EQ(rdma_post_recv(p.child, nullptr, rbuf, sizeof rbuf, rmr), 0);
+  ASSERT_EQ(rdma_post_send(p.client, nullptr, sbuf, sizeof sbuf, nullptr, IBV_SEND_INLINE), 0);
+  ibv_wc wc{};
+  ASSERT_EQ(rdma_get_recv_comp(p.child, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_STREQ(rbuf, sbuf);
+  ASSERT_EQ(rdma_get_send_comp(p.client, &wc), 1);
+  EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  rdma_dereg_mr(rmr);
+
+  // Disconnect: both sides hear of it; the active side's QP goes to the error state.
+  ASSERT_EQ(rdma_disconnect(p.client), 0);
+  expect_event(p.cch, RDMA_CM_EVENT_DISCONNECTED);
+  expect_event(p.sch, RDMA_CM_EVENT_DISCONNECTED);
+  ibv_qp_attr now{};
+  ibv_qp_init_attr init{};
+  ASSERT_EQ(ibv_query_qp(p.client->qp, &now, IBV_QP_STATE, &init), 0);
+  EXPECT_EQ(now.qp_state, IBV_QPS_ERR);
+  expect_event(p.cch, RDMA_CM_EVENT_TIMEWAIT_EXIT);
+}
+
+TEST(CmApi, RejectCarriesReasonAndPrivateData) {
+  Pair p;
+  p.resolve();
+  rdma_conn_param cp{};
+  cp.qp_num = 0x123;  // no QP on the id: the application's own number
+  ASSERT_EQ(rdma_connect(p.client, &cp), 0);
+  rdma_cm_event* req = expect_event(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, true);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(req->param.conn.qp_num, 0x123u);
+  rdma_cm_id* child = req->id;
+  rdma_ack_cm_event(req);
+  const char nope[] = "not today";
+  ASSERT_EQ(rdma_reject(child, nope, sizeof nope), 0);
+  rdma_cm_event* rej = expect_event(p.cch, RDMA_CM_EVENT_REJECTED, true);
+  ASSERT_NE(rej, nullptr);
+  EXPECT_EQ(rej->status, 28);  // IB_CM_REJ_CONSUMER_DEFINED
+  EXPECT_EQ(std::memcmp(rej->param.conn.private_data, nope, sizeof nope), 0);
+  rdma_ack_cm_event(rej);
+  rdma_destroy_id(child);
+}
+
+TEST(CmApi, NobodyListeningIsRejectedAtOnce) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_TCP), 0);
+  rdma_cm_id* probe = nullptr;  // find a port nobody holds: bind it, then let it go
+  ASSERT_EQ(rdma_create_id(ch, &probe, nullptr, RDMA_PS_TCP), 0);
+  const std::uint16_t port = bind_free(probe);
+  rdma_destroy_id(probe);
+  sockaddr_in dst = loopback(port);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0);
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  rdma_conn_param cp{};
+  const auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(rdma_connect(id, &cp), 0);
+  rdma_cm_event* ev = expect_event(ch, RDMA_CM_EVENT_REJECTED, true);
+  ASSERT_NE(ev, nullptr);
+  EXPECT_EQ(ev->status, 8);  // IB_CM_REJ_INVALID_SERVICE_ID
+  EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(2));
+  rdma_ack_cm_event(ev);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(ch);
+}
+
+TEST(CmApi, AddressesInUseAndReuse) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id *a = nullptr, *b = nullptr, *w = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &a, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(ch, &b, nullptr, RDMA_PS_TCP), 0);
+  ASSERT_EQ(rdma_create_id(ch, &w, nullptr, RDMA_PS_TCP), 0);
+  const std::uint16_t port = bind_free(a);
+  sockaddr_in same = loopback(port);
+  EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&same)), -1);
+  EXPECT_EQ(errno, EADDRINUSE);
+  sockaddr_in any{};
+  any.sin_family = AF_INET;
+  any.sin_port = htons(port);
+  EXPECT_EQ(rdma_bind_addr(w, reinterpret_cast<sockaddr*>(&any)), -1);  // overlaps 127.0.0.1
+  EXPECT_EQ(errno, EADDRINUSE);
+  // Another port space is another namespace of ports.
+  rdma_cm_id* u = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &u, nullptr, RDMA_PS_UDP), 0);
+  EXPECT_EQ(rdma_bind_addr(u, reinterpret_cast<sockaddr*>(&same)), 0);
+  rdma_destroy_id(a);  // the port is free again at once
+  EXPECT_EQ(rdma_bind_addr(b, reinterpret_cast<sockaddr*>(&same)), 0);
+  sockaddr_in elsewhere{};
+  elsewhere.sin_family = AF_INET;
+  inet_pton(AF_INET, "192.0.2.77", &elsewhere.sin_addr);  // TEST-NET-1: not ours
+  EXPECT_EQ(rdma_bind_addr(w, reinterpret_cast<sockaddr*>(&elsewhere)), -1);
+  EXPECT_EQ(errno, EADDRNOTAVAIL);
+  rdma_destroy_id(b);
+  rdma_destroy_id(w);
+  rdma_destroy_id(u);
+  rdma_destroy_event_channel(ch);
+}
+
+TEST(CmApi, BadCallsFailCleanly) {
+  Pair p;
+  rdma_conn_param cp{};
+  EXPECT_EQ(rdma_connect(p.client, &cp), -1);  // not resolved
+  EXPECT_EQ(errno, EINVAL);
+  EXPECT_EQ(rdma_resolve_route(p.client, 100), -1);
+  EXPECT_EQ(rdma_accept(p.client, &cp), -1);
+  EXPECT_EQ(rdma_disconnect(p.client), -1);
+  p.resolve();
+  char big[100] = {};
+  cp.private_data = big;
+  cp.private_data_len = 57;  // 92 bytes of REQ private data minus the 36-byte IP CM header
+  EXPECT_EQ(rdma_connect(p.client, &cp), -1);
+  EXPECT_EQ(errno, EINVAL);
+  int optval = 1;
+  EXPECT_EQ(rdma_set_option(p.client, 99, 0, &optval, sizeof optval), -1);
+  std::uint8_t tos = 0x20;
+  EXPECT_EQ(rdma_set_option(p.client, RDMA_OPTION_ID, RDMA_OPTION_ID_TOS, &tos, 1), 0);
+  ibv_qp_attr qa{};
+  int mask = 0;
+  qa.qp_state = IBV_QPS_RTR;  // not connected yet
+  EXPECT_EQ(rdma_init_qp_attr(p.client, &qa, &mask), -1);
+}
+
+TEST(CmApi, SyncIdsThroughCreateEpAndGetRequest) {
+  rdma_addrinfo hints{}, *sres = nullptr, *cres = nullptr;
+  hints.ai_flags = RAI_PASSIVE;
+  hints.ai_port_space = RDMA_PS_TCP;
+  // A free port: bind one, note it, give it back.
+  rdma_cm_id* probe = nullptr;
+  ASSERT_EQ(rdma_create_id(nullptr, &probe, nullptr, RDMA_PS_TCP), 0);
+  const std::string port = std::to_string(bind_free(probe));
+  rdma_destroy_id(probe);
+  ASSERT_EQ(rdma_getaddrinfo("127.0.0.1", port.c_str(), &hints, &sres), 0);
+  ibv_qp_init_attr attr = qp_attr();
+  rdma_cm_id* listen_id = nullptr;
+  ASSERT_EQ(rdma_create_ep(&listen_id, sres, nullptr, &attr), 0);
+  ASSERT_EQ(rdma_listen(listen_id, 1), 0);
+
+  std::thread client([&] {
+    rdma_addrinfo h{};
+    h.ai_port_space = RDMA_PS_TCP;
+    ASSERT_EQ(rdma_getaddrinfo("127.0.0.1", port.c_str(), &h, &cres), 0);
+    ibv_qp_init_attr a = qp_attr();
+    rdma_cm_id* id = nullptr;
+    ASSERT_EQ(rdma_create_ep(&id, cres, nullptr, &a), 0);
+    ASSERT_NE(id->qp, nullptr);
+    EXPECT_EQ(rdma_connect(id, nullptr), 0);  // blocks until ESTABLISHED
+    EXPECT_EQ(rdma_disconnect(id), 0);        // blocks until DISCONNECTED
+    rdma_destroy_ep(id);
+  });
+  rdma_cm_id* conn = nullptr;
+  ASSERT_EQ(rdma_get_request(listen_id, &conn), 0) << strerror(errno);
+  ASSERT_NE(conn->qp, nullptr);  // created from rdma_create_ep's attributes
+  EXPECT_EQ(conn->qp->qp_type, IBV_QPT_RC);
+  EXPECT_EQ(rdma_accept(conn, nullptr), 0);  // blocks until ESTABLISHED
+  client.join();
+  EXPECT_EQ(rdma_disconnect(conn), 0);  // the peer's DREQ came first: its event is read here
+  rdma_destroy_ep(conn);
+  rdma_destroy_ep(listen_id);
+  rdma_freeaddrinfo(sres);
+  rdma_freeaddrinfo(cres);
+}
+
+TEST(CmApi, UdServiceIdResolution) {
+  Pair p(RDMA_PS_UDP);
+  p.resolve();
+  ibv_qp_init_attr ca = qp_attr(IBV_QPT_UD);
+  ASSERT_EQ(rdma_create_qp(p.client, nullptr, &ca), 0);
+  const char pdata[] = "sidr";
+  rdma_conn_param cp{};
+  cp.private_data = pdata;
+  cp.private_data_len = sizeof pdata;
+  ASSERT_EQ(rdma_connect(p.client, &cp), 0);
+  rdma_cm_event* req = expect_event(p.sch, RDMA_CM_EVENT_CONNECT_REQUEST, true);
+  ASSERT_NE(req, nullptr);
+  EXPECT_EQ(std::memcmp(req->param.ud.private_data, pdata, sizeof pdata), 0);
+  p.child = req->id;
+  rdma_ack_cm_event(req);
+  ibv_qp_init_attr sa = qp_attr(IBV_QPT_UD);
+  ASSERT_EQ(rdma_create_qp(p.child, nullptr, &sa), 0);
+  ASSERT_EQ(rdma_accept(p.child, nullptr), 0);
+  rdma_cm_event* est = expect_event(p.cch, RDMA_CM_EVENT_ESTABLISHED, true);
+  ASSERT_NE(est, nullptr);
+  EXPECT_EQ(est->param.ud.qp_num, p.child->qp->qp_num);
+  EXPECT_EQ(est->param.ud.qkey, static_cast<std::uint32_t>(RDMA_UDP_QKEY));
+  EXPECT_EQ(est->param.ud.ah_attr.is_global, 1);
+  rdma_ack_cm_event(est);
+}
+
+TEST(CmApi, MulticastJoinGivesTheGroupAddress) {
+  rdma_event_channel* ch = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(ch, &id, nullptr, RDMA_PS_UDP), 0);
+  sockaddr_in grp{};
+  grp.sin_family = AF_INET;
+  inet_pton(AF_INET, "239.77.1.2", &grp.sin_addr);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&grp), 2000), 0);
+  expect_event(ch, RDMA_CM_EVENT_ADDR_RESOLVED);
+  ibv_qp_init_attr a = qp_attr(IBV_QPT_UD);
+  ASSERT_EQ(rdma_create_qp(id, nullptr, &a), 0);
+  int ctx = 42;
+  ASSERT_EQ(rdma_join_multicast(id, reinterpret_cast<sockaddr*>(&grp), &ctx), 0);
+  rdma_cm_event* ev = expect_event(ch, RDMA_CM_EVENT_MULTICAST_JOIN, true);
+  ASSERT_NE(ev, nullptr);
+  EXPECT_EQ(ev->param.ud.private_data, &ctx);
+  EXPECT_EQ(ev->param.ud.qp_num, 0xFFFFFFu);
+  EXPECT_EQ(ev->param.ud.qkey, static_cast<std::uint32_t>(RDMA_UDP_QKEY));
+  EXPECT_EQ(ev->param.ud.ah_attr.grh.dgid.raw[10], 0xFF);
+  EXPECT_EQ(ev->param.ud.ah_attr.grh.dgid.raw[12], 239);
+  rdma_ack_cm_event(ev);
+  EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&grp)), 0);
+  EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&grp)), -1);
+  rdma_destroy_ep(id);
+  rdma_destroy_event_channel(ch);
+}
+
+TEST(CmApi, RsocketsSayNotImplemented) {
+  // The family is documented as not implemented yet.
+  errno = 0;
+  EXPECT_EQ(rsocket(AF_INET, SOCK_STREAM, 0), -1);
+  EXPECT_EQ(errno, ENOSYS);
+}
+
+TEST(CmApi, DevicesAndEventNames) {
+  int n = 0;
+  ibv_context** list = rdma_get_devices(&n);
+  ASSERT_NE(list, nullptr);
+  EXPECT_EQ(n, 1);
+  EXPECT_STREQ(ibv_get_device_name(list[0]->device), "softroce0");
+  EXPECT_EQ(list[n], nullptr);
+  rdma_free_devices(list);
+  EXPECT_STREQ(rdma_event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT");
+}
