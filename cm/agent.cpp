@@ -803,7 +803,7 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.primary.local_ack_timeout = id->ack_timeout;
   wire::IpCmHeader h;
   const sockaddr* src = &id->id.route.addr.src_addr;
-  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
   h.src_port = ntohs(rdma_get_src_port(&id->id));
   h.src_addr = gid_of(src);
   h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
@@ -880,7 +880,7 @@ int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
                                         ntohs(rdma_get_dst_port(&id->id)));
   wire::IpCmHeader h;
   const sockaddr* src = &id->id.route.addr.src_addr;
-  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
   h.src_port = ntohs(rdma_get_src_port(&id->id));
   h.src_addr = gid_of(src);
   h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
@@ -1006,7 +1006,7 @@ wire::Gid16 gid_of(const sockaddr* addr) {
 void sockaddr_of(const wire::Gid16& gid, std::uint16_t port, sockaddr_storage& out) {
   std::memset(&out, 0, sizeof out);
   const bool v4 = std::all_of(gid.begin(), gid.begin() + 10, [](auto b) { return b == 0; }) &&
-                  ((gid[10] == 0xFF && gid[11] == 0xFF) || (gid[10] == 0 && gid[11] == 0));
+                  gid[10] == 0xFF && gid[11] == 0xFF;
   if (v4) {
     auto* s = reinterpret_cast<sockaddr_in*>(&out);
     s->sin_family = AF_INET;

@@ -118,6 +118,22 @@ wire::Gid16 peer_for(CmId* c, const sockaddr* dst,
   return gid_of(dst);
 }
 
+// The source address the kernel would pick to reach `dst` (port 0); false when none.
+bool source_for(const sockaddr* dst, sockaddr_storage& out) {
+  if (is_multicast(dst)) return false;
+  int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_storage probe{};
+  std::memcpy(&probe, dst, addr_len(dst));
+  set_port(reinterpret_cast<sockaddr*>(&probe), 4791);
+  socklen_t len = sizeof out;
+  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&out), &len) == 0;
+  close(fd);
+  if (ok) set_port(reinterpret_cast<sockaddr*>(&out), 0);
+  return ok;
+}
+
 ibv_mtu active_mtu() {
   ibv_port_attr pa{};
   if (agent_context() && ibv_query_port(agent_context(), 1, &pa) == 0) return pa.active_mtu;
@@ -285,7 +301,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
       sockaddr_storage src{};
       if (src_addr) {
         std::memcpy(&src, src_addr, addr_len(src_addr));
-      } else {  // the device's own address, an ephemeral port
+      } else if (!source_for(dst_addr, src)) {  // the kernel's choice, else the device's
         sockaddr_of(agent_gid(), 0, src);
       }
       int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make demo`: the main job on an embedded default. Real verbs programs from
+# `make demo`: the main job on an embedded default. Real verbs and rdma_cm programs from
 # Debian's packages run over softrdma on loopback (no RDMA hardware, no kernel
 # module), each process tracing what it sends and receives; the traces are
 # merged, summarised with tshark and checked with `softrdma lint`.
@@ -28,6 +28,26 @@ run_pair() {
   fi
 }
 
+# rdma_cm: rping connects through librdmacm (CM MADs on QP1), then pings with SEND/READ/WRITE.
+run_rping() {
+  local p; p=$(port)
+  echo "== rping (rdma_cm): -s / -c -a 127.0.0.1 -p $p -C 10"
+  "$bin" run --pcap "$out/traces/rping-%p.pcapng" -- rping -s -a 127.0.0.1 -p "$p" -C 10 \
+    > "$out/rping.server.log" 2>&1 &
+  local srv=$!
+  sleep 0.5
+  "$bin" run --pcap "$out/traces/rping-%p.pcapng" -- rping -c -v -a 127.0.0.1 -p "$p" -C 10 \
+    > "$out/rping.client.log" 2>&1
+  local crc=$?
+  wait $srv
+  local src=$?
+  tail -n 2 "$out/rping.client.log" | cut -c1-60 | sed 's/^/   /'
+  if [ $crc -ne 0 ] || [ $src -ne 0 ]; then
+    echo "   FAILED (client $crc, server $src): see $out/rping.*.log"
+    return 1
+  fi
+}
+
 status=0
 rm -rf "$out/traces"
 mkdir -p "$out/traces"
@@ -38,6 +58,7 @@ run_pair rc_pingpong ibv_rc_pingpong -g 0 -p "$(port)" || status=1
 run_pair ud_pingpong ibv_ud_pingpong -g 0 -p "$(port)" || status=1
 run_pair ib_write_bw ib_write_bw -p "$(port)" -s 65536 -n 2000 || status=1
 run_pair ib_read_lat ib_read_lat -p "$(port)" -s 64 -n 2000 || status=1
+run_rping || status=1
 
 echo
 echo "== softrdma trace merge $out/traces/*.pcapng -o $out/demo.pcapng"

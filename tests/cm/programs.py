@@ -255,6 +255,58 @@ def case_trace():
             expect(lint.returncode == 0, f"trace {os.path.basename(f)}: lint", lint.stdout)
 
 
+def case_rping_ipv6():
+    p = str(port())
+    args = ["-a", "::1", "-p", p, "-C", "5"]
+    pair("rping ::1", ["rping", "-s", *args], ["rping", "-c", "-v", *args],
+         client_patterns=[r"rdma-ping-4:"], port=p)
+
+
+def sh(cmd):
+    return subprocess.run(cmd, shell=True, capture_output=True, text=True).returncode == 0
+
+
+def case_namespaces():
+    """Two hosts: network namespaces joined by a veth pair, a device on each side's address.
+    Also: a peer that does not exist on the link is UNREACHABLE in bounded time."""
+    a, b = f"srcm{os.getpid()}a", f"srcm{os.getpid()}b"
+    addr_a, addr_b = "10.96.0.1", "10.96.0.2"
+    try:
+        ok = (sh(f"ip netns add {a}") and sh(f"ip netns add {b}") and
+              sh(f"ip link add veth0 netns {a} type veth peer name veth1 netns {b}") and
+              sh(f"ip -n {a} addr add {addr_a}/24 dev veth0") and
+              sh(f"ip -n {b} addr add {addr_b}/24 dev veth1") and
+              sh(f"ip -n {a} link set veth0 up") and sh(f"ip -n {b} link set veth1 up") and
+              sh(f"ip -n {a} link set lo up") and sh(f"ip -n {b} link set lo up"))
+        if not ok:
+            print("SKIP: cannot create network namespaces with a veth pair here")
+            return
+        p = str(port())
+        srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
+                                f"udp:{addr_a}", "--", "rping", "-s", "-a", addr_a, "-p", p,
+                                "-C", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+        time.sleep(1.0)
+        cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
+                              f"udp:{addr_b}", "--", "rping", "-c", "-v", "-a", addr_a, "-p", p,
+                              "-C", "10"], capture_output=True, text=True, timeout=60)
+        src, sout = finish(srv, 30)
+        expect(cli.returncode == 0 and "rdma-ping-9:" in cli.stdout,
+               f"namespaces: client exit {cli.returncode}", cli.stdout + cli.stderr)
+        expect(src == 0, f"namespaces: server exit {src}", sout)
+        t0 = time.monotonic()
+        r = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
+                            f"udp:{addr_b}", "--", "rping", "-c", "-a", "10.96.0.3", "-p", p,
+                            "-C", "1"], capture_output=True, text=True, timeout=60)
+        out = r.stdout + r.stderr
+        expect(r.returncode != 0 and "RDMA_CM_EVENT_UNREACHABLE" in out,
+               "namespaces: nobody at the address: UNREACHABLE", out)
+        expect(time.monotonic() - t0 < 15, "namespaces: UNREACHABLE in bounded time", out)
+    finally:
+        sh(f"ip netns del {a}")
+        sh(f"ip netns del {b}")
+
+
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
 if case not in CASES:
     print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
