@@ -51,7 +51,7 @@ bench: build
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 
 format:
-	find wire pcap lint tools tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+	find wire pcap lint tools tests cm -name '*.cpp' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(FUZZBUILD) $(ASANBUILD)

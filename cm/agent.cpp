@@ -34,6 +34,11 @@ std::condition_variable& acked() {
 
 namespace {
 
+// Copies up to `room` bytes of the caller's private data (which may be absent).
+void put_private(std::uint8_t* dst, const std::uint8_t* pdata, std::size_t len, std::size_t room) {
+  if (pdata && len) std::memcpy(dst, pdata, std::min(len, room));
+}
+
 struct Agent {
   bool started = false;
   int start_errno = 0;
@@ -66,7 +71,9 @@ void drop(const char* why) {
   if (++a.drops <= 20) std::fprintf(stderr, "softrdma cm: dropped a MAD: %s\n", why);
 }
 
-std::uint32_t random_u32() { return static_cast<std::uint32_t>(agent().rng()); }
+std::uint32_t random_u32() {
+  return static_cast<std::uint32_t>(agent().rng());
+}
 
 void wake() {
   std::uint64_t one = 1;
@@ -232,6 +239,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   // The request is queued on the listener's channel (a sync listener's own).
   ev->ev.id = &c->id;
   Channel* deliver_to = listener->channel;
+  c->request_channel = deliver_to;
   c->events_out++;
   ev->owner = c;
   ev->queued_on = deliver_to;
@@ -331,8 +339,8 @@ void on_mra(const wire::CmMra& m) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id || !id->waiting) return;
   // The peer needs service_timeout more: 4.096 us * 2^t, on top of our own timeout.
-  const auto extra = std::chrono::microseconds(
-      static_cast<std::int64_t>(4.096 * static_cast<double>(1ull << std::min<int>(m.service_timeout, 31))));
+  const auto extra = std::chrono::microseconds(static_cast<std::int64_t>(
+      4.096 * static_cast<double>(1ull << std::min<int>(m.service_timeout, 31))));
   id->deadline = Clock::now() + id->resp_timeout + extra;
   wake();
 }
@@ -437,6 +445,7 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
                wire::kSidrReqPrivate - wire::kIpCmHeaderSize, true);
   fill_ud_ah(c, ev->ev.param.ud.ah_attr);
   c->events_out++;
+  c->request_channel = listener->channel;
   ev->queued_on = listener->channel;
   listener->channel->queue.push_back(ev);
   std::uint8_t one = 1;
@@ -638,8 +647,9 @@ bool start(std::string& error) {
     epoll_ctl(a.epfd, EPOLL_CTL_ADD, fd, &ev);
   }
   if (!a.liveness.open(a.gsi.gid(), a.epfd)) {
-    std::fprintf(stderr, "softrdma cm: cannot watch peers on this host (another process has"
-                         " this device's address?)\n");
+    std::fprintf(stderr,
+                 "softrdma cm: cannot watch peers on this host (another process has"
+                 " this device's address?)\n");
   }
   a.next_tid = (static_cast<std::uint64_t>(random_u32()) << 32);
   std::thread(agent_loop).detach();
@@ -666,8 +676,12 @@ ibv_context* agent_context() {
   return a.ctx;
 }
 
-ibv_pd* agent_pd() { return agent().pd; }
-const wire::Gid16& agent_gid() { return agent().gsi.gid(); }
+ibv_pd* agent_pd() {
+  return agent().pd;
+}
+const wire::Gid16& agent_gid() {
+  return agent().gsi.gid();
+}
 
 Event* make_event(CmId* id, rdma_cm_event_type type, int status) {
   auto* ev = new Event;
@@ -692,7 +706,9 @@ void deliver(Event* ev) {
   (void)!write(id->channel->write_fd, &one, 1);
 }
 
-void track(CmId* id) { agent().ids.push_back(id); }
+void track(CmId* id) {
+  agent().ids.push_back(id);
+}
 
 void untrack(CmId* id) {
   auto& ids = agent().ids;
@@ -716,6 +732,8 @@ void unwatch_registry(CmId* id) {
 void destroy_channel(Channel* c) {
   if (c->closed) return;
   c->closed = true;
+  static std::vector<Channel*>* graveyard = new std::vector<Channel*>;  // kept, see state.h
+  graveyard->push_back(c);
   close(c->write_fd);  // a reader blocked in rdma_get_cm_event sees end-of-file
   close(c->ch.fd);
   auto queue = std::move(c->queue);
@@ -742,7 +760,7 @@ void discard_queued(CmId* id) {
     }
   };
   drop_from(id->channel);
-  if (id->listener && id->listener->channel != id->channel) drop_from(id->listener->channel);
+  if (id->request_channel != id->channel) drop_from(id->request_channel);
 }
 
 void maybe_free(CmId* id) {
@@ -769,7 +787,9 @@ void enter_timewait(CmId* id) {
 }
 
 namespace {
-std::uint64_t new_tid() { return ++agent().next_tid; }
+std::uint64_t new_tid() {
+  return ++agent().next_tid;
+}
 }  // namespace
 
 int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
@@ -812,8 +832,8 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
     h.dst_addr[10] = h.dst_addr[11] = 0;
   }
   wire::build_ip_cm_header(m.private_data, h);
-  std::memcpy(m.private_data.data() + wire::kIpCmHeaderSize, pdata,
-              std::min(len, wire::kReqPrivate - wire::kIpCmHeaderSize));
+  put_private(m.private_data.data() + wire::kIpCmHeaderSize, pdata, len,
+              wire::kReqPrivate - wire::kIpCmHeaderSize);
   wire::build_cm_req(id->last_mad, id->tid, m);
   id->state = State::kReqSent;
   return send_and_wait(id);
@@ -831,7 +851,7 @@ int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.rnr_retry_count = id->rnr_retry_count & 7;
   m.srq = id->id.qp ? id->id.qp->srq != nullptr : id->srq;
   m.local_ca_guid = a.node_guid;
-  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kRepPrivate));
+  put_private(m.private_data.data(), pdata, len, wire::kRepPrivate);
   wire::build_cm_rep(id->last_mad, id->tid, m);
   id->state = State::kRepSent;
   a.liveness.watch(id->peer_gid);
@@ -854,7 +874,7 @@ int send_rej(CmId* id, std::uint16_t reason, const std::uint8_t* pdata, std::siz
   m.remote_comm_id = id->remote_comm_id;
   m.message_rejected = id->state == State::kReqRcvd ? 0 : 1;
   m.reason = reason;
-  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kRejPrivate));
+  put_private(m.private_data.data(), pdata, len, wire::kRejPrivate);
   std::array<std::uint8_t, wire::kMadSize> mad;
   wire::build_cm_rej(mad, id->tid, m);
   return agent().gsi.send(id->peer_gid, mad.data(), id->tos);
@@ -889,8 +909,8 @@ int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
     h.dst_addr[10] = h.dst_addr[11] = 0;
   }
   wire::build_ip_cm_header(m.private_data, h);
-  std::memcpy(m.private_data.data() + wire::kIpCmHeaderSize, pdata,
-              std::min(len, wire::kSidrReqPrivate - wire::kIpCmHeaderSize));
+  put_private(m.private_data.data() + wire::kIpCmHeaderSize, pdata, len,
+              wire::kSidrReqPrivate - wire::kIpCmHeaderSize);
   wire::build_cm_sidr_req(id->last_mad, id->tid, m);
   id->state = State::kSidrReqSent;
   return send_and_wait(id);
@@ -904,7 +924,7 @@ int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std:
   m.qkey = RDMA_UDP_QKEY;
   m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
                                         ntohs(rdma_get_src_port(&id->id)));
-  std::memcpy(m.private_data.data(), pdata, std::min(len, wire::kSidrRepPrivate));
+  put_private(m.private_data.data(), pdata, len, wire::kSidrRepPrivate);
   wire::build_cm_sidr_rep(id->last_mad, id->tid, m);
   id->answer_sent = true;
   id->state = status == wire::sidr_status::kSuccess ? State::kEstablished : State::kClosed;

@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <optional>
@@ -152,16 +152,16 @@ void destroy_cqs(rdma_cm_id* id) {
 int create_cqs(rdma_cm_id* id, std::uint32_t send_size, std::uint32_t recv_size) {
   if (recv_size) {
     id->recv_cq_channel = ibv_create_comp_channel(id->verbs);
-    id->recv_cq = id->recv_cq_channel
-                      ? ibv_create_cq(id->verbs, static_cast<int>(recv_size), id, id->recv_cq_channel, 0)
-                      : nullptr;
+    id->recv_cq = id->recv_cq_channel ? ibv_create_cq(id->verbs, static_cast<int>(recv_size), id,
+                                                      id->recv_cq_channel, 0)
+                                      : nullptr;
     if (!id->recv_cq) goto err;
   }
   if (send_size) {
     id->send_cq_channel = ibv_create_comp_channel(id->verbs);
-    id->send_cq = id->send_cq_channel
-                      ? ibv_create_cq(id->verbs, static_cast<int>(send_size), id, id->send_cq_channel, 0)
-                      : nullptr;
+    id->send_cq = id->send_cq_channel ? ibv_create_cq(id->verbs, static_cast<int>(send_size), id,
+                                                      id->send_cq_channel, 0)
+                                      : nullptr;
     if (!id->send_cq) goto err;
   }
   return 0;
@@ -466,14 +466,14 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
     if (id->qp_type == IBV_QPT_UD) {
       rc = send_sidr_req(c, pdata, plen);
     } else {
-      c->initiator_depth = static_cast<std::uint8_t>(
-          (!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH)
-              ? std::min(da.max_qp_init_rd_atom, 255)
-              : param->initiator_depth);
-      c->responder_resources = static_cast<std::uint8_t>(
-          (!param || param->responder_resources == RDMA_MAX_RESP_RES)
-              ? std::min(da.max_qp_rd_atom, 255)
-              : param->responder_resources);
+      c->initiator_depth =
+          static_cast<std::uint8_t>((!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH)
+                                        ? std::min(da.max_qp_init_rd_atom, 255)
+                                        : param->initiator_depth);
+      c->responder_resources =
+          static_cast<std::uint8_t>((!param || param->responder_resources == RDMA_MAX_RESP_RES)
+                                        ? std::min(da.max_qp_rd_atom, 255)
+                                        : param->responder_resources);
       c->retry_count = param ? param->retry_count : 7;
       c->rnr_retry_count = param ? param->rnr_retry_count : 7;
       c->qp_num = param ? param->qp_num : 0;
@@ -524,9 +524,12 @@ int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** id) {
   rdma_cm_event* ev = nullptr;
   if (rdma_get_cm_event(listen->channel, &ev) != 0) return -1;
   int err = 0;
-  if (ev->event == RDMA_CM_EVENT_REJECTED) err = ECONNREFUSED;
-  else if (ev->status) err = ev->status < 0 ? -ev->status : ev->status;
-  else if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) err = EINVAL;
+  if (ev->event == RDMA_CM_EVENT_REJECTED)
+    err = ECONNREFUSED;
+  else if (ev->status)
+    err = ev->status < 0 ? -ev->status : ev->status;
+  else if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+    err = EINVAL;
   if (!err && l->ep_qp_attr) {
     ibv_qp_init_attr attr = *l->ep_qp_attr;
     if (rdma_create_qp(ev->id, listen->pd, &attr) != 0) err = errno;
@@ -558,14 +561,14 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     if (id->ps == RDMA_PS_TCP && !id->qp && !param) return fail(EINVAL);
     if (plen > wire::kRepPrivate) return fail(EINVAL);
     if (!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH) {
-      c->initiator_depth = static_cast<std::uint8_t>(
-          std::min<int>(c->initiator_depth, da.max_qp_init_rd_atom));
+      c->initiator_depth =
+          static_cast<std::uint8_t>(std::min<int>(c->initiator_depth, da.max_qp_init_rd_atom));
     } else {
       c->initiator_depth = param->initiator_depth;
     }
     if (!param || param->responder_resources == RDMA_MAX_RESP_RES) {
-      c->responder_resources = static_cast<std::uint8_t>(
-          std::min<int>(c->responder_resources, da.max_qp_rd_atom));
+      c->responder_resources =
+          static_cast<std::uint8_t>(std::min<int>(c->responder_resources, da.max_qp_rd_atom));
     } else {
       c->responder_resources = param->responder_resources;
     }
@@ -781,18 +784,20 @@ ibv_context** rdma_get_devices(int* num_devices) {
   return list;
 }
 
-void rdma_free_devices(ibv_context** list) { std::free(list); }
+void rdma_free_devices(ibv_context** list) {
+  std::free(list);
+}
 
 const char* rdma_event_str(rdma_cm_event_type event) {
   static const char* const names[] = {
-      "RDMA_CM_EVENT_ADDR_RESOLVED",    "RDMA_CM_EVENT_ADDR_ERROR",
-      "RDMA_CM_EVENT_ROUTE_RESOLVED",   "RDMA_CM_EVENT_ROUTE_ERROR",
-      "RDMA_CM_EVENT_CONNECT_REQUEST",  "RDMA_CM_EVENT_CONNECT_RESPONSE",
-      "RDMA_CM_EVENT_CONNECT_ERROR",    "RDMA_CM_EVENT_UNREACHABLE",
-      "RDMA_CM_EVENT_REJECTED",         "RDMA_CM_EVENT_ESTABLISHED",
-      "RDMA_CM_EVENT_DISCONNECTED",     "RDMA_CM_EVENT_DEVICE_REMOVAL",
-      "RDMA_CM_EVENT_MULTICAST_JOIN",   "RDMA_CM_EVENT_MULTICAST_ERROR",
-      "RDMA_CM_EVENT_ADDR_CHANGE",      "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
+      "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
+      "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
+      "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+      "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
+      "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
+      "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
+      "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
+      "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
   const auto i = static_cast<unsigned>(event);
   return i < sizeof names / sizeof names[0] ? names[i] : "UNKNOWN EVENT";
 }
@@ -827,9 +832,9 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* 
   if (attr->comp_mask & ~(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) {
     return fail(EINVAL);
   }
-  const std::uint32_t flags =
-      (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ? attr->join_flags
-                                                          : std::uint32_t{RDMA_MC_JOIN_FLAG_FULLMEMBER};
+  const std::uint32_t flags = (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)
+                                  ? attr->join_flags
+                                  : std::uint32_t{RDMA_MC_JOIN_FLAG_FULLMEMBER};
   if (flags >= RDMA_MC_JOIN_FLAG_RESERVED) return fail(EINVAL);
   if (!is_multicast(attr->addr) || id->qp_type != IBV_QPT_UD) return fail(EINVAL);
   CmId* c = cm_id(id);

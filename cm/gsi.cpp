@@ -91,8 +91,7 @@ ibv_ah* Gsi::ah_for(const wire::Gid16& dgid, std::uint8_t traffic_class) {
 int Gsi::send(const wire::Gid16& dgid, const std::uint8_t* mad, std::uint8_t traffic_class) {
   ibv_ah* ah = ah_for(dgid, traffic_class);
   if (!ah) return errno ? errno : EINVAL;
-  ibv_sge sge{reinterpret_cast<std::uintptr_t>(mad), static_cast<std::uint32_t>(wire::kMadSize),
-              0};
+  ibv_sge sge{reinterpret_cast<std::uintptr_t>(mad), static_cast<std::uint32_t>(wire::kMadSize), 0};
   ibv_send_wr wr{};
   wr.opcode = IBV_WR_SEND;
   wr.send_flags = IBV_SEND_INLINE | IBV_SEND_SIGNALED;

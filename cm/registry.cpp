@@ -136,8 +136,10 @@ bool is_local(const sockaddr* addr) {
   sockaddr_storage ss{};
   socklen_t len = addr->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   std::memcpy(&ss, addr, len);
-  if (ss.ss_family == AF_INET) reinterpret_cast<sockaddr_in*>(&ss)->sin_port = 0;
-  else reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = 0;
+  if (ss.ss_family == AF_INET)
+    reinterpret_cast<sockaddr_in*>(&ss)->sin_port = 0;
+  else
+    reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port = 0;
   const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&ss), len) == 0;
   close(fd);
   return ok;

@@ -19,7 +19,7 @@ namespace softrdma::cm {
 
 using Clock = std::chrono::steady_clock;
 
-std::mutex& mutex();  // the one CM lock (connection setup is not a hot path)
+std::mutex& mutex();               // the one CM lock (connection setup is not a hot path)
 std::condition_variable& acked();  // signalled (under mutex()) when an event is acked
 
 struct Event {
@@ -44,16 +44,16 @@ enum class State : std::uint8_t {
   kAddrResolved,
   kRouteResolved,
   kListen,
-  kReqSent,       // active: REQ out, waiting for REP
-  kRepRcvd,       // active without a QP: CONNECT_RESPONSE given, waiting for rdma_establish
-  kReqRcvd,       // passive: CONNECT_REQUEST given, waiting for accept/reject
-  kRepSent,       // passive: REP out, waiting for RTU
+  kReqSent,  // active: REQ out, waiting for REP
+  kRepRcvd,  // active without a QP: CONNECT_RESPONSE given, waiting for rdma_establish
+  kReqRcvd,  // passive: CONNECT_REQUEST given, waiting for accept/reject
+  kRepSent,  // passive: REP out, waiting for RTU
   kEstablished,
   kDreqSent,
   kTimewait,
-  kSidrReqSent,   // UD active
-  kSidrReqRcvd,   // UD passive
-  kClosed,        // rejected, disconnected or failed
+  kSidrReqSent,  // UD active
+  kSidrReqRcvd,  // UD passive
+  kClosed,       // rejected, disconnected or failed
 };
 
 struct Multicast {
@@ -66,19 +66,21 @@ struct Multicast {
 struct CmId {
   rdma_cm_id id{};  // first: applications get &id
   Channel* channel = nullptr;
-  bool sync = false;         // created with a NULL channel: calls wait for their event
+  bool sync = false;  // created with a NULL channel: calls wait for their event
   State state = State::kIdle;
-  bool destroying = false;   // rdma_destroy_id waits for its events to be acked
-  bool destroyed = false;    // rdma_destroy_id called; freed once no event refers to it
-  int events_out = 0;        // events queued or handed out, not yet acked
+  bool destroying = false;  // rdma_destroy_id waits for its events to be acked
+  bool destroyed = false;   // rdma_destroy_id called; freed once no event refers to it
+  int events_out = 0;       // events queued or handed out, not yet acked
 
   // Addressing. `port` is the rdma_cm port (host order), claimed in the registry when bound.
   int registry_fd = -1;
   bool wildcard = false;
   int backlog = 0;
-  CmId* listener = nullptr;  // passive ids: the listening id they came from
+  CmId* listener = nullptr;  // passive ids: the listening id they came from (may be freed:
+                             // never dereferenced after creation)
+  Channel* request_channel = nullptr;      // where their CONNECT_REQUEST was queued
   ibv_qp_init_attr* ep_qp_attr = nullptr;  // rdma_create_ep on a passive id (rdma_get_request)
-  wire::Gid16 peer_gid{};    // where the peer's CM agent is (its device address)
+  wire::Gid16 peer_gid{};                  // where the peer's CM agent is (its device address)
   std::uint8_t tos = 0;
   bool tos_set = false;
   std::uint8_t ack_timeout = 14;
@@ -89,8 +91,8 @@ struct CmId {
   std::uint32_t remote_qpn = 0, remote_psn = 0, local_psn = 0, remote_qkey = 0;
   std::uint8_t responder_resources = 0, initiator_depth = 0;
   std::uint8_t retry_count = 7, rnr_retry_count = 7;
-  std::uint8_t path_mtu = 0;   // enum ibv_mtu
-  std::uint32_t qp_num = 0;    // when the application brings its own QP (conn_param.qp_num)
+  std::uint8_t path_mtu = 0;  // enum ibv_mtu
+  std::uint32_t qp_num = 0;   // when the application brings its own QP (conn_param.qp_num)
   bool srq = false;
   ibv_ece local_ece{}, remote_ece{};
 
@@ -109,7 +111,11 @@ struct CmId {
   bool answer_sent = false;
 };
 
-inline CmId* cm_id(rdma_cm_id* id) { return reinterpret_cast<CmId*>(id); }
-inline Channel* channel(rdma_event_channel* c) { return reinterpret_cast<Channel*>(c); }
+inline CmId* cm_id(rdma_cm_id* id) {
+  return reinterpret_cast<CmId*>(id);
+}
+inline Channel* channel(rdma_event_channel* c) {
+  return reinterpret_cast<Channel*>(c);
+}
 
 }  // namespace softrdma::cm

@@ -30,10 +30,17 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   }
   rxe::QpType type;
   switch (a->qp_type) {
-    case IBV_QPT_RC: type = rxe::QpType::kRc; break;
-    case IBV_QPT_UC: type = rxe::QpType::kUc; break;
-    case IBV_QPT_UD: type = rxe::QpType::kUd; break;
-    default: return fail<ibv_qp>(EOPNOTSUPP);  // XRC, raw packet: not implemented
+    case IBV_QPT_RC:
+      type = rxe::QpType::kRc;
+      break;
+    case IBV_QPT_UC:
+      type = rxe::QpType::kUc;
+      break;
+    case IBV_QPT_UD:
+      type = rxe::QpType::kUd;
+      break;
+    default:
+      return fail<ibv_qp>(EOPNOTSUPP);  // XRC, raw packet: not implemented
   }
   if (!a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
   rxe::QpCap cap;
@@ -43,9 +50,9 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   cap.max_recv_sge = a->cap.max_recv_sge;
   cap.max_inline_data = a->cap.max_inline_data;
   int err = 0;
-  rxe::Qp* q = dev(context).create_qp(
-      soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
-      a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err, qpn);
+  rxe::Qp* q = dev(context).create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe,
+                                      soft(a->recv_cq)->rxe, a->srq ? soft(a->srq)->rxe : nullptr,
+                                      cap, a->sq_sig_all != 0, &err, qpn);
   if (!q) return fail<ibv_qp>(err);
   a->cap.max_send_wr = cap.max_send_wr;
   a->cap.max_recv_wr = cap.max_recv_wr;
@@ -119,14 +126,18 @@ ibv_qp* softrdma_create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   return qp;
 }
 
-ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) { return &soft(qp)->qpx; }
+ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  return &soft(qp)->qpx;
+}
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   SoftQp* s = soft(qp);
   rxe::QpAttr a;
-  a.qp_state = static_cast<rxe::QpState>(attr->qp_state);
-  a.cur_qp_state = static_cast<rxe::QpState>(attr->cur_qp_state);
-  a.path_mtu = static_cast<rxe::Mtu>(attr->path_mtu);
+  // Fields outside `mask` may hold anything (programs leave them uninitialised): enums
+  // are read only when their bit is set.
+  if (mask & IBV_QP_STATE) a.qp_state = static_cast<rxe::QpState>(attr->qp_state);
+  if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<rxe::QpState>(attr->cur_qp_state);
+  if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<rxe::Mtu>(attr->path_mtu);
   a.qkey = attr->qkey;
   a.rq_psn = attr->rq_psn;
   a.sq_psn = attr->sq_psn;
@@ -203,13 +214,19 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
-int ibv_query_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
-int ibv_set_ece(ibv_qp*, ibv_ece*) { return EOPNOTSUPP; }
+int ibv_query_ece(ibv_qp*, ibv_ece*) {
+  return EOPNOTSUPP;
+}
+int ibv_set_ece(ibv_qp*, ibv_ece*) {
+  return EOPNOTSUPP;
+}
 
 }  // extern "C"
 
 namespace softrdma::verbs {
 
-void install_qp_ops(SoftContext* ctx) { ctx->vctx.create_qp_ex = create_qp_ex_op; }
+void install_qp_ops(SoftContext* ctx) {
+  ctx->vctx.create_qp_ex = create_qp_ex_op;
+}
 
 }  // namespace softrdma::verbs
