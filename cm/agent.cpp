@@ -46,6 +46,7 @@ struct Agent {
   ibv_pd* pd = nullptr;  // the default PD of ids (rdma_create_qp with a NULL PD)
   Gsi gsi;
   Liveness liveness;
+  std::vector<std::pair<wire::Gid16, Clock::time_point>> gone;  // peers that ended, when to act
   int epfd = -1;
   int wake_fd = -1;
   std::vector<CmId*> ids;
@@ -542,9 +543,22 @@ void on_timeout(CmId* id) {
   }
 }
 
+void peer_gone(const wire::Gid16& peer);
+
 int run_timers() {
   const auto now = Clock::now();
   auto next = now + std::chrono::seconds(1);
+  auto& gone = agent().gone;
+  for (auto it = gone.begin(); it != gone.end();) {
+    if (it->second <= now) {
+      const wire::Gid16 peer = it->first;
+      it = gone.erase(it);
+      peer_gone(peer);
+    } else {
+      next = std::min(next, it->second);
+      ++it;
+    }
+  }
   auto ids = agent().ids;  // handlers may free ids
   for (CmId* id : ids) {
     if (id->waiting && id->deadline <= now) on_timeout(id);
@@ -604,7 +618,9 @@ void agent_loop() {
         std::uint64_t v;
         (void)!read(a.wake_fd, &v, sizeof v);
       } else if (std::optional<wire::Gid16> gone; a.liveness.handle(fd, gone)) {
-        if (gone) peer_gone(*gone);
+        // A DREQ the peer sent just before it ended may still be on its way: honour it
+        // first, and end what is left a moment later.
+        if (gone) a.gone.emplace_back(*gone, Clock::now() + std::chrono::milliseconds(50));
       } else {
         for (CmId* id : a.ids) {
           if (id->registry_fd == fd) {
