@@ -105,7 +105,7 @@ void Qp::queue_control(const wire::DdpHeader& h, wire::Bytes body) {
   std::uint8_t ulpdu[wire::kDdpUntaggedLen + 64];
   const std::size_t hl = *wire::build_ddp_header(ulpdu, h);
   const std::size_t ulen = hl + std::min<std::size_t>(body.size(), 64);
-  std::memcpy(ulpdu + hl, body.data(), ulen - hl);
+  if (ulen > hl) std::memcpy(ulpdu + hl, body.data(), ulen - hl);
   std::uint8_t plain[wire::fpdu_total_len(wire::kDdpUntaggedLen + 64)];
   const std::size_t total = *wire::build_fpdu(plain, wire::Bytes(ulpdu, ulen), crc_);
   const std::size_t at = control_.size();
