@@ -208,7 +208,9 @@ int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) 
   if (const int rc = prepare_socket(fd)) return rc;
   std::lock_guard lock(progress_mu_);
   std::lock_guard qlock(qp->mu_);
-  return qp->start_active(fd, local, std::move(cb));
+  const int rc = qp->start_active(fd, local, std::move(cb));
+  kick();  // the progress thread recomputes its sleep (the reply's deadline)
+  return rc;
 }
 
 int Device::read_request(int fd, std::chrono::milliseconds timeout, RequestCallback cb) {
@@ -305,6 +307,7 @@ int Device::accept(Qp* qp, int fd, const MpaParams& local, AcceptCallback cb) {
     rc = qp->start_passive(fd, local, *f, it->second.bytes, std::move(cb));
   }
   if (rc == 0) requests_.erase(it);
+  kick();
   return rc;
 }
 

@@ -65,7 +65,8 @@ struct InboundRead {
 
 struct QpCounters {
   std::uint64_t tx_fpdus = 0, rx_fpdus = 0, tx_bytes = 0, rx_bytes = 0, sendmsg_calls = 0,
-                crc_errors = 0, terminates_sent = 0, terminates_received = 0;
+                crc_errors = 0, terminates_sent = 0, terminates_received = 0,
+                faults_injected = 0;
 };
 
 // Per-device transmit options the QPs read.

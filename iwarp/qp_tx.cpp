@@ -347,7 +347,11 @@ void Qp::pump_tx() {
         } else {
           flat.insert(flat.end(), one.begin(), one.end());
         }
-        if (d.corrupt) flat[at + std::min<std::size_t>(8, flat.size() - at - 5)] ^= 0x5A;
+        if (d.corrupt) {
+          // The last ULPDU byte (payload when there is any), after the CRC was computed.
+          flat[flat.size() - wire::kFpduCrcLen - pad - 1] ^= 0x5A;
+          ++counters_.faults_injected;
+        }
         d.bytes = flat.size() - at;
         b.niov = d.iov_begin;
         // The staging buffer has room for the whole batch: its data never moves.
