@@ -273,20 +273,22 @@ void Qp::to_error(WcStatus first_status) {
 }
 
 void Qp::conn_error(int err) {
-  if (state_ == QpState::kErr && phase_ == Phase::kDead) {
-    peer_fin_ = true;
-    return;
-  }
   const bool connecting = phase_ == Phase::kWaitReply || phase_ == Phase::kWaitRtr;
   if (connecting) {
     fail_connect(err);
     return;
   }
+  if (peer_fin_) return;
   peer_fin_ = true;
-  to_error(WcStatus::kWrFlushErr);
   QpEvent ev;
-  ev.kind = QpEvent::Kind::kConnError;
-  ev.error = err;
+  if (state_ == QpState::kErr) {
+    // Already failed (a TERMINATE): the connection's end is a disconnect for the CM.
+    ev.kind = QpEvent::Kind::kDisconnected;
+  } else {
+    to_error(WcStatus::kWrFlushErr);
+    ev.kind = QpEvent::Kind::kConnError;
+    ev.error = err;
+  }
   event(ev);
 }
 

@@ -47,8 +47,20 @@ constexpr std::uint8_t kRdmap = 0, kDdp = 1, kMpa = 2;
 TEST_F(IwarpErrors, WriteWithABadStagIsADdpTaggedInvalidStag) {
   connect();
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
-  ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, 1, 0, 64, b.addr(), b.mr->rkey ^ 0x1234), 0);
-  ASSERT_EQ(a.post(WrOpcode::kRdmaRead, 2, 0, 64, b.addr(), b.mr->rkey), 0);
+  // One post: both are on the wire before the TERMINATE can come back.
+  rxe::Sge s = a.sge(0, 64);
+  rxe::SendWr wr[2];
+  wr[0].wr_id = 1;
+  wr[0].opcode = WrOpcode::kRdmaWrite;
+  wr[0].send_flags = rxe::kSendSignaled;
+  wr[0].sg_list = std::span<const rxe::Sge>(&s, 1);
+  wr[0].remote_addr = b.addr();
+  wr[0].rkey = b.mr->rkey ^ 0x1234;
+  wr[1] = wr[0];
+  wr[1].wr_id = 2;
+  wr[1].opcode = WrOpcode::kRdmaRead;
+  wr[1].rkey = b.mr->rkey;
+  ASSERT_EQ(a.qp->post_send(wr), 0);
   expect_terminate(kDdp, 1, 0x00);
   // a: the WRITE had gone (success), the READ outstanding fails with the remote error.
   auto w = a.wait_wc(a.scq);
