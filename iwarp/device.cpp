@@ -144,8 +144,8 @@ int Device::destroy_cq(Cq* cq) {
   return 0;
 }
 
-Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                        std::uint32_t limit, int* err) {
+Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                        int* err) {
   if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge) {
     if (err) *err = EINVAL;
     return nullptr;
@@ -169,8 +169,8 @@ int Device::destroy_srq(Srq* srq) {
   return 0;
 }
 
-Qp* Device::create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
-                      rxe::QpCap& cap, bool sq_sig_all, int* err) {
+Qp* Device::create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, rxe::QpCap& cap,
+                      bool sq_sig_all, int* err) {
   auto fail = [&](int e) {
     if (err) *err = e;
     return nullptr;
@@ -361,8 +361,7 @@ int Device::next_timeout_ms() {
     if (d && (!next || *d < *next)) next = *d;
   }
   if (!next) return -1;
-  const auto ms =
-      std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000));
 }
 
@@ -406,8 +405,8 @@ std::vector<std::function<void()>> Device::collect_callbacks() {
 void Device::progress_loop() {
   std::array<epoll_event, 64> evs;
   while (!stop_.load()) {
-    const int n = epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()),
-                             next_timeout_ms());
+    const int n =
+        epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), next_timeout_ms());
     std::vector<std::function<void()>> cbs;
     {
       std::lock_guard lock(progress_mu_);

@@ -15,12 +15,12 @@ namespace softrdma::iwarp {
 enum class RtrType : std::uint8_t { kNone, kZeroWrite, kZeroRead, kZeroSend };
 
 struct MpaParams {
-  std::uint8_t revision = 2;  // 1 or 2 (2: enhanced IRD/ORD words)
-  bool crc = false;           // require CRC (set C); a peer's C is always honoured
-  bool markers = false;       // ask for markers on the stream we receive (set M); a peer's M
-                              // is always honoured by inserting them on the stream we send
-  std::uint16_t ird = 16;     // inbound RDMA Read Requests we accept at once
-  std::uint16_t ord = 16;     // outbound RDMA Read Requests we issue at once
+  std::uint8_t revision = 2;         // 1 or 2 (2: enhanced IRD/ORD words)
+  bool crc = false;                  // require CRC (set C); a peer's C is always honoured
+  bool markers = false;              // ask for markers on the stream we receive (set M); a peer's M
+                                     // is always honoured by inserting them on the stream we send
+  std::uint16_t ird = 16;            // inbound RDMA Read Requests we accept at once
+  std::uint16_t ord = 16;            // outbound RDMA Read Requests we issue at once
   RtrType rtr = RtrType::kZeroRead;  // revision 2: peer-to-peer RTR; kNone: no P2P mode
   std::vector<std::uint8_t> private_data;  // with the IRD/ORD words, at most 512 bytes
   // Active side: how long to wait for the reply (siw: 10 s). Passive read_request takes its

@@ -17,8 +17,14 @@ using rxe::WrOpcode;
 
 Qp::Qp(Device& dev, std::uint32_t qpn, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
        const rxe::QpCap& cap, bool sq_sig_all)
-    : dev_(dev), qpn_(qpn), pd_(pd), send_cq_(send_cq), recv_cq_(recv_cq), srq_(srq),
-      sq_sig_all_(sq_sig_all), cap_(cap) {
+    : dev_(dev),
+      qpn_(qpn),
+      pd_(pd),
+      send_cq_(send_cq),
+      recv_cq_(recv_cq),
+      srq_(srq),
+      sq_sig_all_(sq_sig_all),
+      cap_(cap) {
   rq_.init(cap.max_recv_wr, cap.max_recv_sge);
   rx_.resize(256 * 1024);
   rx_plain_.resize(wire::kMaxUlpduLen + 64);
@@ -198,8 +204,8 @@ void Qp::set_error() {
   sync_epoll();
 }
 
-void Qp::complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len,
-                       std::uint32_t flags, std::uint32_t inv, bool solicited) {
+void Qp::complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
+                       std::uint32_t inv, bool solicited) {
   rxe::Wc wc;
   wc.wr_id = w.wr_id;
   wc.status = st;

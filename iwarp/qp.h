@@ -50,9 +50,9 @@ struct SendWqe {
   std::uint64_t remote_addr = 0;
   std::uint32_t rkey = 0;
   // progress
-  std::uint64_t sent = 0;   // payload bytes committed to the stream
-  bool all_sent = false;    // every FPDU committed
-  bool done = false;        // ready to complete
+  std::uint64_t sent = 0;  // payload bytes committed to the stream
+  bool all_sent = false;   // every FPDU committed
+  bool done = false;       // ready to complete
   WcStatus status = WcStatus::kSuccess;
   std::uint64_t placed = 0;  // READ: bytes of the response placed
 };
@@ -65,14 +65,13 @@ struct InboundRead {
 
 struct QpCounters {
   std::uint64_t tx_fpdus = 0, rx_fpdus = 0, tx_bytes = 0, rx_bytes = 0, sendmsg_calls = 0,
-                crc_errors = 0, terminates_sent = 0, terminates_received = 0,
-                faults_injected = 0;
+                crc_errors = 0, terminates_sent = 0, terminates_received = 0, faults_injected = 0;
 };
 
 // Per-device transmit options the QPs read.
 struct TxOptions {
-  std::uint32_t max_fpdu = 0;      // bytes of an FPDU at most; 0: the TCP MSS
-  std::uint32_t corrupt_nth = 0;   // fault injection: corrupt the Nth FPDU sent (1-based); 0: never
+  std::uint32_t max_fpdu = 0;     // bytes of an FPDU at most; 0: the TCP MSS
+  std::uint32_t corrupt_nth = 0;  // fault injection: corrupt the Nth FPDU sent (1-based); 0: never
 };
 
 class Qp {
@@ -109,12 +108,12 @@ class Qp {
  private:
   friend class Device;
   enum class Phase : std::uint8_t {
-    kIdle,          // no connection
-    kWaitReply,     // active: request sent, reading the reply
-    kWaitRtr,       // passive: reply sent, waiting for the initiator's RTR
-    kRunning,       // full operation
-    kClosing,       // graceful close requested: FIN after the send queue drains
-    kDead,          // error, terminate, or closed: no more I/O
+    kIdle,       // no connection
+    kWaitReply,  // active: request sent, reading the reply
+    kWaitRtr,    // passive: reply sent, waiting for the initiator's RTR
+    kRunning,    // full operation
+    kClosing,    // graceful close requested: FIN after the send queue drains
+    kDead,       // error, terminate, or closed: no more I/O
   };
 
   // ---- device interface (all lock mu_)
@@ -191,7 +190,7 @@ class Qp {
   std::vector<std::uint8_t> request_bytes_;
   bool crc_ = false, markers_tx_ = false, markers_rx_ = false;
   std::uint8_t revision_ = 1;
-  RtrType rtr_ = RtrType::kNone;  // the RTR of this connection (P2P), if any
+  RtrType rtr_ = RtrType::kNone;   // the RTR of this connection (P2P), if any
   bool rtr_read_pending_ = false;  // active: our zero-length READ RTR awaits its response
   std::uint16_t ird_ = 16, ord_ = 16;
 
@@ -216,7 +215,7 @@ class Qp {
   rxe::RecvQueue rq_;
   std::vector<std::uint8_t> rx_;  // received stream bytes not yet parsed
   std::size_t rx_len_ = 0;
-  std::uint64_t rx_stream_off_ = 0;  // marker offset of rx_[0]
+  std::uint64_t rx_stream_off_ = 0;     // marker offset of rx_[0]
   std::vector<std::uint8_t> rx_plain_;  // one FPDU with markers stripped
   std::uint32_t msn_rx_[3] = {1, 1, 1};
   std::optional<rxe::RecvWqe> cur_recv_;  // the receive a multi-segment SEND fills

@@ -75,8 +75,8 @@ int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
   if (dev_.cfg_.trace) {
     TcpEndpoint a, b;
     if (tcp_endpoints(fd, a, b)) {
-      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a,
-                                             b, true);
+      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
+                                             true);
       trace_->tx(frame);
     }
   }
@@ -259,8 +259,8 @@ int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& requ
   if (dev_.cfg_.trace) {
     TcpEndpoint a, b;
     if (tcp_endpoints(fd, a, b)) {
-      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a,
-                                             b, false);
+      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
+                                             false);
       trace_->rx(request_bytes);
       trace_->tx(frame);
     }

@@ -149,8 +149,9 @@ void Qp::pump_tx() {
   // Payload per FPDU: the FPDU (markers included) fits max_fpdu.
   std::size_t base = max_fpdu;
   if (markers_tx_) base -= std::min<std::size_t>(base / 2, 4 * (base / 512 + 2));
-  const std::size_t max_pay = std::min<std::size_t>(
-      base > 27 + 64 ? (base - 27) & ~std::size_t{3} : 64, wire::kMaxUlpduLen - wire::kDdpUntaggedLen);
+  const std::size_t max_pay =
+      std::min<std::size_t>(base > 27 + 64 ? (base - 27) & ~std::size_t{3} : 64,
+                            wire::kMaxUlpduLen - wire::kDdpUntaggedLen);
   const bool flat_always = markers_tx_;
   static thread_local Batch b;
   static thread_local std::vector<std::uint8_t> flat, one;

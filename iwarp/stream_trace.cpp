@@ -19,8 +19,12 @@ constexpr std::size_t kMaxSegment = 65535 - wire::kIpv4MinLen - wire::kTcpMinLen
 constexpr std::size_t kHeaders = wire::kEthernetLen + wire::kIpv4MinLen + wire::kTcpMinLen;
 
 wire::MacAddr mac_of(std::uint32_t addr) {
-  return {0x02, 0x00, static_cast<std::uint8_t>(addr >> 24), static_cast<std::uint8_t>(addr >> 16),
-          static_cast<std::uint8_t>(addr >> 8), static_cast<std::uint8_t>(addr)};
+  return {0x02,
+          0x00,
+          static_cast<std::uint8_t>(addr >> 24),
+          static_cast<std::uint8_t>(addr >> 16),
+          static_cast<std::uint8_t>(addr >> 8),
+          static_cast<std::uint8_t>(addr)};
 }
 
 bool endpoint_of(const sockaddr_storage& ss, TcpEndpoint& out) {

@@ -26,8 +26,8 @@ struct TcpEndpoint {
 class StreamTrace {
  public:
   // `local` initiated the connection when `active`; the handshake is written at once.
-  StreamTrace(std::shared_ptr<pcap::PcapngWriter> writer, std::uint32_t iface,
-              std::string_view dev, TcpEndpoint local, TcpEndpoint remote, bool active);
+  StreamTrace(std::shared_ptr<pcap::PcapngWriter> writer, std::uint32_t iface, std::string_view dev,
+              TcpEndpoint local, TcpEndpoint remote, bool active);
   // Bytes of one PDU (MPA frame or FPDU, as on the wire) we sent / received.
   void tx(wire::Bytes pdu, std::string_view fault = {});
   void rx(wire::Bytes pdu);

@@ -24,8 +24,7 @@ struct Row {
 
 template <class L, class T, class C>
 constexpr TermInfo ti(L l, T t, C c) {
-  return {static_cast<std::uint8_t>(l), static_cast<std::uint8_t>(t),
-          static_cast<std::uint8_t>(c)};
+  return {static_cast<std::uint8_t>(l), static_cast<std::uint8_t>(t), static_cast<std::uint8_t>(c)};
 }
 
 constexpr auto kMpa = TermLayer::kLlp;
@@ -49,7 +48,8 @@ constexpr std::array<Row, 22> kRows = {{
      ti(kDdp, DdpErrorType::kUntaggedBuffer, DdpUntaggedErrorCode::kInvalidMsnNoBuffer)},
     {RxError::kMsnRange, "msn_range",
      ti(kDdp, DdpErrorType::kUntaggedBuffer, DdpUntaggedErrorCode::kInvalidMsnRange)},
-    {RxError::kBadMo, "mo", ti(kDdp, DdpErrorType::kUntaggedBuffer, DdpUntaggedErrorCode::kInvalidMo)},
+    {RxError::kBadMo, "mo",
+     ti(kDdp, DdpErrorType::kUntaggedBuffer, DdpUntaggedErrorCode::kInvalidMo)},
     {RxError::kTooLong, "too_long",
      ti(kDdp, DdpErrorType::kUntaggedBuffer, DdpUntaggedErrorCode::kMessageTooLong)},
     {RxError::kInvalidStag, "invalid_stag",

@@ -127,8 +127,8 @@ struct Side {
     return qp->post_recv(std::span<const rxe::RecvWr>(&wr, 1));
   }
   int post(rxe::WrOpcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
-           std::uint64_t raddr = 0, std::uint32_t rkey = 0, std::uint32_t flags = rxe::kSendSignaled,
-           std::uint32_t inv = 0) {
+           std::uint64_t raddr = 0, std::uint32_t rkey = 0,
+           std::uint32_t flags = rxe::kSendSignaled, std::uint32_t inv = 0) {
     rxe::Sge s = sge(off, len);
     rxe::SendWr wr;
     wr.wr_id = wr_id;
@@ -154,8 +154,7 @@ struct Side {
 };
 
 // Connects a (active) to b (passive) over a fresh loopback connection.
-inline bool connect_pair(Side& a, Side& b, const MpaParams& pa, const MpaParams& pb,
-                         TcpPair& tcp) {
+inline bool connect_pair(Side& a, Side& b, const MpaParams& pa, const MpaParams& pb, TcpPair& tcp) {
   if (tcp.client < 0 || tcp.server < 0) return false;
   if (b.dev->read_request(tcp.server, 5s, [&b](const RequestResult& r) {
         std::lock_guard lock(b.inbox.mu);
@@ -187,7 +186,8 @@ inline bool connect_pair(Side& a, Side& b, const MpaParams& pa, const MpaParams&
 }
 
 inline void fill(std::vector<std::uint8_t>& v, std::size_t off, std::size_t n, std::uint8_t seed) {
-  for (std::size_t i = 0; i < n; ++i) v[off + i] = static_cast<std::uint8_t>(seed + i * 13 + (i >> 9));
+  for (std::size_t i = 0; i < n; ++i)
+    v[off + i] = static_cast<std::uint8_t>(seed + i * 13 + (i >> 9));
 }
 
 }  // namespace softrdma::iwarp::test

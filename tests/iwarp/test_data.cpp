@@ -145,16 +145,17 @@ TEST_P(IwarpData, ManyMessagesBothWays) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Mpa, IwarpData,
-    testing::Values(Config{1, false, false, RtrType::kNone}, Config{1, true, false, RtrType::kNone},
-                    Config{1, true, true, RtrType::kNone}, Config{1, false, true, RtrType::kNone},
-                    Config{2, false, false, RtrType::kZeroRead},
-                    Config{2, true, false, RtrType::kZeroRead},
-                    Config{2, true, true, RtrType::kZeroWrite},
-                    Config{2, false, true, RtrType::kZeroSend},
-                    Config{2, true, false, RtrType::kNone}),
-    name_of);
+INSTANTIATE_TEST_SUITE_P(Mpa, IwarpData,
+                         testing::Values(Config{1, false, false, RtrType::kNone},
+                                         Config{1, true, false, RtrType::kNone},
+                                         Config{1, true, true, RtrType::kNone},
+                                         Config{1, false, true, RtrType::kNone},
+                                         Config{2, false, false, RtrType::kZeroRead},
+                                         Config{2, true, false, RtrType::kZeroRead},
+                                         Config{2, true, true, RtrType::kZeroWrite},
+                                         Config{2, false, true, RtrType::kZeroSend},
+                                         Config{2, true, false, RtrType::kNone}),
+                         name_of);
 
 class IwarpOps : public testing::Test {
  protected:
@@ -227,8 +228,8 @@ TEST_F(IwarpOps, LocalInvalidateCompletesAndTheStagStopsWorking) {
 
 TEST_F(IwarpOps, ImmediateAndAtomicsAreNotSupported) {
   connect();
-  for (auto op : {WrOpcode::kRdmaWriteWithImm, WrOpcode::kSendWithImm,
-                  WrOpcode::kAtomicCmpAndSwp, WrOpcode::kAtomicFetchAndAdd, WrOpcode::kBindMw}) {
+  for (auto op : {WrOpcode::kRdmaWriteWithImm, WrOpcode::kSendWithImm, WrOpcode::kAtomicCmpAndSwp,
+                  WrOpcode::kAtomicFetchAndAdd, WrOpcode::kBindMw}) {
     EXPECT_EQ(a.post(op, 1, 0, 8, b.addr(), b.mr->rkey), EOPNOTSUPP);
   }
   rxe::QpCap cap{4, 4, 1, 1, 0};

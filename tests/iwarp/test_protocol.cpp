@@ -54,13 +54,15 @@ class RawPeer {
   std::vector<std::uint8_t> fpdu(const DdpHeader& h, Bytes body) const {
     std::vector<std::uint8_t> ulpdu(h.header_len() + body.size());
     (void)build_ddp_header(ulpdu, h);
-    std::copy(body.begin(), body.end(), ulpdu.begin() + static_cast<std::ptrdiff_t>(h.header_len()));
+    std::copy(body.begin(), body.end(),
+              ulpdu.begin() + static_cast<std::ptrdiff_t>(h.header_len()));
     std::vector<std::uint8_t> out(fpdu_total_len(ulpdu.size()));
     (void)build_fpdu(out, ulpdu, crc_);
     return out;
   }
   bool send(const std::vector<std::uint8_t>& bytes) {
-    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
+    return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
   }
   bool read_exact(std::uint8_t* p, std::size_t n, int timeout_ms = 5000) {
     std::size_t got = 0;
@@ -83,8 +85,9 @@ class RawPeer {
       if (!read_exact(rest.data(), rest.size())) return std::nullopt;
       auto h = decode_ddp_header(Bytes(rest.data(), ulen));
       if (h && !h->tagged && h->qn == kQnTerminate) {
-        return std::vector<std::uint8_t>(rest.begin() + static_cast<std::ptrdiff_t>(h->header_len()),
-                                         rest.begin() + static_cast<std::ptrdiff_t>(ulen));
+        return std::vector<std::uint8_t>(
+            rest.begin() + static_cast<std::ptrdiff_t>(h->header_len()),
+            rest.begin() + static_cast<std::ptrdiff_t>(ulen));
       }
     }
     return std::nullopt;
@@ -238,10 +241,9 @@ TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
   // The region: [64 KiB, 128 KiB) of b.buf; the rest stays 0xAB.
   std::fill(b.buf.begin(), b.buf.end(), 0xAB);
   int err = 0;
-  auto region = b.dev->reg_mr(b.pd, b.buf.data() + 65536, 65536, b.addr(65536),
-                              rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite |
-                                  rxe::kAccessRemoteRead,
-                              &err);
+  auto region = b.dev->reg_mr(
+      b.pd, b.buf.data() + 65536, 65536, b.addr(65536),
+      rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite | rxe::kAccessRemoteRead, &err);
   ASSERT_TRUE(region);
   b.dev->dereg_mr(b.mr->lkey);
   int terminated = 0;
@@ -301,18 +303,24 @@ TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
       if (iter % 3 == 0) {
         for (auto& byte : stream) byte = static_cast<std::uint8_t>(rng());
       } else {
-        for (int m = 0; m < 1 + iter % 5; ++m) stream[rng() % stream.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
+        for (int m = 0; m < 1 + iter % 5; ++m)
+          stream[rng() % stream.size()] ^= static_cast<std::uint8_t>(1u << (rng() % 8));
       }
       (void)peer.send(stream);
-      b.inbox.wait([&] {
-        return b.inbox.has(QpEvent::Kind::kTermSent) || b.inbox.has(QpEvent::Kind::kConnError);
-      }, 100ms);
+      b.inbox.wait(
+          [&] {
+            return b.inbox.has(QpEvent::Kind::kTermSent) || b.inbox.has(QpEvent::Kind::kConnError);
+          },
+          100ms);
       if (b.inbox.find(QpEvent::Kind::kTermSent)) ++terminated;
     }
     // The peer's close reaches the QP as a disconnect (or a reset), whatever state it is in.
-    EXPECT_TRUE(b.inbox.wait([&] {
-      return b.inbox.has(QpEvent::Kind::kDisconnected) || b.inbox.has(QpEvent::Kind::kConnError);
-    }, 5s));
+    EXPECT_TRUE(b.inbox.wait(
+        [&] {
+          return b.inbox.has(QpEvent::Kind::kDisconnected) ||
+                 b.inbox.has(QpEvent::Kind::kConnError);
+        },
+        5s));
     EXPECT_EQ(b.qp->state(), rxe::QpState::kErr);
     rxe::Wc wc[16];
     while (b.rcq->poll(wc) > 0) {

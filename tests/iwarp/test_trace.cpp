@@ -2,10 +2,11 @@
 // RDMAP from it with no malformed frame ("Good CRC32" on every FPDU when CRC is on, none bad)
 // and `softrdma lint` finds no violation, for MPA revision 1 and 2, with and without CRC and
 // markers.
+#include <sys/wait.h>
+
 #include <cstdio>
 #include <fstream>
 #include <set>
-#include <sys/wait.h>
 #include <sstream>
 #include <string>
 
@@ -83,8 +84,8 @@ TEST_P(IwarpTrace, TsharkDecodesItAndLintAcceptsIt) {
     auto other = b.dev->reg_mr(b.pd, b.buf.data() + (1u << 20), 4096, b.addr(1u << 20),
                                rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite, &err);
     ASSERT_TRUE(other);
-    ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 4, 0, 10, 0, 0, rxe::kSendSignaled | rxe::kSendSolicited,
-                     other->rkey),
+    ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 4, 0, 10, 0, 0,
+                     rxe::kSendSignaled | rxe::kSendSolicited, other->rkey),
               0);
     for (int i = 0; i < 4; ++i) {
       auto wc = a.wait_wc(a.scq);
@@ -101,8 +102,8 @@ TEST_P(IwarpTrace, TsharkDecodesItAndLintAcceptsIt) {
   writer->flush();
   writer.reset();
 
-  const std::string tshark = std::string(SOFTRDMA_TSHARK) + " -n -r " + path +
-                             " --disable-protocol rpcordma ";
+  const std::string tshark =
+      std::string(SOFTRDMA_TSHARK) + " -n -r " + path + " --disable-protocol rpcordma ";
   const std::string verbose = run(tshark + "-V 2>&1");
   EXPECT_EQ(count(verbose, "Malformed"), 0u) << verbose.substr(0, 4000);
   EXPECT_EQ(count(verbose, "Bad CRC32"), 0u);
