@@ -262,6 +262,7 @@ void Qp::to_error(WcStatus first_status) {
   }
   sq_next_ = sq_.size();
   reads_out_ = 0;
+  direct_.active = false;
   inbound_.clear();
   complete_sq();
   if (cur_recv_) {

@@ -65,7 +65,8 @@ struct InboundRead {
 
 struct QpCounters {
   std::uint64_t tx_fpdus = 0, rx_fpdus = 0, tx_bytes = 0, rx_bytes = 0, sendmsg_calls = 0,
-                crc_errors = 0, terminates_sent = 0, terminates_received = 0, faults_injected = 0;
+                crc_errors = 0, terminates_sent = 0, terminates_received = 0, faults_injected = 0,
+                rx_direct_bytes = 0;  // payload placed straight from the socket
 };
 
 // Per-device transmit options the QPs read.
@@ -150,6 +151,11 @@ class Qp {
   void parse_rx();
   // false: stop (terminate queued or QP dead)
   bool handle_fpdu(wire::Bytes ulpdu);
+  // Starts placing a large WRITE segment straight from the socket into its region once its
+  // header is in (checks done first); `p` holds `avail` bytes of the FPDU. False: not taken.
+  bool start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ulen);
+  // Receives the rest of a direct segment's payload; false when the QP failed.
+  bool recv_direct();
   bool rx_tagged(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payload);
   bool rx_send(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payload);
   bool rx_read_request(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes body);
@@ -221,6 +227,17 @@ class Qp {
   std::optional<rxe::RecvWqe> cur_recv_;  // the receive a multi-segment SEND fills
   std::uint64_t cur_recv_len_ = 0;
   bool peer_fin_ = false;
+
+  // A WRITE segment being placed straight from the socket (no markers, no trace).
+  struct Direct {
+    bool active = false;  // header seen: payload, then trailer, still to come
+    std::uint32_t stag = 0;
+    std::uint64_t to = 0;     // where the next payload byte goes
+    std::uint64_t left = 0;   // payload bytes still to receive
+    std::uint32_t crc = 0;    // running CRC32c over the FPDU so far
+    std::size_t trailer = 0;  // pad and CRC bytes after the payload
+    std::array<std::uint8_t, wire::kDdpTaggedLen> hdr{};
+  } direct_;
 
   std::unique_ptr<StreamTrace> trace_;
   QpCounters counters_;

@@ -69,6 +69,10 @@ void Qp::on_readable() {
   }
   // Bounded: a peer streaming without pause does not hold the QP forever.
   for (int round = 0; round < 16 && fd_ >= 0; ++round) {
+    if (direct_.active && direct_.left > 0) {
+      if (!recv_direct()) break;
+      if (direct_.left > 0) continue;
+    }
     if (rx_len_ == rx_.size()) break;  // cannot happen: a wire FPDU is < 67 KB
     const ssize_t n = ::recv(fd_, rx_.data() + rx_len_, rx_.size() - rx_len_, MSG_DONTWAIT);
     if (n > 0) {
@@ -95,13 +99,38 @@ void Qp::parse_rx() {
   while (phase_ == Phase::kRunning || phase_ == Phase::kClosing || phase_ == Phase::kWaitRtr) {
     const std::uint8_t* p = rx_.data() + off;
     const std::size_t avail = rx_len_ - off;
+    if (direct_.active) {
+      // The payload went straight to memory: check the pad and CRC that follow it.
+      if (direct_.left > 0 || avail < direct_.trailer) break;
+      const std::size_t pad = direct_.trailer - wire::kFpduCrcLen;
+      if (crc_) {
+        const std::uint32_t c = wire::crc32c(direct_.crc, wire::Bytes(p, pad));
+        if (c != wire::load32le(p + pad)) {
+          ++counters_.crc_errors;
+          direct_.active = false;
+          fail_rx(RxError::kCrc, {});
+          break;
+        }
+      }
+      off += direct_.trailer;
+      rx_stream_off_ += direct_.trailer;
+      direct_.active = false;
+      ++counters_.rx_fpdus;
+      continue;
+    }
     const std::uint64_t s = rx_stream_off_;
     const std::size_t lead = markers_rx_ && wire::is_marker_offset(s) ? wire::kMarkerLen : 0;
     if (avail < lead + wire::kFpduHeaderLen) break;
     const std::uint16_t ulen = wire::load16(p + lead);
     const std::size_t total = wire::fpdu_total_len(ulen);
     const std::size_t wire_len = markers_rx_ ? wire::fpdu_wire_len(s, total) : total;
-    if (avail < wire_len) break;
+    if (avail < wire_len) {
+      if (start_direct(p, avail, ulen)) {
+        off += avail;
+        rx_stream_off_ += avail;
+      }
+      break;
+    }
     const wire::Bytes wb(p, wire_len);
     if (trace_) trace_->rx(wb);
     ++counters_.rx_fpdus;
@@ -142,6 +171,69 @@ void Qp::parse_rx() {
     std::memmove(rx_.data(), rx_.data() + off, rx_len_ - off);
     rx_len_ -= off;
   }
+}
+
+bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ulen) {
+  constexpr std::size_t kMinDirect = 16384;  // smaller segments: one copy costs less
+  constexpr std::size_t kHead = wire::kFpduHeaderLen + wire::kDdpTaggedLen;
+  if (markers_rx_ || trace_ || phase_ != Phase::kRunning || avail < kHead ||
+      ulen < wire::kDdpTaggedLen + kMinDirect) {
+    return false;
+  }
+  auto h = wire::decode_ddp_header(wire::Bytes(p + wire::kFpduHeaderLen, wire::kDdpTaggedLen));
+  if (!h || !h->tagged || h->opcode != static_cast<std::uint8_t>(RdmapOpcode::kWrite) ||
+      wire::check_ddp_header(*h) != wire::DdpIssue::kNone) {
+    return false;
+  }
+  const std::size_t payload = ulen - wire::kDdpTaggedLen;
+  const std::size_t have = avail - kHead;
+  rxe::MrTable& mrs = dev_.mrs();
+  rxe::MrTable::Guard guard(mrs);
+  std::uint8_t* host = nullptr;
+  if (mrs.resolve(h->stag, pd_, h->to, payload, rxe::kAccessRemoteWrite, &host) !=
+      rxe::MrCheck::kOk) {
+    return false;  // the whole FPDU is checked the usual way, CRC first
+  }
+  if (have > 0) std::memcpy(host, p + kHead, have);
+  direct_.active = true;
+  direct_.stag = h->stag;
+  direct_.to = h->to + have;
+  direct_.left = payload - have;
+  direct_.crc = crc_ ? wire::crc32c(0, wire::Bytes(p, avail)) : 0;
+  direct_.trailer = wire::fpdu_pad_len(ulen) + wire::kFpduCrcLen;
+  std::copy(p + wire::kFpduHeaderLen, p + kHead, direct_.hdr.begin());
+  counters_.rx_direct_bytes += have;
+  return true;
+}
+
+bool Qp::recv_direct() {
+  rxe::MrTable& mrs = dev_.mrs();
+  rxe::MrTable::Guard guard(mrs);
+  std::uint8_t* host = nullptr;
+  const rxe::MrCheck c =
+      mrs.resolve(direct_.stag, pd_, direct_.to, direct_.left, rxe::kAccessRemoteWrite, &host);
+  if (c != rxe::MrCheck::kOk) {
+    // Deregistered or invalidated while the segment was arriving.
+    direct_.active = false;
+    return fail_rx(tagged_error(c), direct_.hdr);
+  }
+  const ssize_t n = ::recv(fd_, host, direct_.left, MSG_DONTWAIT);
+  if (n > 0) {
+    const auto got = static_cast<std::size_t>(n);
+    if (crc_) direct_.crc = wire::crc32c(direct_.crc, wire::Bytes(host, got));
+    direct_.to += got;
+    direct_.left -= got;
+    counters_.rx_bytes += got;
+    counters_.rx_direct_bytes += got;
+    return true;
+  }
+  if (n == 0) {
+    if (!peer_fin_) peer_closed();
+    return false;
+  }
+  if (errno == EINTR) return true;
+  if (errno != EAGAIN && errno != EWOULDBLOCK) conn_error(errno);
+  return false;
 }
 
 bool Qp::handle_fpdu(wire::Bytes ulpdu) {

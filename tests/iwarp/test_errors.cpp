@@ -155,6 +155,19 @@ TEST_F(IwarpErrors, CorruptedFpduIsCaughtByTheCrcAndTerminates) {
   EXPECT_EQ(flushed, 2);
 }
 
+TEST_F(IwarpErrors, CorruptionOfALargeWriteSegmentIsCaughtByTheCrc) {
+  DeviceConfig faulty;
+  faulty.tx.max_fpdu = 65535;
+  faulty.tx.corrupt_nth = 2;
+  MpaParams p;
+  p.crc = true;
+  connect(p, p, faulty, {});
+  fill(a.buf, 0, 1u << 20, 4);
+  ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, 1, 0, 1u << 20, b.addr(), b.mr->rkey), 0);
+  expect_terminate(kMpa, 0, 0x02);
+  EXPECT_EQ(b.qp->counters().crc_errors, 1u);
+}
+
 TEST_F(IwarpErrors, WithoutCrcTheCorruptionGoesUnnoticed) {
   // The control experiment: the same corruption (the last payload byte of the third FPDU)
   // without CRC is delivered as data -- which is why CRC matters.

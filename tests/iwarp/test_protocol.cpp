@@ -234,6 +234,47 @@ TEST_F(IwarpProtocol, ValidSegmentsFromTheRawPeerArePlaced) {
   EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
 }
 
+// A large WRITE segment whose header arrives before its payload is placed straight from the
+// socket into the region; its CRC is still checked (over what was placed).
+class IwarpDirect : public IwarpProtocol, public testing::WithParamInterface<bool> {};
+
+TEST_P(IwarpDirect, SplitSegmentIsPlacedStraightFromTheSocket) {
+  const bool corrupt = GetParam();
+  RawPeer peer(b, true);
+  ASSERT_TRUE(peer.ok());
+  DdpHeader h;
+  h.tagged = true;
+  h.opcode = static_cast<std::uint8_t>(RdmapOpcode::kWrite);
+  h.stag = b.mr->rkey;
+  h.to = b.addr(1000);
+  std::vector<std::uint8_t> payload(60000);
+  for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i * 7);
+  auto f = peer.fpdu(h, payload);
+  if (corrupt) f[f.size() - 2] ^= 0x10;  // the CRC
+  const std::vector<std::uint8_t> first(f.begin(), f.begin() + 5000);
+  const std::vector<std::uint8_t> rest(f.begin() + 5000, f.end());
+  ASSERT_TRUE(peer.send(first));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(peer.send(rest));
+  if (corrupt) {
+    expect_term(peer, 2, 0, 0x02);
+  } else {
+    ASSERT_EQ(b.post_recv(1, 0, 16), 0);
+    const std::uint8_t msg[1] = {5};
+    ASSERT_TRUE(peer.send(peer.fpdu(send_hdr(1), msg)));
+    auto r = b.wait_wc(b.rcq);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, rxe::WcStatus::kSuccess);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), b.buf.begin() + 1000));
+    EXPECT_EQ(b.buf[999], 0);
+    EXPECT_EQ(b.buf[61000], 0);
+  }
+  EXPECT_GT(b.qp->counters().rx_direct_bytes, 50000u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Crc, IwarpDirect, testing::Values(false, true),
+                         [](const auto& i) { return i.param ? "BadCrc" : "GoodCrc"; });
+
 // Random and mutated streams into a QP whose region sits between guard bytes: whatever
 // arrives, the process does not crash and nothing outside the region changes.
 TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
