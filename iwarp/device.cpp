@@ -34,8 +34,6 @@ int prepare_socket(int fd) {
 }  // namespace
 
 Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
-  attr_.max_qp_rd_atom = 0x3FFF;
-  attr_.max_qp_init_rd_atom = 0x3FFF;
   attr_.max_sge_rd = 1;
   attr_.atomic_glob = false;
   if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.name, 1 /* Ethernet */, 0);

@@ -204,6 +204,36 @@ void Qp::set_error() {
   sync_epoll();
 }
 
+int Qp::modify_state(QpState to) {
+  std::lock_guard lock(mu_);
+  switch (to) {
+    case QpState::kErr:
+      to_error(WcStatus::kWrFlushErr);
+      sync_epoll();
+      return 0;
+    case QpState::kRts:
+      return state_ == QpState::kRts ? 0 : EINVAL;
+    case QpState::kReset:
+    case QpState::kInit:
+    case QpState::kRtr:
+      if (phase_ != Phase::kIdle || fd_ >= 0) return EINVAL;
+      if (to == QpState::kReset) {
+        rq_.clear();
+        sq_.clear();
+        sq_next_ = 0;
+      }
+      state_ = to;
+      return 0;
+    default:
+      return EINVAL;
+  }
+}
+
+rxe::QpCap Qp::cap() const {
+  std::lock_guard lock(mu_);
+  return cap_;
+}
+
 void Qp::complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
                        std::uint32_t inv, bool solicited) {
   rxe::Wc wc;

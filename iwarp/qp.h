@@ -103,6 +103,11 @@ class Qp {
   int post_recv(std::span<const rxe::RecvWr> wrs, std::size_t* bad = nullptr);
   // Moves the QP to ERR: outstanding work completes with WR_FLUSH_ERR.
   void set_error();
+  // ibv_modify_qp's state changes: RESET, INIT and RTR before a connection (bookkeeping: the
+  // MPA negotiation brings the QP to RTS); RTS only once connected; ERR at any time (flush).
+  // 0 or EINVAL.
+  int modify_state(QpState to);
+  rxe::QpCap cap() const;
   // Per-QP events (established, disconnected, fatal); delivered on the progress thread.
   void set_event_handler(QpEventCallback fn);
 

@@ -51,7 +51,9 @@ int send_all(int fd, wire::Bytes b) {
 
 int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
   if (phase_ != Phase::kIdle || fd_ >= 0 || !valid_params(local)) return EINVAL;
-  if (state_ != QpState::kInit && state_ != QpState::kRtr) return EINVAL;
+  if (state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kRtr) {
+    return EINVAL;
+  }
   wire::MpaFrame f;
   f.kind = wire::MpaKind::kRequest;
   f.markers = local.markers;
@@ -208,7 +210,9 @@ void Qp::finish_active(const wire::MpaFrame& reply) {
 int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& request,
                       std::span<const std::uint8_t> request_bytes, AcceptCallback cb) {
   if (phase_ != Phase::kIdle || fd_ >= 0 || !valid_params(local)) return EINVAL;
-  if (state_ != QpState::kInit && state_ != QpState::kRtr) return EINVAL;
+  if (state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kRtr) {
+    return EINVAL;
+  }
   revision_ = std::min(request.revision, local.revision);
   wire::MpaFrame f;
   f.kind = wire::MpaKind::kReply;
