@@ -226,6 +226,36 @@ TEST_F(IwarpOps, LocalInvalidateCompletesAndTheStagStopsWorking) {
   EXPECT_EQ(r->status, WcStatus::kRemAccessErr);
 }
 
+TEST_F(IwarpOps, SharedReceiveQueueFeedsSends) {
+  a.init({});
+  b.init({});
+  int err = 0;
+  Srq* srq = b.dev->create_srq(b.pd, 16, 1, 0, &err);
+  ASSERT_TRUE(srq);
+  rxe::QpCap cap{16, 0, 1, 1, 0};
+  Qp* q = b.dev->create_qp(b.pd, rxe::QpType::kRc, b.scq, b.rcq, srq, cap, false, &err);
+  ASSERT_TRUE(q);
+  b.qp = q;                                 // the SRQ's QP takes the connection
+  EXPECT_EQ(b.post_recv(1, 0, 8), EINVAL);  // its receives come from the SRQ
+  for (int i = 0; i < 3; ++i) {
+    rxe::Sge s = b.sge(static_cast<std::size_t>(i) * 100, 100);
+    rxe::RecvWr wr;
+    wr.wr_id = static_cast<std::uint64_t>(10 + i);
+    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
+    ASSERT_EQ(srq->post(wr), 0);
+  }
+  ASSERT_TRUE(connect_pair(a, b, {}, {}, tcp));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(a.post(WrOpcode::kSend, i, 0, 50 + i), 0);
+  for (int i = 0; i < 3; ++i) {
+    auto r = b.wait_wc(b.rcq);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, WcStatus::kSuccess);
+    EXPECT_EQ(r->wr_id, static_cast<std::uint64_t>(10 + i));
+    EXPECT_EQ(r->byte_len, static_cast<std::uint32_t>(50 + i));
+  }
+  EXPECT_EQ(b.dev->destroy_srq(srq), EBUSY);  // still used by the QP
+}
+
 TEST_F(IwarpOps, ImmediateAndAtomicsAreNotSupported) {
   connect();
   for (auto op : {WrOpcode::kRdmaWriteWithImm, WrOpcode::kSendWithImm, WrOpcode::kAtomicCmpAndSwp,

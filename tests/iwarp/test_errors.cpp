@@ -189,6 +189,20 @@ TEST_F(IwarpErrors, WithoutCrcTheCorruptionGoesUnnoticed) {
   EXPECT_EQ(b.buf[512 + 99], a.buf[99] ^ 0x5A);
 }
 
+TEST_F(IwarpErrors, DeregisteringTheTargetMidTransferEndsInAnInvalidStag) {
+  DeviceConfig big;
+  big.tx.max_fpdu = 65535;
+  connect({}, {}, big, big);
+  for (int i = 0; i < 64; ++i) {
+    ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, i, 0, 4u << 20, b.addr(), b.mr->rkey), 0);
+  }
+  std::this_thread::sleep_for(2ms);
+  ASSERT_EQ(b.dev->dereg_mr(b.mr->lkey), 0);
+  // Whatever was in flight, nothing is placed after the deregistration and the WRITE
+  // stream ends in a TERMINATE (DDP tagged, invalid STag).
+  expect_terminate(kDdp, 1, 0x00);
+}
+
 TEST_F(IwarpErrors, RejectCarriesPrivateData) {
   a.init({});
   b.init({});
