@@ -226,6 +226,35 @@ TEST_F(IwarpOps, LocalInvalidateCompletesAndTheStagStopsWorking) {
   EXPECT_EQ(r->status, WcStatus::kRemAccessErr);
 }
 
+// Mixed revisions settle on revision 1 (no IRD/ORD words, no RTR), whichever side has it.
+TEST_F(IwarpOps, MixedRevisionsFallBackToRevisionOne) {
+  for (const bool initiator_v1 : {false, true}) {
+    SCOPED_TRACE(initiator_v1);
+    TcpPair t;
+    Side x, y;
+    x.init({}, 1u << 20);
+    y.init({}, 1u << 20);
+    MpaParams v1, v2;
+    v1.revision = 1;
+    v2.revision = 2;
+    v2.crc = true;
+    ASSERT_TRUE(connect_pair(x, y, initiator_v1 ? v1 : v2, initiator_v1 ? v2 : v1, t));
+    EXPECT_TRUE(x.inbox.connect->private_data.empty());
+    EXPECT_EQ(x.inbox.connect->peer_ird, 0);  // revision 1 carries no IRD/ORD
+    fill(x.buf, 0, 3000, 1);
+    ASSERT_EQ(x.post(WrOpcode::kRdmaWrite, 1, 0, 3000, y.addr(), y.mr->rkey), 0);
+    ASSERT_EQ(x.post(WrOpcode::kRdmaRead, 2, 4096, 3000, y.addr(), y.mr->rkey), 0);
+    ASSERT_TRUE(x.wait_wc(x.scq));
+    auto r = x.wait_wc(x.scq);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, WcStatus::kSuccess);
+    EXPECT_TRUE(std::equal(x.buf.begin(), x.buf.begin() + 3000, x.buf.begin() + 4096));
+    // The revision 2 side asked for CRC: both use it.
+    EXPECT_TRUE(x.qp->crc_in_use());
+    EXPECT_TRUE(y.qp->crc_in_use());
+  }
+}
+
 TEST_F(IwarpOps, SharedReceiveQueueFeedsSends) {
   a.init({});
   b.init({});
