@@ -156,8 +156,11 @@ class Qp {
   void parse_rx();
   // false: stop (terminate queued or QP dead)
   bool handle_fpdu(wire::Bytes ulpdu);
-  // Starts placing a large WRITE segment straight from the socket into its region once its
-  // header is in (checks done first); `p` holds `avail` bytes of the FPDU. False: not taken.
+  // The oldest READ awaiting its response, if any.
+  SendWqe* outstanding_read();
+  // Starts placing a large WRITE or Read Response segment straight from the socket into its region
+  // once its header is in (checks done first); `p` holds `avail` bytes of the FPDU. False: not
+  // taken.
   bool start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ulen);
   // Receives the rest of a direct segment's payload; false when the QP failed.
   bool recv_direct();
@@ -237,10 +240,14 @@ class Qp {
   struct Direct {
     bool active = false;  // header seen: payload, then trailer, still to come
     std::uint32_t stag = 0;
-    std::uint64_t to = 0;     // where the next payload byte goes
-    std::uint64_t left = 0;   // payload bytes still to receive
-    std::uint32_t crc = 0;    // running CRC32c over the FPDU so far
-    std::size_t trailer = 0;  // pad and CRC bytes after the payload
+    std::uint64_t to = 0;      // where the next payload byte goes
+    std::uint64_t left = 0;    // payload bytes still to receive
+    std::uint32_t crc = 0;     // running CRC32c over the FPDU so far
+    std::size_t trailer = 0;   // pad and CRC bytes after the payload
+    std::uint32_t access = 0;  // what the region must allow (REMOTE_WRITE, LOCAL_WRITE)
+    bool read_resp = false;    // a Read Response (else a WRITE)
+    bool last = false;         // the DDP L bit
+    std::uint64_t payload = 0;
     std::array<std::uint8_t, wire::kDdpTaggedLen> hdr{};
   } direct_;
 

@@ -116,6 +116,17 @@ void Qp::parse_rx() {
       rx_stream_off_ += direct_.trailer;
       direct_.active = false;
       ++counters_.rx_fpdus;
+      if (direct_.read_resp) {
+        SendWqe* w = outstanding_read();
+        if (w) {
+          w->placed += direct_.payload;
+          if (direct_.last) {
+            w->done = true;
+            if (reads_out_ > 0) --reads_out_;
+            complete_sq();
+          }
+        }
+      }
       continue;
     }
     const std::uint64_t s = rx_stream_off_;
@@ -173,6 +184,13 @@ void Qp::parse_rx() {
   }
 }
 
+SendWqe* Qp::outstanding_read() {
+  for (std::size_t i = 0; i < sq_next_ && i < sq_.size(); ++i) {
+    if (sq_[i].opcode == rxe::WrOpcode::kRdmaRead && !sq_[i].done) return &sq_[i];
+  }
+  return nullptr;
+}
+
 bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ulen) {
   constexpr std::size_t kMinDirect = 16384;  // smaller segments: one copy costs less
   constexpr std::size_t kHead = wire::kFpduHeaderLen + wire::kDdpTaggedLen;
@@ -181,17 +199,28 @@ bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ul
     return false;
   }
   auto h = wire::decode_ddp_header(wire::Bytes(p + wire::kFpduHeaderLen, wire::kDdpTaggedLen));
-  if (!h || !h->tagged || h->opcode != static_cast<std::uint8_t>(RdmapOpcode::kWrite) ||
-      wire::check_ddp_header(*h) != wire::DdpIssue::kNone) {
+  const bool resp = h && h->opcode == static_cast<std::uint8_t>(RdmapOpcode::kReadResponse);
+  if (!h || !h->tagged || wire::check_ddp_header(*h) != wire::DdpIssue::kNone ||
+      (h->opcode != static_cast<std::uint8_t>(RdmapOpcode::kWrite) && !resp)) {
     return false;
   }
   const std::size_t payload = ulen - wire::kDdpTaggedLen;
   const std::size_t have = avail - kHead;
+  std::uint32_t access = rxe::kAccessRemoteWrite;
+  if (resp) {
+    // Into the sink of the oldest outstanding READ, within its SGE.
+    const SendWqe* w = rtr_read_pending_ ? nullptr : outstanding_read();
+    if (!w || w->sge.empty() || h->stag != w->sge[0].lkey) return false;
+    const rxe::Sge& sg = w->sge[0];
+    if (h->to < sg.addr || payload > sg.length || h->to - sg.addr > sg.length - payload) {
+      return false;
+    }
+    access = rxe::kAccessLocalWrite;
+  }
   rxe::MrTable& mrs = dev_.mrs();
   rxe::MrTable::Guard guard(mrs);
   std::uint8_t* host = nullptr;
-  if (mrs.resolve(h->stag, pd_, h->to, payload, rxe::kAccessRemoteWrite, &host) !=
-      rxe::MrCheck::kOk) {
+  if (mrs.resolve(h->stag, pd_, h->to, payload, access, &host) != rxe::MrCheck::kOk) {
     return false;  // the whole FPDU is checked the usual way, CRC first
   }
   if (have > 0) std::memcpy(host, p + kHead, have);
@@ -201,6 +230,10 @@ bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ul
   direct_.left = payload - have;
   direct_.crc = crc_ ? wire::crc32c(0, wire::Bytes(p, avail)) : 0;
   direct_.trailer = wire::fpdu_pad_len(ulen) + wire::kFpduCrcLen;
+  direct_.access = access;
+  direct_.read_resp = resp;
+  direct_.last = h->last;
+  direct_.payload = payload;
   std::copy(p + wire::kFpduHeaderLen, p + kHead, direct_.hdr.begin());
   counters_.rx_direct_bytes += have;
   return true;
@@ -211,7 +244,7 @@ bool Qp::recv_direct() {
   rxe::MrTable::Guard guard(mrs);
   std::uint8_t* host = nullptr;
   const rxe::MrCheck c =
-      mrs.resolve(direct_.stag, pd_, direct_.to, direct_.left, rxe::kAccessRemoteWrite, &host);
+      mrs.resolve(direct_.stag, pd_, direct_.to, direct_.left, direct_.access, &host);
   if (c != rxe::MrCheck::kOk) {
     // Deregistered or invalidated while the segment was arriving.
     direct_.active = false;
@@ -276,13 +309,7 @@ bool Qp::rx_tagged(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payloa
     if (payload.empty() && h.last) return true;
     return fail_rx(RxError::kUnexpectedResp, hdr);
   }
-  SendWqe* w = nullptr;
-  for (std::size_t i = 0; i < sq_next_ && i < sq_.size(); ++i) {
-    if (sq_[i].opcode == rxe::WrOpcode::kRdmaRead && !sq_[i].done) {
-      w = &sq_[i];
-      break;
-    }
-  }
+  SendWqe* w = outstanding_read();
   if (!w) return fail_rx(RxError::kUnexpectedResp, hdr);
   if (!payload.empty()) {
     if (w->sge.empty() || h.stag != w->sge[0].lkey) return fail_rx(RxError::kInvalidStag, hdr);

@@ -75,6 +75,16 @@ class RawPeer {
     }
     return true;
   }
+  // Reads one FPDU (no markers); returns its ULPDU.
+  std::optional<std::vector<std::uint8_t>> read_fpdu() {
+    std::uint8_t len[2];
+    if (!read_exact(len, 2)) return std::nullopt;
+    const std::size_t ulen = load16(len);
+    std::vector<std::uint8_t> rest(fpdu_total_len(ulen) - 2);
+    if (!read_exact(rest.data(), rest.size())) return std::nullopt;
+    rest.resize(ulen);
+    return rest;
+  }
   // Reads FPDUs until a TERMINATE (queue 2) arrives; returns its body.
   std::optional<std::vector<std::uint8_t>> read_terminate() {
     for (int i = 0; i < 1000; ++i) {
@@ -270,6 +280,50 @@ TEST_P(IwarpDirect, SplitSegmentIsPlacedStraightFromTheSocket) {
     EXPECT_EQ(b.buf[61000], 0);
   }
   EXPECT_GT(b.qp->counters().rx_direct_bytes, 50000u);
+}
+
+TEST_P(IwarpDirect, SplitReadResponseIsPlacedStraightIntoTheSink) {
+  const bool corrupt = GetParam();
+  RawPeer peer(b, true);
+  ASSERT_TRUE(peer.ok());
+  ASSERT_EQ(b.post(rxe::WrOpcode::kRdmaRead, 5, 2000, 40000, 0x5000, 0x77), 0);
+  auto req = peer.read_fpdu();
+  ASSERT_TRUE(req);
+  auto h = parse_ddp_header(*req);
+  ASSERT_TRUE(h);
+  ASSERT_EQ(h->opcode, static_cast<std::uint8_t>(RdmapOpcode::kReadRequest));
+  auto rr = parse_read_request(Bytes(*req).subspan(kDdpUntaggedLen));
+  ASSERT_TRUE(rr);
+  EXPECT_EQ(rr->size, 40000u);
+  EXPECT_EQ(rr->src_stag, 0x77u);
+  EXPECT_EQ(rr->src_to, 0x5000u);
+  EXPECT_EQ(rr->sink_stag, b.mr->lkey);
+  EXPECT_EQ(rr->sink_to, b.addr(2000));
+  DdpHeader resp;
+  resp.tagged = true;
+  resp.opcode = static_cast<std::uint8_t>(RdmapOpcode::kReadResponse);
+  resp.stag = rr->sink_stag;
+  resp.to = rr->sink_to;
+  std::vector<std::uint8_t> payload(40000);
+  for (std::size_t i = 0; i < payload.size(); ++i)
+    payload[i] = static_cast<std::uint8_t>(i * 5 + 1);
+  auto f = peer.fpdu(resp, payload);
+  if (corrupt) f[f.size() - 3] ^= 0x01;
+  ASSERT_TRUE(peer.send(std::vector<std::uint8_t>(f.begin(), f.begin() + 3000)));
+  std::this_thread::sleep_for(50ms);
+  ASSERT_TRUE(peer.send(std::vector<std::uint8_t>(f.begin() + 3000, f.end())));
+  auto wc = b.wait_wc(b.scq);
+  ASSERT_TRUE(wc);
+  if (corrupt) {
+    EXPECT_NE(wc->status, rxe::WcStatus::kSuccess);
+    expect_term(peer, 2, 0, 0x02);
+  } else {
+    EXPECT_EQ(wc->status, rxe::WcStatus::kSuccess);
+    EXPECT_EQ(wc->opcode, rxe::WcOpcode::kRdmaRead);
+    EXPECT_EQ(wc->byte_len, 40000u);
+    EXPECT_TRUE(std::equal(payload.begin(), payload.end(), b.buf.begin() + 2000));
+  }
+  EXPECT_GT(b.qp->counters().rx_direct_bytes, 30000u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Crc, IwarpDirect, testing::Values(false, true),
