@@ -205,7 +205,7 @@ int Device::destroy_qp(Qp* qp) {
 int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) {
   if (const int rc = prepare_socket(fd)) return rc;
   std::lock_guard lock(progress_mu_);
-  std::lock_guard qlock(qp->mu_);
+  Qp::AppLock qlock(*qp);
   const int rc = qp->start_active(fd, local, std::move(cb));
   kick();  // the progress thread recomputes its sleep (the reply's deadline)
   return rc;
@@ -301,7 +301,7 @@ int Device::accept(Qp* qp, int fd, const MpaParams& local, AcceptCallback cb) {
   if (!f) return EINVAL;
   int rc;
   {
-    std::lock_guard qlock(qp->mu_);
+    Qp::AppLock qlock(*qp);
     rc = qp->start_passive(fd, local, *f, it->second.bytes, std::move(cb));
   }
   if (rc == 0) requests_.erase(it);
@@ -331,7 +331,7 @@ int Device::reject(int fd, std::span<const std::uint8_t> private_data) {
 }
 
 int Device::disconnect(Qp* qp) {
-  std::lock_guard qlock(qp->mu_);
+  Qp::AppLock qlock(*qp);
   if (qp->fd_ < 0) return EINVAL;
   qp->close_graceful();
   qp->sync_epoll();
@@ -339,7 +339,7 @@ int Device::disconnect(Qp* qp) {
 }
 
 int Device::abort(Qp* qp) {
-  std::lock_guard qlock(qp->mu_);
+  Qp::AppLock qlock(*qp);
   if (qp->fd_ < 0) return EINVAL;
   qp->close_abortive();
   return 0;
@@ -384,6 +384,11 @@ void Device::run_timers() {
 }
 
 void Device::service_qp(Qp* qp, bool readable, bool writable) {
+  // An application thread waits for this QP: let it in first (the event stays pending).
+  if (qp->app_waiting_.load(std::memory_order_relaxed) > 0) {
+    std::this_thread::yield();
+    return;
+  }
   std::lock_guard qlock(qp->mu_);
   if (writable) qp->on_writable();
   if (readable) qp->on_readable();

@@ -38,43 +38,43 @@ Qp::~Qp() {
 }
 
 QpState Qp::state() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return state_;
 }
 
 QpCounters Qp::counters() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return counters_;
 }
 
 std::uint16_t Qp::ird() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return ird_;
 }
 std::uint16_t Qp::ord() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return ord_;
 }
 bool Qp::crc_in_use() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return crc_;
 }
 bool Qp::markers_tx() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return markers_tx_;
 }
 bool Qp::markers_rx() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return markers_rx_;
 }
 
 void Qp::set_event_handler(QpEventCallback fn) {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   on_event_ = std::move(fn);
 }
 
 std::vector<std::function<void()>> Qp::take_callbacks() {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return std::exchange(callbacks_, {});
 }
 
@@ -106,7 +106,7 @@ bool Qp::wants_writable() const {
 }
 
 int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   int rc = 0;
   std::size_t n = 0;
   for (const rxe::SendWr& wr : wrs) {
@@ -175,7 +175,7 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
     if (state_ == QpState::kErr) {
       to_error(WcStatus::kWrFlushErr);
     } else {
-      pump_tx();
+      pump_tx(4);
     }
     sync_epoll();
   }
@@ -183,7 +183,7 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
 }
 
 int Qp::post_recv(std::span<const rxe::RecvWr> wrs, std::size_t* bad) {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   std::size_t n = 0;
   int rc = 0;
   if (srq_) rc = EINVAL;
@@ -199,13 +199,13 @@ int Qp::post_recv(std::span<const rxe::RecvWr> wrs, std::size_t* bad) {
 }
 
 void Qp::set_error() {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   to_error(WcStatus::kWrFlushErr);
   sync_epoll();
 }
 
 int Qp::modify_state(QpState to) {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   switch (to) {
     case QpState::kErr:
       to_error(WcStatus::kWrFlushErr);
@@ -230,7 +230,7 @@ int Qp::modify_state(QpState to) {
 }
 
 rxe::QpCap Qp::cap() const {
-  std::lock_guard lock(mu_);
+  AppLock lock(*this);
   return cap_;
 }
 

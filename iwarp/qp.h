@@ -9,6 +9,7 @@
 #include <sys/uio.h>
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -146,7 +147,10 @@ class Qp {
   bool handle_rtr(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes body);
 
   // ---- transmit (qp_tx.cpp)
-  void pump_tx();
+  // Sends what is queued until the socket is full or `budget` batches (512 KiB each) have
+  // gone; with work left, it asks for EPOLLOUT so the progress thread carries on (a post
+  // never spends long sending a large message on the application's thread).
+  void pump_tx(int budget = 16);
   bool flush_pending();
   void commit_wqe_completions();
   void queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req);
@@ -187,6 +191,24 @@ class Qp {
   Srq* srq_;
   const bool sq_sig_all_;
   mutable std::mutex mu_;
+  // Application threads waiting for mu_: the progress thread, which may hold it for a burst
+  // of receives, lets go at the next segment boundary and does not take it again meanwhile
+  // (a mutex is not fair: without this, a steady stream could starve abort or post_send).
+  mutable std::atomic<int> app_waiting_{0};
+  class AppLock {
+   public:
+    explicit AppLock(const Qp& q) : q_(q) {
+      q_.app_waiting_.fetch_add(1, std::memory_order_relaxed);
+      q_.mu_.lock();
+      q_.app_waiting_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    ~AppLock() { q_.mu_.unlock(); }
+    AppLock(const AppLock&) = delete;
+    AppLock& operator=(const AppLock&) = delete;
+
+   private:
+    const Qp& q_;
+  };
   QpState state_ = QpState::kInit;
   Phase phase_ = Phase::kIdle;
   int fd_ = -1;

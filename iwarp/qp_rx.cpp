@@ -69,6 +69,7 @@ void Qp::on_readable() {
   }
   // Bounded: a peer streaming without pause does not hold the QP forever.
   for (int round = 0; round < 16 && fd_ >= 0; ++round) {
+    if (round > 0 && app_waiting_.load(std::memory_order_relaxed) > 0) break;
     if (direct_.active && direct_.left > 0) {
       if (!recv_direct()) break;
       if (direct_.left > 0) continue;

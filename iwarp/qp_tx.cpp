@@ -142,7 +142,7 @@ void Qp::queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req
   ++counters_.terminates_sent;
 }
 
-void Qp::pump_tx() {
+void Qp::pump_tx(int budget) {
   if (fd_ < 0) return;
   const std::uint32_t max_fpdu =
       std::min<std::uint32_t>(dev_.cfg_.tx.max_fpdu ? dev_.cfg_.tx.max_fpdu : mss_, 65535);
@@ -165,6 +165,10 @@ void Qp::pump_tx() {
       continue;
     }
     if (state_ != QpState::kRts || (phase_ != Phase::kRunning && phase_ != Phase::kClosing)) {
+      return;
+    }
+    if (budget-- == 0) {
+      tx_blocked_ = true;  // more to send: EPOLLOUT brings the progress thread back
       return;
     }
     b.ndesc = b.niov = b.bytes = 0;

@@ -342,11 +342,21 @@ TEST_F(IwarpErrors, GracefulDisconnectReachesBothSides) {
 TEST_F(IwarpErrors, AbortMidTransferGivesErrorsNotAHang) {
   connect();
   ASSERT_EQ(b.post_recv(1, 0, 8u << 20), 0);
-  // 512 MiB queued: far more than the loopback moves before the abort below.
-  for (int i = 0; i < 128; ++i) {
-    ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, i, 0, 4u << 20, b.addr(), b.mr->rkey), 0);
+  // 512 MiB queued in one post (which returns once the socket buffer is full): far more than
+  // the loopback moves before the abort right after it.
+  rxe::Sge sw = a.sge(0, 4u << 20);
+  rxe::Sge sr = a.sge(0, 8);
+  std::vector<rxe::SendWr> wrs(129);
+  for (int i = 0; i < 129; ++i) {
+    rxe::SendWr& w = wrs[static_cast<std::size_t>(i)];
+    w.wr_id = i < 128 ? static_cast<std::uint64_t>(i) : 99;
+    w.opcode = i < 128 ? WrOpcode::kRdmaWrite : WrOpcode::kRdmaRead;
+    w.send_flags = rxe::kSendSignaled;
+    w.sg_list = std::span<const rxe::Sge>(i < 128 ? &sw : &sr, 1);
+    w.remote_addr = b.addr();
+    w.rkey = b.mr->rkey;
   }
-  ASSERT_EQ(a.post(WrOpcode::kRdmaRead, 99, 0, 8, b.addr(), b.mr->rkey), 0);
+  ASSERT_EQ(a.qp->post_send(wrs), 0);
   ASSERT_EQ(b.dev->abort(b.qp), 0);
   // a: the connection reset ends everything outstanding with errors.
   ASSERT_TRUE(a.inbox.wait([&] {
