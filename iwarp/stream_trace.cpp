@@ -5,7 +5,6 @@
 #include <sys/socket.h>
 
 #include <cstring>
-#include <random>
 #include <string>
 
 #include "pcap/pcapng_writer.h"
@@ -46,6 +45,22 @@ bool endpoint_of(const sockaddr_storage& ss, TcpEndpoint& out) {
   return false;
 }
 
+// The ISN a direction's trace starts at: a hash of its 4-tuple (the real one is not visible
+// from userspace). Both ends of a connection -- two processes, or two QPs of one -- thus
+// write the same sequence numbers, and their traces merge into one consistent stream, each
+// segment seen twice (sent and received), as a retransmission to a reader.
+std::uint32_t initial_seq(const TcpEndpoint& from, const TcpEndpoint& to) {
+  std::uint32_t h = 2166136261u;  // FNV-1a
+  for (const std::uint32_t v :
+       {from.addr, std::uint32_t{from.port}, to.addr, std::uint32_t{to.port}}) {
+    for (int i = 0; i < 4; ++i) {
+      h ^= (v >> (8 * i)) & 0xFF;
+      h *= 16777619u;
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
 bool tcp_endpoints(int fd, TcpEndpoint& local, TcpEndpoint& remote) {
@@ -64,9 +79,8 @@ bool tcp_endpoints(int fd, TcpEndpoint& local, TcpEndpoint& remote) {
 StreamTrace::StreamTrace(std::shared_ptr<pcap::PcapngWriter> writer, std::uint32_t iface,
                          std::string_view dev, TcpEndpoint local, TcpEndpoint remote, bool active)
     : writer_(std::move(writer)), iface_(iface), dev_(dev), local_(local), remote_(remote) {
-  std::random_device rd;
-  next_local_ = rd();
-  next_remote_ = rd();
+  next_local_ = initial_seq(local, remote);
+  next_remote_ = initial_seq(remote, local);
   frame_.resize(kHeaders + kMaxSegment);
   if (active) {
     segment(true, wire::kTcpSyn, {}, {});

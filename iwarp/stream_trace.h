@@ -2,7 +2,8 @@
 // Ethernet/IPv4/TCP frames a NIC would have carried -- a synthesized three-way handshake,
 // then one segment per MPA frame or FPDU (split at 64 KiB), with consistent sequence and
 // acknowledgement numbers and valid checksums -- so that tshark decodes MPA, DDP and
-// RDMAP and `softrdma lint` follows the stream. Not thread-safe: the QP's lock covers it.
+// RDMAP and `softrdma lint` follows the stream. Sequence numbers start at a hash of the
+// 4-tuple, so both ends' traces agree. Not thread-safe: the QP's lock covers it.
 #pragma once
 
 #include <cstdint>
