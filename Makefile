@@ -48,10 +48,11 @@ asan: setup
 # Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP.
 bench: build
 	$(BUILD)/bin/rxe_bench 3
+	$(BUILD)/bin/iwarp_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 
 format:
-	find wire pcap lint tools tests cm -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+	find wire pcap lint tools tests cm iwarp -name '*.cpp' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(FUZZBUILD) $(ASANBUILD)

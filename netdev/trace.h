@@ -72,6 +72,8 @@ class TracingNetdev : public Netdev {
   bool ok() const { return writer_ != nullptr; }
   const std::string& error() const { return error_; }
   pcap::PcapngWriter* writer() const { return writer_.get(); }
+  // The file, for other recorders of the process (the iWARP device traces to it too).
+  std::shared_ptr<pcap::PcapngWriter> shared_writer() const { return writer_; }
   Netdev& inner() const { return *inner_; }
   const TraceConfig& config() const { return cfg_; }
   void flush();

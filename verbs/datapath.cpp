@@ -95,7 +95,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   for (; wr; wr = wr->next) {
     rxe::SendWr w;
     int rc = convert_send_wr(qp, wr, w);
-    if (!rc) rc = qp->rxe->post_send(w);
+    if (!rc) rc = qp->iw ? qp->iw->post_send(std::span(&w, 1)) : qp->rxe->post_send(w);
     if (rc) {
       if (bad_wr) *bad_wr = wr;
       return rc;
@@ -123,6 +123,10 @@ int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post post) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (iwarp::Qp* q = soft(ibqp)->iw) {
+    return post_recv_chain(wr, bad_wr,
+                           [q](const rxe::RecvWr& r) { return q->post_recv(std::span(&r, 1)); });
+  }
   rxe::Qp* qp = soft(ibqp)->rxe;
   return post_recv_chain(wr, bad_wr, [qp](const rxe::RecvWr& r) { return qp->post_recv(r); });
 }
@@ -130,6 +134,15 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   rxe::Srq* s = soft(srq)->rxe;
   return post_recv_chain(wr, bad_wr, [s](const rxe::RecvWr& r) { return s->post(r); });
+}
+
+// A polling application drives progress itself, on whichever device the CQ belongs to.
+void drive_progress(ibv_context* ctx) {
+  if (iwarp::Device* d = iw(ctx)) {
+    d->poll_progress();
+  } else {
+    dev(ctx).poll_progress();
+  }
 }
 
 // An application spinning on an empty CQ gives its core away now and then, so
@@ -140,7 +153,7 @@ void idle_poll(SoftCq* c) {
 
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   if (num_entries <= 0) return 0;
-  dev(cq->context).poll_progress();  // a polling application drives progress itself
+  drive_progress(cq->context);  // a polling application drives progress itself
   rxe::Wc buf[32];
   int total = 0;
   while (total < num_entries) {
@@ -165,7 +178,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 int cq_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   SoftCq* c = soft(cq);
-  dev(cq->context).poll_progress();
+  drive_progress(cq->context);
   const int n = c->rxe->poll(std::span(&c->cur, 1));
   if (n == 0) idle_poll(c);
   if (n <= 0) return n < 0 ? EIO : ENOENT;
@@ -220,7 +233,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   for (PendingWr& p : qp->pending) {
     if (rc) break;
     p.wr.sg_list = std::span<const rxe::Sge>(p.sge);
-    rc = qp->rxe->post_send(p.wr);
+    rc = qp->iw ? qp->iw->post_send(std::span(&p.wr, 1)) : qp->rxe->post_send(p.wr);
   }
   qp->pending.clear();
   qp->wr_error = 0;

@@ -37,6 +37,70 @@ SoftDevice* the_device() {
   return d;
 }
 
+// softiwarp0: listed after softroce0, so programs that take the first device keep it.
+SoftDevice* the_iwarp_device() {
+  static SoftDevice* d = [] {
+    Engine* e = Engine::get();
+    if (!e) return static_cast<SoftDevice*>(nullptr);
+    auto* sd = new SoftDevice{};
+    sd->dev.node_type = IBV_NODE_RNIC;
+    sd->dev.transport_type = IBV_TRANSPORT_IWARP;
+    std::snprintf(sd->dev.name, sizeof sd->dev.name, "%s", kIwarpDeviceName);
+    std::snprintf(sd->dev.dev_name, sizeof sd->dev.dev_name, "uverbs1");
+    std::snprintf(sd->dev.dev_path, sizeof sd->dev.dev_path,
+                  "/sys/class/infiniband_verbs/uverbs1");
+    std::snprintf(sd->dev.ibdev_path, sizeof sd->dev.ibdev_path, "/sys/class/infiniband/%s",
+                  sd->dev.name);
+    sd->ops = &kSoftOps;
+    return sd;
+  }();
+  return d;
+}
+
+bool is_iwarp_device(ibv_device* device) {
+  SoftDevice* d = the_iwarp_device();
+  return d && device == &d->dev;
+}
+
+// The node GUID of softiwarp0: its MAC address (as siw), in the first six bytes.
+std::uint64_t iwarp_node_guid(iwarp::Device& d) {
+  const rxe::Gid g = d.gid();
+  std::uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v = v << 8 | g[static_cast<std::size_t>(i)];
+  return v;
+}
+
+void fill_iwarp_device_attr(iwarp::Device& d, ibv_device_attr& a) {
+  const rxe::DeviceAttr& r = d.attr();
+  std::memset(&a, 0, sizeof a);
+  std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
+  a.node_guid = htobe64(iwarp_node_guid(d));
+  a.sys_image_guid = a.node_guid;
+  a.max_mr_size = r.max_mr_size;
+  a.page_size_cap = r.page_size_cap;
+  a.vendor_id = r.vendor_id;
+  a.vendor_part_id = r.vendor_part_id + 1;
+  a.hw_ver = r.hw_ver;
+  a.max_qp = static_cast<int>(r.max_qp);
+  a.max_qp_wr = static_cast<int>(r.max_qp_wr);
+  a.device_cap_flags = IBV_DEVICE_MEM_MGT_EXTENSIONS;
+  a.max_sge = static_cast<int>(r.max_sge);
+  a.max_sge_rd = static_cast<int>(r.max_sge_rd);
+  a.max_cq = static_cast<int>(r.max_cq);
+  a.max_cqe = static_cast<int>(r.max_cqe);
+  a.max_mr = static_cast<int>(r.max_mr);
+  a.max_pd = static_cast<int>(r.max_pd);
+  a.max_qp_rd_atom = static_cast<int>(r.max_qp_rd_atom);
+  a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
+  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
+  a.atomic_cap = IBV_ATOMIC_NONE;  // no RFC 7306
+  a.max_srq = static_cast<int>(r.max_srq);
+  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
+  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
+  a.max_pkeys = 0;
+  a.phys_port_cnt = 1;
+}
+
 void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   const rxe::DeviceAttr& r = d.attr();
   std::memset(&a, 0, sizeof a);
@@ -79,6 +143,22 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
 int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   if (port != 1) return EINVAL;
   ibv_port_attr a{};
+  if (iw(ctx)) {
+    a.state = IBV_PORT_ACTIVE;
+    a.max_mtu = IBV_MTU_4096;
+    a.active_mtu = IBV_MTU_1024;
+    a.gid_tbl_len = 1;
+    a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP;
+    a.max_msg_sz = 1u << 31;
+    a.pkey_tbl_len = 1;
+    a.max_vl_num = 1;
+    a.active_width = 2;
+    a.active_speed = 32;
+    a.phys_state = 5;  // LinkUp
+    a.link_layer = IBV_LINK_LAYER_ETHERNET;
+    std::memcpy(attr, &a, std::min(len, sizeof a));
+    return 0;
+  }
   rxe::Device& d = dev(ctx);
   const rxe::PortAttr p = d.port_attr();
   a.state = IBV_PORT_ACTIVE;
@@ -105,7 +185,11 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   if (input && input->comp_mask) return EINVAL;
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
   ibv_device_attr_ex a{};
-  fill_device_attr(dev(ctx), a.orig_attr);
+  if (iw(ctx)) {
+    fill_iwarp_device_attr(*iw(ctx), a.orig_attr);
+  } else {
+    fill_device_attr(dev(ctx), a.orig_attr);
+  }
   a.max_dm_size = 0;
   a.completion_timestamp_mask = ~uint64_t{0};
   a.hca_core_clock = 1'000'000;  // kHz: timestamps are nanoseconds
@@ -124,12 +208,18 @@ int query_rt_values_impl(ibv_context*, ibv_values_ex* values) {
   return 0;
 }
 
+// softiwarp0 has one GID, derived from its MAC address.
+std::vector<rxe::Gid> gid_table(ibv_context* context) {
+  if (iw(context)) return {iw(context)->gid()};
+  return dev(context).gids();
+}
+
 }  // namespace
 
 extern "C" {
 
 ibv_device** ibv_get_device_list(int* num_devices) {
-  auto** list = static_cast<ibv_device**>(calloc(2, sizeof(ibv_device*)));
+  auto** list = static_cast<ibv_device**>(calloc(3, sizeof(ibv_device*)));
   if (!list) {
     errno = ENOMEM;
     return nullptr;
@@ -137,6 +227,7 @@ ibv_device** ibv_get_device_list(int* num_devices) {
   SoftDevice* d = the_device();
   int n = 0;
   if (d) list[n++] = &d->dev;
+  if (SoftDevice* i = the_iwarp_device()) list[n++] = &i->dev;
   if (num_devices) *num_devices = n;
   if (!n) errno = ENOSYS;
   return list;
@@ -146,21 +237,26 @@ void ibv_free_device_list(ibv_device** list) { free(list); }
 
 const char* ibv_get_device_name(ibv_device* device) { return device->name; }
 
-int ibv_get_device_index(ibv_device*) { return 0; }
+int ibv_get_device_index(ibv_device* device) { return is_iwarp_device(device) ? 1 : 0; }
 
-__be64 ibv_get_device_guid(ibv_device*) {
+__be64 ibv_get_device_guid(ibv_device* device) {
   Engine* e = Engine::get();
-  return e ? htobe64(e->device().node_guid()) : 0;
+  if (!e) return 0;
+  if (is_iwarp_device(device)) return htobe64(iwarp_node_guid(e->iwarp_device()));
+  return htobe64(e->device().node_guid());
 }
 
 ibv_context* ibv_open_device(ibv_device* device) {
   SoftDevice* d = the_device();
+  const bool iwarp = is_iwarp_device(device);
+  if (iwarp) d = the_iwarp_device();
   if (!d || device != &d->dev) {
     errno = ENODEV;
     return nullptr;
   }
   auto* ctx = new SoftContext{};
   ctx->engine = Engine::get();
+  if (iwarp) ctx->iw = &ctx->engine->iwarp_device();
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) {
     delete ctx;
@@ -194,7 +290,11 @@ int ibv_close_device(ibv_context* context) {
 }
 
 int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
-  fill_device_attr(dev(context), *attr);
+  if (iw(context)) {
+    fill_iwarp_device_attr(*iw(context), *attr);
+  } else {
+    fill_device_attr(dev(context), *attr);
+  }
   return 0;
 }
 
@@ -207,7 +307,7 @@ int ibv_query_port(ibv_context* context, uint8_t port_num, struct _compat_ibv_po
 }
 
 int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, union ibv_gid* gid) {
-  const auto& gids = dev(context).gids();
+  const auto gids = gid_table(context);
   if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= gids.size()) {
     errno = EINVAL;
     return -1;
@@ -231,21 +331,21 @@ int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
 
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,
                       ibv_gid_entry* entry, uint32_t flags, size_t entry_size) {
-  const auto& gids = dev(context).gids();
+  const auto gids = gid_table(context);
   if (flags || port_num != 1 || gid_index >= gids.size()) return EINVAL;
   if (entry_size < sizeof(ibv_gid_entry)) return EINVAL;
   std::memset(entry, 0, entry_size);
   std::memcpy(entry->gid.raw, gids[gid_index].data(), 16);
   entry->gid_index = gid_index;
   entry->port_num = 1;
-  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->gid_type = iw(context) ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
   entry->ndev_ifindex = 1;
   return 0;
 }
 
 ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_t max_entries,
                              uint32_t flags, size_t entry_size) {
-  const auto& gids = dev(context).gids();
+  const auto gids = gid_table(context);
   if (flags || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   if (max_entries < gids.size()) return -EINVAL;
   for (std::size_t i = 0; i < gids.size(); ++i) {
@@ -258,11 +358,11 @@ ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entry* entries, size_
 // IBVERBS_PRIVATE_34, and what ibv_devinfo uses to print "RoCE v2". The enum
 // (rdma-core's driver.h, not installed) has IB/RoCE v1 = 0 and RoCE v2 = 1.
 int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index, int* type) {
-  if (port_num != 1 || index >= dev(context).gids().size()) {
+  if (port_num != 1 || index >= gid_table(context).size()) {
     errno = EINVAL;
     return -1;
   }
-  *type = 1;  // IBV_GID_TYPE_SYSFS_ROCE_V2
+  *type = iw(context) ? 0 : 1;  // IB/RoCE v1 (what iWARP devices report), RoCE v2
   return 0;
 }
 

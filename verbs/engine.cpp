@@ -245,6 +245,19 @@ bool Engine::start(std::string& error) {
   return true;
 }
 
+iwarp::Device& Engine::iwarp_device() {
+  std::call_once(iwarp_once_, [this] {
+    iwarp::DeviceConfig c;
+    c.name = kIwarpDeviceName;
+    c.mac = netdev::trace_mac(address_);  // 02:00 and the IPv4 address, as traces show it
+    if (auto* t = dynamic_cast<netdev::TracingNetdev*>(&device_->netdev())) {
+      c.trace = t->shared_writer();
+    }
+    iwarp_ = std::make_unique<iwarp::Device>(std::move(c));
+  });
+  return *iwarp_;
+}
+
 netdev::IpAddr Engine::address_for_lid(std::uint16_t lid) const {
   if (!address_.is_v4()) return address_;
   return netdev::IpAddr::v4((address_.v4_host() & 0xFFFF0000u) | lid);

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 
 #include "netdev/netdev.h"
+#include "iwarp/device.h"
 #include "rxe/device.h"
 
 namespace softrdma::verbs {
@@ -33,6 +35,8 @@ class Engine {
   // stderr, once) when it cannot start, e.g. a bad SOFTRDMA_NETDEV.
   static Engine* get();
   rxe::Device& device() { return *device_; }
+  // The iWARP device (softiwarp0), created on first use; it traces to the same file.
+  iwarp::Device& iwarp_device();
   const Config& config() const { return cfg_; }
   std::uint16_t lid() const { return lid_; }
   const netdev::IpAddr& address() const { return address_; }
@@ -46,6 +50,10 @@ class Engine {
   netdev::IpAddr address_;
   std::uint16_t lid_ = 0;
   std::unique_ptr<rxe::Device> device_;
+  std::once_flag iwarp_once_;
+  std::unique_ptr<iwarp::Device> iwarp_;
 };
+
+inline constexpr const char* kIwarpDeviceName = "softiwarp0";
 
 }  // namespace softrdma::verbs

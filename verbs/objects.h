@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -28,6 +29,7 @@ struct SoftContext {
   verbs_context vctx;  // applications see &vctx.context
   Engine* engine;
   int async_write_fd;
+  iwarp::Device* iw = nullptr;  // set for a softiwarp0 context: its objects live there
 };
 
 struct SoftPd {
@@ -70,9 +72,21 @@ struct PendingWr {
   std::vector<std::uint8_t> inline_data;
 };
 
+// What a softiwarp0 QP's events reach: the context's async fd and the CM's handler. Shared
+// with the callbacks in flight, so a QP destroyed meanwhile is never touched (alive = false).
+struct IwQpHooks {
+  std::mutex mu;
+  bool alive = true;
+  SoftContext* ctx = nullptr;
+  ibv_qp* qp = nullptr;
+  std::function<void(const iwarp::QpEvent&)> cm;
+};
+
 struct SoftQp {
   ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
   rxe::Qp* rxe;
+  iwarp::Qp* iw = nullptr;  // instead of rxe on a softiwarp0 context
+  std::shared_ptr<IwQpHooks> hooks;  // softiwarp0 only
   SoftContext* ctx;
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
   int wr_error = 0;
@@ -92,6 +106,8 @@ inline SoftQp* soft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
 inline SoftAh* soft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
 inline SoftChannel* soft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
 inline rxe::Device& dev(ibv_context* c) { return soft(c)->engine->device(); }
+// The iWARP device of a softiwarp0 context; nullptr for softroce0.
+inline iwarp::Device* iw(ibv_context* c) { return soft(c)->iw; }
 
 // Shared by the API and the data path.
 void fill_context_ops(SoftContext* ctx);

@@ -1,11 +1,17 @@
 // Queue pair creation, state changes, queries and destruction.
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 
 #include "verbs/objects.h"
 
 using namespace softrdma;
 using namespace softrdma::verbs;
+
+namespace softrdma::verbs {
+void register_iwarp_qp(SoftQp* s);
+void unregister_iwarp_qp(SoftQp* s);
+}  // namespace softrdma::verbs
 
 namespace {
 
@@ -19,6 +25,52 @@ constexpr uint64_t kSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+
+void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a,
+                 std::uint32_t qpn) {
+  ibv_qp& qp = s->qpx.qp_base;
+  qp.context = context;
+  qp.qp_context = a->qp_context;
+  qp.pd = a->pd;
+  qp.send_cq = a->send_cq;
+  qp.recv_cq = a->recv_cq;
+  qp.srq = a->srq;
+  qp.handle = qpn;
+  qp.qp_num = qpn;
+  qp.state = IBV_QPS_RESET;
+  qp.qp_type = a->qp_type;
+  pthread_mutex_init(&qp.mutex, nullptr);
+  pthread_cond_init(&qp.cond, nullptr);
+  fill_qp_ex_ops(&s->qpx);
+  s->qpx.comp_mask = 0;
+}
+
+void copy_cap(const rxe::QpCap& cap, ibv_qp_cap& out) {
+  out.max_send_wr = cap.max_send_wr;
+  out.max_recv_wr = cap.max_recv_wr;
+  out.max_send_sge = cap.max_send_sge;
+  out.max_recv_sge = cap.max_recv_sge;
+  out.max_inline_data = cap.max_inline_data;
+}
+
+// A softiwarp0 QP: RC only; it starts in RESET like any verbs QP and reaches RTS through the
+// MPA negotiation the CM starts (see docs/iwarp.md).
+ibv_qp* create_iwarp_qp(ibv_context* context, iwarp::Device& d, ibv_qp_init_attr_ex* a,
+                        rxe::QpType type, rxe::QpCap& cap) {
+  int err = 0;
+  iwarp::Qp* q = d.create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
+                             a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
+  if (!q) return fail<ibv_qp>(err);
+  q->modify_state(rxe::QpState::kReset);
+  copy_cap(cap, a->cap);
+  auto* s = new SoftQp{};
+  s->rxe = nullptr;
+  s->iw = q;
+  s->ctx = soft(context);
+  init_ibv_qp(s, context, a, q->qpn());
+  register_iwarp_qp(s);
+  return &s->qpx.qp_base;
+}
 
 ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint32_t qpn = 0) {
   if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
@@ -50,6 +102,10 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   cap.max_recv_sge = a->cap.max_recv_sge;
   cap.max_inline_data = a->cap.max_inline_data;
   int err = 0;
+  if (iwarp::Device* d = iw(context)) {
+    if (qpn != 0) return fail<ibv_qp>(EOPNOTSUPP);  // no GSI QP on iWARP
+    return create_iwarp_qp(context, *d, a, type, cap);
+  }
   rxe::Qp* q = dev(context).create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe,
                                       soft(a->recv_cq)->rxe, a->srq ? soft(a->srq)->rxe : nullptr,
                                       cap, a->sq_sig_all != 0, &err, qpn);
@@ -132,6 +188,13 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   SoftQp* s = soft(qp);
+  if (s->iw) {
+    if (!(mask & IBV_QP_STATE)) return 0;  // attributes of a connection come from the CM
+    const int rc = s->iw->modify_state(static_cast<rxe::QpState>(attr->qp_state));
+    if (rc) return rc;
+    qp->state = static_cast<ibv_qp_state>(s->iw->state());
+    return 0;
+  }
   rxe::QpAttr a;
   // Fields outside `mask` may hold anything (programs leave them uninitialised): enums
   // are read only when their bit is set.
@@ -163,7 +226,16 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
   rxe::QpAttr a;
   rxe::QpCap cap;
-  soft(qp)->rxe->query(a, cap);
+  if (iwarp::Qp* q = soft(qp)->iw) {
+    a.qp_state = q->state();
+    cap = q->cap();
+    a.max_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ord(), 255));
+    a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ird(), 255));
+    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+    a.path_mtu = rxe::Mtu::k1024;
+  } else {
+    soft(qp)->rxe->query(a, cap);
+  }
   std::memset(attr, 0, sizeof *attr);
   attr->qp_state = static_cast<ibv_qp_state>(a.qp_state);
   attr->cur_qp_state = static_cast<ibv_qp_state>(a.qp_state);
@@ -206,7 +278,8 @@ int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {
 
 int ibv_destroy_qp(ibv_qp* qp) {
   SoftQp* s = soft(qp);
-  const int rc = dev(qp->context).destroy_qp(s->rxe);
+  if (s->iw) unregister_iwarp_qp(s);
+  const int rc = s->iw ? iw(qp->context)->destroy_qp(s->iw) : dev(qp->context).destroy_qp(s->rxe);
   if (rc) return rc;
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);

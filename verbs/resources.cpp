@@ -53,10 +53,11 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
-  auto mr = dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova,
-                                    access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC),
-                                    &err);
+  const unsigned acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  auto mr = iw(pd->context)
+                ? iw(pd->context)->reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err)
+                : dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
   m->rxe = mr;
@@ -77,13 +78,14 @@ extern "C" {
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
   auto* p = new SoftPd{};
   p->pd.context = context;
-  p->rxe = dev(context).alloc_pd();
+  p->rxe = iw(context) ? iw(context)->alloc_pd() : dev(context).alloc_pd();
   p->pd.handle = p->rxe->handle;
   return &p->pd;
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
-  const int rc = dev(pd->context).dealloc_pd(soft(pd)->rxe);
+  const int rc = iw(pd->context) ? iw(pd->context)->dealloc_pd(soft(pd)->rxe)
+                                 : dev(pd->context).dealloc_pd(soft(pd)->rxe);
   if (rc) return rc;
   delete soft(pd);
   return 0;
@@ -121,7 +123,8 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
-  if (!dev(mr->context).mrs().rereg(mr->lkey, newpd, newaddr, length,
+  rxe::MrTable& mrs = iw(mr->context) ? iw(mr->context)->mrs() : dev(mr->context).mrs();
+  if (!mrs.rereg(mr->lkey, newpd, newaddr, length,
                                      reinterpret_cast<uint64_t>(addr), acc)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
@@ -134,7 +137,8 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
-  const int rc = dev(mr->context).dereg_mr(mr->lkey);
+  const int rc = iw(mr->context) ? iw(mr->context)->dereg_mr(mr->lkey)
+                                 : dev(mr->context).dereg_mr(mr->lkey);
   if (rc) return rc;
   delete soft(mr);
   return 0;
@@ -176,9 +180,14 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
     return fail<ibv_cq_ex>(EOPNOTSUPP);
   }
   int err = 0;
-  rxe::Device& d = dev(context);
-  route_async_events(d);
-  rxe::Cq* cq = d.create_cq(a.cqe, &err);
+  rxe::Cq* cq = nullptr;
+  if (iw(context)) {
+    cq = iw(context)->create_cq(a.cqe, &err);
+  } else {
+    rxe::Device& d = dev(context);
+    route_async_events(d);
+    cq = d.create_cq(a.cqe, &err);
+  }
   if (!cq) return fail<ibv_cq_ex>(err);
   auto* c = new SoftCq{};
   c->rxe = cq;
@@ -234,7 +243,8 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
 
 int ibv_destroy_cq(ibv_cq* cq) {
   SoftCq* c = soft(cq);
-  const int rc = dev(cq->context).destroy_cq(c->rxe);
+  const int rc = iw(cq->context) ? iw(cq->context)->destroy_cq(c->rxe)
+                                 : dev(cq->context).destroy_cq(c->rxe);
   if (rc) return rc;
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
@@ -261,10 +271,16 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   int err = 0;
-  rxe::Device& d = dev(pd->context);
-  route_async_events(d);
-  rxe::Srq* s = d.create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
-                             attr->attr.srq_limit, &err);
+  rxe::Srq* s = nullptr;
+  if (iw(pd->context)) {
+    s = iw(pd->context)->create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
+                                    attr->attr.srq_limit, &err);
+  } else {
+    rxe::Device& d = dev(pd->context);
+    route_async_events(d);
+    s = d.create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
+                     &err);
+  }
   if (!s) return fail<ibv_srq>(err);
   auto* x = new SoftSrq{};
   x->rxe = s;
@@ -291,7 +307,8 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
-  const int rc = dev(srq->context).destroy_srq(soft(srq)->rxe);
+  const int rc = iw(srq->context) ? iw(srq->context)->destroy_srq(soft(srq)->rxe)
+                                  : dev(srq->context).destroy_srq(soft(srq)->rxe);
   if (rc) return rc;
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
@@ -300,6 +317,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (iw(pd->context)) return fail<ibv_ah>(EOPNOTSUPP);  // iWARP: connected QPs only
   rxe::AhAttr a;
   if (!convert_ah_attr(soft(pd->context), *attr, a)) return fail<ibv_ah>(EINVAL);
   int err = 0;
@@ -354,6 +372,7 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
 // RoCE multicast is addressed by the GID (the IP group); the LID is not used.
 int ibv_attach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
   if (!qp || !gid) return EINVAL;
+  if (iw(qp->context)) return EOPNOTSUPP;
   rxe::Gid g;
   std::memcpy(g.data(), gid->raw, g.size());
   return dev(qp->context).attach_mcast(soft(qp)->rxe, g);

@@ -17,8 +17,12 @@ void get(const std::uint8_t* p, std::array<std::uint8_t, N>& a) {
   std::memcpy(a.data(), p, N);
 }
 // Top `bits` bits of a byte, then the bits below them.
-std::uint8_t hi(std::uint8_t v, int bits) { return static_cast<std::uint8_t>(v << (8 - bits)); }
-std::uint8_t top(std::uint8_t byte, int bits) { return static_cast<std::uint8_t>(byte >> (8 - bits)); }
+std::uint8_t hi(std::uint8_t v, int bits) {
+  return static_cast<std::uint8_t>(v << (8 - bits));
+}
+std::uint8_t top(std::uint8_t byte, int bits) {
+  return static_cast<std::uint8_t>(byte >> (8 - bits));
+}
 std::uint8_t mid(std::uint8_t byte, int from_top, int bits) {
   return static_cast<std::uint8_t>((byte >> (8 - from_top - bits)) & ((1u << bits) - 1));
 }

@@ -86,7 +86,7 @@ struct CmReq {
   std::uint8_t remote_cm_response_timeout = 0;  // 5 bits
   std::uint8_t transport_service_type = 0;      // 2 bits: 0 RC, 1 UC, 3 XRC
   bool end_to_end_flow_control = false;
-  std::uint32_t starting_psn = 0;  // 24 bits
+  std::uint32_t starting_psn = 0;              // 24 bits
   std::uint8_t local_cm_response_timeout = 0;  // 5 bits
   std::uint8_t retry_count = 0;                // 3 bits
   std::uint16_t pkey = 0xFFFF;
@@ -131,7 +131,7 @@ struct CmRep {
   std::uint32_t starting_psn = 0;
   std::uint8_t responder_resources = 0;
   std::uint8_t initiator_depth = 0;
-  std::uint8_t target_ack_delay = 0;  // 5 bits
+  std::uint8_t target_ack_delay = 0;   // 5 bits
   std::uint8_t failover_accepted = 0;  // 2 bits
   bool end_to_end_flow_control = false;
   std::uint8_t rnr_retry_count = 0;  // 3 bits
@@ -165,8 +165,8 @@ struct CmSidrReq {
 
 // SIDR_REP status (IBTA Table 121).
 namespace sidr_status {
-inline constexpr std::uint8_t kSuccess = 0, kUnsupportedServiceId = 1, kRejected = 2,
-                              kNoQp = 3, kRedirect = 4, kUnsupportedVersion = 5;
+inline constexpr std::uint8_t kSuccess = 0, kUnsupportedServiceId = 1, kRejected = 2, kNoQp = 3,
+                              kRedirect = 4, kUnsupportedVersion = 5;
 }
 
 struct CmSidrRep {

@@ -1,14 +1,13 @@
 // The rdma_cm API of softrdma's librdmacm.so.1, exercised in one process (the process's
 // CM agent talks to itself over the wire: REQ, REP, RTU... go out on UDP 4791 and come
 // back): events and their parameters, private data, rejection, sync ids, addresses.
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
 #include <rdma/rsocket.h>
-
-#include <arpa/inet.h>
-#include <fcntl.h>
 
 #include <chrono>
 #include <cstring>

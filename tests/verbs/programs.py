@@ -118,6 +118,18 @@ elif case == "devinfo":
     # A configured address and MTU show through.
     rc, out = run_one(["--netdev", "udp:127.0.0.7", "--mtu", "1500", "--", "ibv_devinfo"])
     expect(rc == 0 and "active_mtu:\t\t1024 (3)" in out, "udp:127.0.0.7 with MTU 1500", out)
+elif case == "devinfo_iwarp":
+    # softiwarp0 is listed after softroce0 (programs taking the first device keep RoCE).
+    rc, out = run_one(["--", "ibv_devices"])
+    expect(rc == 0 and re.search(r"softroce0\s+[0-9a-f]{16}\s+softiwarp0\s+02007f01[0-9a-f]{4}0000",
+                                 out), "ibv_devices lists softroce0, then softiwarp0", out)
+    rc, out = run_one(["--", "ibv_devinfo", "-v", "-d", "softiwarp0"])
+    expect(rc == 0, f"ibv_devinfo -d softiwarp0 exit {rc}", out)
+    for p in [r"hca_id:\s+softiwarp0", r"transport:\s+iWARP \(1\)", r"state:\s+PORT_ACTIVE",
+              r"link_layer:\s+Ethernet", r"node_guid:\s+0200:7f01:[0-9a-f]{4}:0000",
+              r"atomic_cap:\s+ATOMIC_NONE", r"max_sge_rd:\s+1\b", r"vendor_id:\s+0x1af4"]:
+        expect(re.search(p, out), f"ibv_devinfo -v -d softiwarp0 shows /{p}/", out)
+    expect("softroce0" not in out, "only the device asked for", out)
 elif case == "bad_options":
     for args, msg in [(["--netdev", "bogus"], "unknown backend"),
                       (["--faults", "drop=2"], "probability"),

@@ -44,7 +44,8 @@ CmReq sample_req() {
   m.primary.sl = 5;
   m.primary.subnet_local = true;
   m.primary.local_ack_timeout = 14;
-  for (std::size_t i = 0; i < m.private_data.size(); ++i) m.private_data[i] = static_cast<std::uint8_t>(i);
+  for (std::size_t i = 0; i < m.private_data.size(); ++i)
+    m.private_data[i] = static_cast<std::uint8_t>(i);
   return m;
 }
 
@@ -61,15 +62,15 @@ TEST(IbCm, ReqFieldsSitWhereTable106PutsThem) {
   EXPECT_EQ(load16(&mad[16]), 0x0010);
   EXPECT_EQ(load32(&mad[H + 0]), 0x11223344u);
   EXPECT_EQ(load64(&mad[H + 8]), 0x0000000001061C06ull);  // TCP port space, port 7174
-  EXPECT_EQ(load32(&mad[H + 32]), 0xABCDEF04u);            // QPN | responder resources
-  EXPECT_EQ(mad[H + 39], 5);                               // initiator depth
-  EXPECT_EQ(mad[H + 43], (20u << 3) | (1u << 1) | 1u);     // timeout | type | e2e
+  EXPECT_EQ(load32(&mad[H + 32]), 0xABCDEF04u);           // QPN | responder resources
+  EXPECT_EQ(mad[H + 39], 5);                              // initiator depth
+  EXPECT_EQ(mad[H + 43], (20u << 3) | (1u << 1) | 1u);    // timeout | type | e2e
   EXPECT_EQ(load32(&mad[H + 44]), (0x123456u << 8) | (18u << 3) | 6u);
-  EXPECT_EQ(mad[H + 50], (3u << 4) | 7u);                  // MTU | RNR retry
-  EXPECT_EQ(mad[H + 51], (15u << 4) | 0x08u);              // CM retries | SRQ
-  EXPECT_EQ(load16(&mad[H + 52]), 0xFFFF);                 // permissive LIDs
-  EXPECT_EQ(mad[H + 56 + 15], 1);                          // local GID
-  EXPECT_EQ(mad[H + 72 + 15], 2);                          // remote GID
+  EXPECT_EQ(mad[H + 50], (3u << 4) | 7u);      // MTU | RNR retry
+  EXPECT_EQ(mad[H + 51], (15u << 4) | 0x08u);  // CM retries | SRQ
+  EXPECT_EQ(load16(&mad[H + 52]), 0xFFFF);     // permissive LIDs
+  EXPECT_EQ(mad[H + 56 + 15], 1);              // local GID
+  EXPECT_EQ(mad[H + 72 + 15], 2);              // remote GID
   EXPECT_EQ(load32(&mad[H + 88]), (0xABCDEu << 12) | 0x2Au);
   EXPECT_EQ(mad[H + 92], 0x60);
   EXPECT_EQ(mad[H + 93], 64);

@@ -1,0 +1,456 @@
+#include "iwarp/device.h"
+
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+
+#include "pcap/pcapng_writer.h"
+
+namespace softrdma::iwarp {
+
+namespace {
+
+constexpr std::uint64_t kKickTag = 0;
+
+int prepare_socket(int fd) {
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return EBADF;
+  const int fl = fcntl(fd, F_GETFL);
+  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return errno;
+  const int one = 1;
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return 0;
+}
+
+}  // namespace
+
+Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
+  attr_.max_sge_rd = 1;
+  attr_.atomic_glob = false;
+  if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.name, 1 /* Ethernet */, 0);
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  epoll_add(kick_fd_, kKickTag, EPOLLIN);
+  thread_ = std::thread([this] { progress_loop(); });
+}
+
+Device::~Device() {
+  stop_ = true;
+  kick();
+  if (thread_.joinable()) thread_.join();
+  {
+    std::lock_guard lock(progress_mu_);
+    qps_.clear();
+    for (auto& [tag, p] : pending_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+  }
+  if (cfg_.trace) cfg_.trace->flush();
+  ::close(kick_fd_);
+  ::close(epoll_fd_);
+}
+
+rxe::Gid Device::gid() const {
+  // fe80::MAC-derived interface identifier is siw's choice; we keep the MAC in the GID as
+  // its first six bytes, zero-padded, exactly as the kernel's siw reports it.
+  rxe::Gid g{};
+  std::copy(cfg_.mac.begin(), cfg_.mac.end(), g.begin());
+  return g;
+}
+
+void Device::epoll_add(int fd, std::uint64_t tag, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.u64 = tag;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+}
+
+void Device::kick() {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(kick_fd_, &one, sizeof one);
+}
+
+// ---- objects
+
+Pd* Device::alloc_pd() {
+  std::lock_guard lock(objects_mu_);
+  auto pd = std::make_unique<Pd>();
+  pd->handle = next_pd_++;
+  pds_.push_back(std::move(pd));
+  return pds_.back().get();
+}
+
+int Device::dealloc_pd(Pd* pd) {
+  {
+    std::lock_guard lock(progress_mu_);
+    for (auto& [n, qp] : qps_) {
+      if (qp->pd() == pd) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mu_);
+  auto it = std::find_if(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; });
+  if (it == pds_.end()) return EINVAL;
+  pds_.erase(it);
+  return 0;
+}
+
+std::shared_ptr<rxe::Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length,
+                                        std::uint64_t iova, std::uint32_t access, int* err) {
+  // Remote write access needs local write (IBTA / verbs rule).
+  if ((access & (rxe::kAccessRemoteWrite | rxe::kAccessRemoteAtomic)) != 0 &&
+      (access & rxe::kAccessLocalWrite) == 0) {
+    if (err) *err = EINVAL;
+    return nullptr;
+  }
+  auto mr = mrs_.add(pd, addr, length, iova, access);
+  if (!mr && err) *err = ENOMEM;
+  return mr;
+}
+
+int Device::dereg_mr(std::uint32_t lkey) {
+  return mrs_.remove(lkey) ? 0 : EINVAL;
+}
+
+Cq* Device::create_cq(std::uint32_t cqe, int* err) {
+  if (cqe == 0 || cqe > attr_.max_cqe) {
+    if (err) *err = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mu_);
+  cqs_.push_back(std::make_unique<Cq>(cqe));
+  return cqs_.back().get();
+}
+
+int Device::destroy_cq(Cq* cq) {
+  {
+    std::lock_guard lock(progress_mu_);
+    for (auto& [n, qp] : qps_) {
+      if (qp->send_cq() == cq || qp->recv_cq() == cq) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mu_);
+  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
+  if (it == cqs_.end()) return EINVAL;
+  cqs_.erase(it);
+  return 0;
+}
+
+Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                        int* err) {
+  if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge) {
+    if (err) *err = EINVAL;
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mu_);
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge, limit));
+  return srqs_.back().get();
+}
+
+int Device::destroy_srq(Srq* srq) {
+  {
+    std::lock_guard lock(progress_mu_);
+    for (auto& [n, qp] : qps_) {
+      if (qp->srq() == srq) return EBUSY;
+    }
+  }
+  std::lock_guard lock(objects_mu_);
+  auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](auto& p) { return p.get() == srq; });
+  if (it == srqs_.end()) return EINVAL;
+  srqs_.erase(it);
+  return 0;
+}
+
+Qp* Device::create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, rxe::QpCap& cap,
+                      bool sq_sig_all, int* err) {
+  auto fail = [&](int e) {
+    if (err) *err = e;
+    return nullptr;
+  };
+  if (type != rxe::QpType::kRc) return fail(EOPNOTSUPP);
+  if (!pd || !send_cq || !recv_cq) return fail(EINVAL);
+  if (cap.max_send_wr > attr_.max_qp_wr || cap.max_recv_wr > attr_.max_qp_wr ||
+      cap.max_send_sge > attr_.max_sge || cap.max_recv_sge > attr_.max_sge ||
+      cap.max_inline_data > attr_.max_inline_data) {
+    return fail(EINVAL);
+  }
+  cap.max_send_wr = std::max<std::uint32_t>(cap.max_send_wr, 1);
+  cap.max_send_sge = std::max<std::uint32_t>(cap.max_send_sge, 1);
+  cap.max_recv_sge = std::max<std::uint32_t>(cap.max_recv_sge, 1);
+  cap.max_inline_data = attr_.max_inline_data;
+  std::lock_guard lock(progress_mu_);
+  const std::uint32_t qpn = next_qpn_++;
+  auto qp = std::make_unique<Qp>(*this, qpn, pd, send_cq, recv_cq, srq, cap, sq_sig_all);
+  Qp* raw = qp.get();
+  qps_[qpn] = std::move(qp);
+  return raw;
+}
+
+int Device::destroy_qp(Qp* qp) {
+  std::lock_guard lock(progress_mu_);
+  auto it = qps_.find(qp->qpn());
+  if (it == qps_.end()) return EINVAL;
+  qps_.erase(it);
+  return 0;
+}
+
+// ---- connection management
+
+int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) {
+  if (const int rc = prepare_socket(fd)) return rc;
+  std::lock_guard lock(progress_mu_);
+  Qp::AppLock qlock(*qp);
+  const int rc = qp->start_active(fd, local, std::move(cb));
+  kick();  // the progress thread recomputes its sleep (the reply's deadline)
+  return rc;
+}
+
+int Device::read_request(int fd, std::chrono::milliseconds timeout, RequestCallback cb) {
+  if (const int rc = prepare_socket(fd)) return rc;
+  std::lock_guard lock(progress_mu_);
+  const std::uint64_t tag = next_tag_++;
+  PendingRequest& p = pending_[tag];
+  p.fd = fd;
+  p.deadline = Clock::now() + timeout;
+  p.cb = std::move(cb);
+  epoll_add(fd, tag, EPOLLIN | EPOLLRDHUP);
+  kick();  // the progress thread recomputes its sleep
+  return 0;
+}
+
+void Device::read_pending(std::uint64_t tag) {
+  auto it = pending_.find(tag);
+  if (it == pending_.end()) return;
+  PendingRequest& p = it->second;
+  int err = 0;
+  bool done = false;
+  while (!done && !err) {
+    std::size_t need = wire::kMpaHeaderLen;
+    if (p.buf.size() >= wire::kMpaHeaderLen) {
+      if (!wire::mpa_key_prefix(p.buf, wire::MpaKind::kRequest)) {
+        err = EPROTO;
+        break;
+      }
+      need += wire::load16(&p.buf[18]);
+      if (need > wire::kMpaHeaderLen + wire::kMpaMaxPrivateData) {
+        err = EPROTO;
+        break;
+      }
+    }
+    if (p.buf.size() == need) {
+      done = true;
+      break;
+    }
+    const std::size_t have = p.buf.size();
+    p.buf.resize(need);
+    const ssize_t n = ::recv(p.fd, &p.buf[have], need - have, MSG_DONTWAIT);
+    if (n > 0) {
+      p.buf.resize(have + static_cast<std::size_t>(n));
+      continue;
+    }
+    p.buf.resize(have);
+    if (n == 0) {
+      err = ECONNRESET;
+    } else if (errno == EINTR) {
+      continue;
+    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      err = errno;
+    } else {
+      return;  // wait for more
+    }
+  }
+  RequestResult res;
+  if (done) {
+    auto f = wire::parse_mpa(p.buf);
+    if (!f || f->kind != wire::MpaKind::kRequest) {
+      err = EPROTO;
+    } else {
+      MpaRequest& r = res.request;
+      r.revision = f->revision;
+      r.crc = f->crc;
+      r.markers = f->markers;
+      r.enhanced = f->enhanced;
+      r.peer_to_peer = f->enhanced && f->ird_ord.peer_to_peer;
+      r.rtr = f->ird_ord.zero_read_rtr    ? RtrType::kZeroRead
+              : f->ird_ord.zero_write_rtr ? RtrType::kZeroWrite
+              : f->ird_ord.zero_send_rtr  ? RtrType::kZeroSend
+                                          : RtrType::kNone;
+      r.ird = f->ird_ord.ird;
+      r.ord = f->ird_ord.ord;
+      r.private_data.assign(f->private_data.begin(), f->private_data.end());
+      requests_[p.fd].bytes = p.buf;
+    }
+  }
+  res.error = err;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+  callbacks_.push_back([cb = std::move(p.cb), res] { cb(res); });
+  pending_.erase(it);
+}
+
+int Device::accept(Qp* qp, int fd, const MpaParams& local, AcceptCallback cb) {
+  std::lock_guard lock(progress_mu_);
+  auto it = requests_.find(fd);
+  if (it == requests_.end()) return EINVAL;
+  auto f = wire::parse_mpa(it->second.bytes);
+  if (!f) return EINVAL;
+  int rc;
+  {
+    Qp::AppLock qlock(*qp);
+    rc = qp->start_passive(fd, local, *f, it->second.bytes, std::move(cb));
+  }
+  if (rc == 0) requests_.erase(it);
+  kick();
+  return rc;
+}
+
+int Device::reject(int fd, std::span<const std::uint8_t> private_data) {
+  std::lock_guard lock(progress_mu_);
+  auto it = requests_.find(fd);
+  if (it == requests_.end()) return EINVAL;
+  auto req = wire::parse_mpa(it->second.bytes);
+  if (!req) return EINVAL;
+  wire::MpaFrame f;
+  f.kind = wire::MpaKind::kReply;
+  f.reject = true;
+  f.revision = req->revision;
+  f.enhanced = req->enhanced;
+  if (private_data.size() > max_private_data(f.revision)) return EINVAL;
+  f.private_data = private_data;
+  std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
+  const auto n = wire::build_mpa(buf, f);
+  if (!n) return EINVAL;
+  requests_.erase(it);
+  const ssize_t sent = ::send(fd, buf.data(), *n, MSG_NOSIGNAL | MSG_DONTWAIT);
+  return sent == static_cast<ssize_t>(*n) ? 0 : (sent < 0 ? errno : EIO);
+}
+
+int Device::disconnect(Qp* qp) {
+  Qp::AppLock qlock(*qp);
+  if (qp->fd_ < 0) return EINVAL;
+  qp->close_graceful();
+  qp->sync_epoll();
+  return 0;
+}
+
+int Device::abort(Qp* qp) {
+  Qp::AppLock qlock(*qp);
+  if (qp->fd_ < 0) return EINVAL;
+  qp->close_abortive();
+  return 0;
+}
+
+// ---- progress
+
+int Device::next_timeout_ms() {
+  std::lock_guard lock(progress_mu_);
+  std::optional<Clock::time_point> next;
+  for (auto& [tag, p] : pending_) {
+    if (!next || p.deadline < *next) next = p.deadline;
+  }
+  for (auto& [n, qp] : qps_) {
+    std::lock_guard qlock(qp->mu_);
+    const auto d = qp->deadline();
+    if (d && (!next || *d < *next)) next = *d;
+  }
+  if (!next) return -1;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
+  return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000));
+}
+
+void Device::run_timers() {
+  const auto now = Clock::now();
+  for (auto it = pending_.begin(); it != pending_.end();) {
+    if (it->second.deadline <= now) {
+      RequestResult res;
+      res.error = ETIMEDOUT;
+      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+      callbacks_.push_back([cb = std::move(it->second.cb), res] { cb(res); });
+      it = pending_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (auto& [n, qp] : qps_) {
+    std::lock_guard qlock(qp->mu_);
+    qp->on_timer(now);
+    qp->sync_epoll();
+  }
+}
+
+void Device::service_qp(Qp* qp, bool readable, bool writable) {
+  // An application thread waits for this QP: let it in first (the event stays pending).
+  if (qp->app_waiting_.load(std::memory_order_relaxed) > 0) {
+    std::this_thread::yield();
+    return;
+  }
+  std::lock_guard qlock(qp->mu_);
+  if (writable) qp->on_writable();
+  if (readable) qp->on_readable();
+  qp->sync_epoll();
+}
+
+std::vector<std::function<void()>> Device::collect_callbacks() {
+  std::vector<std::function<void()>> out = std::move(callbacks_);
+  callbacks_.clear();
+  for (auto& [n, qp] : qps_) {
+    auto cbs = qp->take_callbacks();
+    for (auto& c : cbs) out.push_back(std::move(c));
+  }
+  return out;
+}
+
+void Device::progress_loop() {
+  std::array<epoll_event, 64> evs;
+  while (!stop_.load()) {
+    const int n =
+        epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), next_timeout_ms());
+    std::vector<std::function<void()>> cbs;
+    {
+      std::lock_guard lock(progress_mu_);
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t tag = evs[i].data.u64;
+        if (tag == kKickTag) {
+          std::uint64_t v;
+          [[maybe_unused]] const ssize_t r = ::read(kick_fd_, &v, sizeof v);
+          continue;
+        }
+        if (tag >= (1ull << 32)) {
+          read_pending(tag);
+          continue;
+        }
+        auto it = qps_.find(static_cast<std::uint32_t>(tag));
+        if (it == qps_.end()) continue;
+        const std::uint32_t e = evs[i].events;
+        service_qp(it->second.get(), (e & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) != 0,
+                   (e & (EPOLLOUT | EPOLLERR | EPOLLHUP)) != 0);
+      }
+      run_timers();
+      cbs = collect_callbacks();
+    }
+    for (auto& cb : cbs) cb();
+  }
+}
+
+void Device::poll_progress() {
+  std::unique_lock lock(progress_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  for (auto& [n, qp] : qps_) {
+    std::unique_lock qlock(qp->mu_, std::try_to_lock);
+    if (!qlock.owns_lock()) continue;
+    if (qp->phase_ == Qp::Phase::kRunning || qp->phase_ == Qp::Phase::kClosing) {
+      qp->on_readable();
+      qp->sync_epoll();
+    }
+  }
+  auto cbs = collect_callbacks();
+  lock.unlock();
+  for (auto& cb : cbs) cb();
+}
+
+}  // namespace softrdma::iwarp

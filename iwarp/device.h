@@ -1,0 +1,142 @@
+// The iWARP device (softiwarp0): PD, MR, CQ and SRQ (the rxe classes), RC QPs running
+// RDMAP/DDP/MPA over TCP sockets, and a progress thread sleeping in epoll on the QPs' sockets,
+// a kick eventfd and the MPA timers.
+//
+// Contract with the CM layer, which owns connect/listen/accept of the TCP sockets:
+//  - active:  connect(qp, fd, params, cb) on a connected socket sends the MPA request; cb gets
+//             accepted (peer private data, IRD/ORD) once the QP is in RTS (after the RFC 6581
+//             RTR when peer-to-peer), rejected (private data) or an error (ETIMEDOUT when no
+//             reply within params.timeout, ECONNRESET, EPROTO for a malformed reply).
+//  - passive: read_request(fd, timeout, cb) reads the MPA request; then accept(qp, fd, params,
+//             cb) sends the reply (cb(0) once established, after the RTR when there is one) or
+//             reject(fd, private_data) sends a reply with the Reject bit.
+//  - After connect/accept the QP owns the socket (closes it when destroyed). disconnect() is
+//    graceful (FIN once queued work is on the wire), abort() closes with SO_LINGER 0 (RST).
+//  - Each QP's event handler reports established / disconnected / fatal (TERMINATE sent or
+//    received, with layer/type/code; connection error).
+//  - Callbacks run on the progress thread (or the thread in poll_progress), never under a
+//    lock of the device: they may call back into it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "iwarp/params.h"
+#include "iwarp/qp.h"
+#include "rxe/cq.h"
+#include "rxe/mr.h"
+#include "rxe/srq.h"
+#include "rxe/types.h"
+#include "wire/mpa.h"
+
+namespace softrdma::pcap {
+class PcapngWriter;
+}
+
+namespace softrdma::iwarp {
+
+struct DeviceConfig {
+  std::string name = "softiwarp0";
+  std::array<std::uint8_t, 6> mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};  // GID[0] comes from it
+  TxOptions tx;
+  std::shared_ptr<pcap::PcapngWriter> trace;  // null: no tracing
+};
+
+class Device {
+ public:
+  explicit Device(DeviceConfig cfg = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return cfg_.name; }
+  const rxe::DeviceAttr& attr() const { return attr_; }
+  // GID[0]: the MAC in the interface identifier of a link-local IPv6 address (as siw).
+  rxe::Gid gid() const;
+  const DeviceConfig& config() const { return cfg_; }
+
+  Pd* alloc_pd();
+  int dealloc_pd(Pd* pd);
+  std::shared_ptr<rxe::Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                  std::uint32_t access, int* err);
+  int dereg_mr(std::uint32_t lkey);
+  Cq* create_cq(std::uint32_t cqe, int* err);
+  int destroy_cq(Cq* cq);
+  Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                  int* err);
+  int destroy_srq(Srq* srq);
+  // RC only: UD and UC fail with EOPNOTSUPP.
+  Qp* create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, rxe::QpCap& cap,
+                bool sq_sig_all, int* err);
+  int destroy_qp(Qp* qp);
+
+  // ---- connection management (see the contract above). 0 or an errno value
+  // (EINVAL: bad parameters or QP state, EBADF: not a TCP socket).
+  int connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb);
+  int read_request(int fd, std::chrono::milliseconds timeout, RequestCallback cb);
+  int accept(Qp* qp, int fd, const MpaParams& local, AcceptCallback cb);
+  int reject(int fd, std::span<const std::uint8_t> private_data);
+  int disconnect(Qp* qp);
+  int abort(Qp* qp);
+
+  rxe::MrTable& mrs() { return mrs_; }
+  // Runs one pass of receive progress on the calling thread unless another thread is in
+  // one (never blocks); applications that poll their CQs call it.
+  void poll_progress();
+  void kick();
+
+ private:
+  struct PendingRequest {
+    int fd = -1;
+    Clock::time_point deadline;
+    RequestCallback cb;
+    std::vector<std::uint8_t> buf;
+  };
+  struct ReadRequestDone {
+    std::vector<std::uint8_t> bytes;  // the request as read
+  };
+  void progress_loop();
+  // Callbacks of the device and of every QP, to run once progress_mu_ is released.
+  std::vector<std::function<void()>> collect_callbacks();
+  void service_qp(Qp* qp, bool readable, bool writable);
+  void run_timers();
+  void read_pending(std::uint64_t id);
+  int next_timeout_ms();
+  void epoll_add(int fd, std::uint64_t tag, std::uint32_t events);
+
+  DeviceConfig cfg_;
+  rxe::DeviceAttr attr_;
+  rxe::MrTable mrs_;
+  std::uint32_t trace_iface_ = 0;
+
+  std::mutex objects_mu_;
+  std::vector<std::unique_ptr<Pd>> pds_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+  std::uint32_t next_pd_ = 1;
+
+  std::mutex progress_mu_;  // held by whoever runs a pass; guards the maps below
+  std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
+  std::uint32_t next_qpn_ = 0x11;
+  std::map<std::uint64_t, PendingRequest> pending_;  // read_request in progress, by tag
+  std::map<int, ReadRequestDone> requests_;          // requests read, by fd, until accept/reject
+  std::uint64_t next_tag_ = 1ull << 32;
+  std::vector<std::function<void()>> callbacks_;
+
+  friend class Qp;
+  int epoll_fd_ = -1;
+  int kick_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace softrdma::iwarp

@@ -1,0 +1,193 @@
+// Test harness for the iWARP transport: two devices, a loopback TCP connection made by the
+// test itself (standing in for the CM), MPA negotiation through the device's connect /
+// read_request / accept, and helpers to post work and wait for completions and events.
+#pragma once
+
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "iwarp/device.h"
+
+namespace softrdma::iwarp::test {
+
+using namespace std::chrono_literals;
+
+// A listening socket on 127.0.0.1 and a connected pair through it.
+struct TcpPair {
+  int client = -1, server = -1;
+  TcpPair() {
+    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l, 4) != 0 ||
+        ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+      ::close(l);
+      return;
+    }
+    client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+      ::close(client);
+      client = -1;
+    } else {
+      server = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
+    }
+    ::close(l);
+  }
+};
+
+// Events and callbacks land here from the progress threads.
+struct Inbox {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<QpEvent> events;
+  std::optional<ConnectResult> connect;
+  std::optional<RequestResult> request;
+  std::optional<int> accept;
+
+  template <class Pred>
+  bool wait(Pred pred, std::chrono::milliseconds t = 10s) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, t, [&] { return pred(); });
+  }
+  bool has(QpEvent::Kind k) {
+    for (auto& e : events) {
+      if (e.kind == k) return true;
+    }
+    return false;
+  }
+  std::optional<QpEvent> find(QpEvent::Kind k) {
+    std::lock_guard lock(mu);
+    for (auto& e : events) {
+      if (e.kind == k) return e;
+    }
+    return std::nullopt;
+  }
+  bool wait_event(QpEvent::Kind k, std::chrono::milliseconds t = 10s) {
+    return wait([&] { return has(k); }, t);
+  }
+};
+
+// Members in this order: the device (and its progress thread) goes first, before the memory
+// and the inbox it writes to.
+struct Side {
+  Inbox inbox;
+  std::vector<std::uint8_t> buf;
+  std::shared_ptr<rxe::Mr> mr;
+  std::unique_ptr<Device> dev;
+  Pd* pd = nullptr;
+  Cq* scq = nullptr;
+  Cq* rcq = nullptr;
+  Qp* qp = nullptr;
+
+  void init(DeviceConfig cfg, std::size_t bytes = 8u << 20, std::uint32_t access = 0xF & ~8u) {
+    dev = std::make_unique<Device>(std::move(cfg));
+    pd = dev->alloc_pd();
+    int err = 0;
+    scq = dev->create_cq(4096, &err);
+    rcq = dev->create_cq(4096, &err);
+    rxe::QpCap cap;
+    cap.max_send_wr = 1024;
+    cap.max_recv_wr = 1024;
+    cap.max_send_sge = 4;
+    cap.max_recv_sge = 4;
+    qp = dev->create_qp(pd, rxe::QpType::kRc, scq, rcq, nullptr, cap, false, &err);
+    buf.assign(bytes, 0);
+    mr = dev->reg_mr(pd, buf.data(), buf.size(), reinterpret_cast<std::uintptr_t>(buf.data()),
+                     access, &err);
+    qp->set_event_handler([this](const QpEvent& e) {
+      std::lock_guard lock(inbox.mu);
+      inbox.events.push_back(e);
+      inbox.cv.notify_all();
+    });
+  }
+  std::uint64_t addr(std::size_t off = 0) const {
+    return reinterpret_cast<std::uintptr_t>(buf.data()) + off;
+  }
+  rxe::Sge sge(std::size_t off, std::uint32_t len) const { return {addr(off), len, mr->lkey}; }
+
+  int post_recv(std::uint64_t wr_id, std::size_t off, std::uint32_t len) {
+    rxe::Sge s = sge(off, len);
+    rxe::RecvWr wr;
+    wr.wr_id = wr_id;
+    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
+    return qp->post_recv(std::span<const rxe::RecvWr>(&wr, 1));
+  }
+  int post(rxe::WrOpcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
+           std::uint64_t raddr = 0, std::uint32_t rkey = 0,
+           std::uint32_t flags = rxe::kSendSignaled, std::uint32_t inv = 0) {
+    rxe::Sge s = sge(off, len);
+    rxe::SendWr wr;
+    wr.wr_id = wr_id;
+    wr.opcode = op;
+    wr.send_flags = flags;
+    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
+    wr.remote_addr = raddr;
+    wr.rkey = rkey;
+    wr.invalidate_rkey = inv;
+    return qp->post_send(std::span<const rxe::SendWr>(&wr, 1));
+  }
+  // Waits for one completion on `cq`.
+  std::optional<rxe::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
+    const auto end = std::chrono::steady_clock::now() + t;
+    rxe::Wc wc;
+    while (std::chrono::steady_clock::now() < end) {
+      if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return wc;
+      dev->poll_progress();
+      std::this_thread::sleep_for(50us);
+    }
+    return std::nullopt;
+  }
+};
+
+// Connects a (active) to b (passive) over a fresh loopback connection.
+inline bool connect_pair(Side& a, Side& b, const MpaParams& pa, const MpaParams& pb, TcpPair& tcp) {
+  if (tcp.client < 0 || tcp.server < 0) return false;
+  if (b.dev->read_request(tcp.server, 5s, [&b](const RequestResult& r) {
+        std::lock_guard lock(b.inbox.mu);
+        b.inbox.request = r;
+        b.inbox.cv.notify_all();
+      }) != 0) {
+    return false;
+  }
+  if (a.dev->connect(a.qp, tcp.client, pa, [&a](const ConnectResult& r) {
+        std::lock_guard lock(a.inbox.mu);
+        a.inbox.connect = r;
+        a.inbox.cv.notify_all();
+      }) != 0) {
+    return false;
+  }
+  if (!b.inbox.wait([&] { return b.inbox.request.has_value(); })) return false;
+  if (b.inbox.request->error != 0) return false;
+  if (b.dev->accept(b.qp, tcp.server, pb, [&b](int e) {
+        std::lock_guard lock(b.inbox.mu);
+        b.inbox.accept = e;
+        b.inbox.cv.notify_all();
+      }) != 0) {
+    return false;
+  }
+  if (!a.inbox.wait([&] { return a.inbox.connect.has_value(); })) return false;
+  if (a.inbox.connect->kind != ConnectResult::Kind::kAccepted) return false;
+  if (!b.inbox.wait([&] { return b.inbox.accept.has_value(); })) return false;
+  return *b.inbox.accept == 0;
+}
+
+inline void fill(std::vector<std::uint8_t>& v, std::size_t off, std::size_t n, std::uint8_t seed) {
+  for (std::size_t i = 0; i < n; ++i)
+    v[off + i] = static_cast<std::uint8_t>(seed + i * 13 + (i >> 9));
+}
+
+}  // namespace softrdma::iwarp::test

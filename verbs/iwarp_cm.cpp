@@ -1,0 +1,106 @@
+// softrdma_iwarp_cm(): the CM layer's way to the softiwarp0 device (verbs/iwarp_cm.h), and the
+// routing of iWARP QP events to the context's async fd and to the CM.
+#include "verbs/iwarp_cm.h"
+
+#include <cerrno>
+
+#include "verbs/objects.h"
+
+using namespace softrdma;
+using namespace softrdma::verbs;
+
+namespace softrdma::verbs {
+
+void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
+
+namespace {
+
+void post_qp_event(SoftContext* ctx, ibv_qp* qp, ibv_event_type type) {
+  ibv_async_event out{};
+  out.event_type = type;
+  out.element.qp = qp;
+  (void)!write(ctx->async_write_fd, &out, sizeof out);
+}
+
+iwarp::Qp* iw_qp(ibv_qp* qp) {
+  return qp && iw(qp->context) ? soft(qp)->iw : nullptr;
+}
+
+class Cm final : public IwarpCm {
+ public:
+  bool is_iwarp(ibv_context* ctx) override { return ctx && iw(ctx) != nullptr; }
+  int connect(ibv_qp* qp, int fd, const iwarp::MpaParams& p, iwarp::ConnectCallback cb) override {
+    iwarp::Qp* q = iw_qp(qp);
+    return q ? iw(qp->context)->connect(q, fd, p, std::move(cb)) : EINVAL;
+  }
+  int read_request(ibv_context* ctx, int fd, std::chrono::milliseconds timeout,
+                   iwarp::RequestCallback cb) override {
+    return is_iwarp(ctx) ? iw(ctx)->read_request(fd, timeout, std::move(cb)) : EINVAL;
+  }
+  int accept(ibv_qp* qp, int fd, const iwarp::MpaParams& p, iwarp::AcceptCallback cb) override {
+    iwarp::Qp* q = iw_qp(qp);
+    return q ? iw(qp->context)->accept(q, fd, p, std::move(cb)) : EINVAL;
+  }
+  int reject(ibv_context* ctx, int fd, std::span<const std::uint8_t> pd) override {
+    return is_iwarp(ctx) ? iw(ctx)->reject(fd, pd) : EINVAL;
+  }
+  int disconnect(ibv_qp* qp) override {
+    iwarp::Qp* q = iw_qp(qp);
+    return q ? iw(qp->context)->disconnect(q) : EINVAL;
+  }
+  int abort(ibv_qp* qp) override {
+    iwarp::Qp* q = iw_qp(qp);
+    return q ? iw(qp->context)->abort(q) : EINVAL;
+  }
+  int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) override {
+    if (!iw_qp(qp)) return EINVAL;
+    std::lock_guard lock(soft(qp)->hooks->mu);
+    soft(qp)->hooks->cm = std::move(fn);
+    return 0;
+  }
+};
+
+}  // namespace
+
+void register_iwarp_qp(SoftQp* s) {
+  s->hooks = std::make_shared<IwQpHooks>();
+  s->hooks->ctx = s->ctx;
+  s->hooks->qp = &s->qpx.qp_base;
+  s->iw->set_event_handler([h = s->hooks](const iwarp::QpEvent& ev) {
+    std::function<void(const iwarp::QpEvent&)> cm;
+    {
+      std::lock_guard lock(h->mu);
+      if (!h->alive) return;
+      switch (ev.kind) {
+        case iwarp::QpEvent::Kind::kEstablished:
+          h->qp->state = IBV_QPS_RTS;
+          post_qp_event(h->ctx, h->qp, IBV_EVENT_COMM_EST);
+          break;
+        case iwarp::QpEvent::Kind::kTermSent:
+        case iwarp::QpEvent::Kind::kTermReceived:
+        case iwarp::QpEvent::Kind::kConnError:
+          h->qp->state = IBV_QPS_ERR;
+          post_qp_event(h->ctx, h->qp, IBV_EVENT_QP_FATAL);
+          break;
+        case iwarp::QpEvent::Kind::kDisconnected:
+          h->qp->state = IBV_QPS_ERR;
+          break;
+      }
+      cm = h->cm;
+    }
+    if (cm) cm(ev);
+  });
+}
+
+void unregister_iwarp_qp(SoftQp* s) {
+  if (!s->hooks) return;
+  std::lock_guard lock(s->hooks->mu);
+  s->hooks->alive = false;
+}
+
+}  // namespace softrdma::verbs
+
+extern "C" IwarpCm* softrdma_iwarp_cm() {
+  static Cm cm;
+  return &cm;
+}
