@@ -17,8 +17,10 @@
 #include <thread>
 
 #include "cm/gsi.h"
+#include "cm/iwarp_conn.h"
 #include "cm/liveness.h"
 #include "cm/registry.h"
+#include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
 
@@ -56,6 +58,9 @@ struct Agent {
   ibv_device_attr dattr{};
   ibv_port_attr pattr{};
   std::uint64_t drops = 0;
+  verbs::IwarpCm* iw = nullptr;  // set in iWARP mode
+  std::mutex tasks_mu;
+  std::vector<std::function<void()>> tasks;
 };
 
 Agent& agent() {
@@ -617,6 +622,13 @@ void agent_loop() {
       } else if (fd == a.wake_fd) {
         std::uint64_t v;
         (void)!read(a.wake_fd, &v, sizeof v);
+        std::vector<std::function<void()>> tasks;
+        {
+          std::lock_guard tl(a.tasks_mu);
+          tasks.swap(a.tasks);
+        }
+        for (auto& t : tasks) t();
+      } else if (a.iw && iw_handle_fd(fd, evs[i].events)) {
       } else if (std::optional<wire::Gid16> gone; a.liveness.handle(fd, gone)) {
         // A DREQ the peer sent just before it ended may still be on its way: honour it
         // first, and end what is left a moment later.
@@ -652,10 +664,24 @@ bool start(std::string& error) {
   ibv_query_port(a.ctx, 1, &a.pattr);
   a.node_guid = a.dattr.node_guid;
   a.pd = ibv_alloc_pd(a.ctx);
-  if (!a.pd || !a.gsi.open(a.ctx, error)) return false;
-  fcntl(a.gsi.fd(), F_SETFL, fcntl(a.gsi.fd(), F_GETFL) | O_NONBLOCK);
+  if (!a.pd) {
+    error = "cannot allocate a PD";
+    return false;
+  }
   a.epfd = epoll_create1(EPOLL_CLOEXEC);
   a.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  verbs::IwarpCm* iw = softrdma_iwarp_cm();
+  if (iw && iw->is_iwarp(a.ctx)) {  // iWARP: TCP does what QP1 does on RoCE
+    a.iw = iw;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = a.wake_fd;
+    epoll_ctl(a.epfd, EPOLL_CTL_ADD, a.wake_fd, &ev);
+    std::thread(agent_loop).detach();
+    return true;
+  }
+  if (!a.gsi.open(a.ctx, error)) return false;
+  fcntl(a.gsi.fd(), F_SETFL, fcntl(a.gsi.fd(), F_GETFL) | O_NONBLOCK);
   for (int fd : {a.gsi.fd(), a.wake_fd}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -690,6 +716,24 @@ ibv_context* agent_context() {
     return nullptr;
   }
   return a.ctx;
+}
+
+verbs::IwarpCm* agent_iwarp() { return agent().iw; }
+int agent_epoll() { return agent().epfd; }
+
+void post_task(std::function<void()> fn) {
+  {
+    std::lock_guard tl(agent().tasks_mu);
+    agent().tasks.push_back(std::move(fn));
+  }
+  wake();
+}
+
+const std::vector<CmId*>& agent_ids() { return agent().ids; }
+
+bool is_tracked(const CmId* id) {
+  const auto& ids = agent().ids;
+  return std::find(ids.begin(), ids.end(), id) != ids.end();
 }
 
 ibv_pd* agent_pd() {
@@ -948,6 +992,18 @@ int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std:
 }
 
 int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
+  if (agent().iw) {  // iWARP (as the kernel's iw_cm): the MPA negotiation does the rest
+    *mask = IBV_QP_STATE;
+    if (attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR) {
+      attr->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                              IBV_ACCESS_REMOTE_READ;
+      *mask |= IBV_QP_ACCESS_FLAGS;
+    }
+    return attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR ||
+                   attr->qp_state == IBV_QPS_RTS
+               ? 0
+               : EINVAL;
+  }
   const bool ud = id->id.qp_type == IBV_QPT_UD;
   const bool rc = id->id.qp_type == IBV_QPT_RC;
   switch (attr->qp_state) {

@@ -4,9 +4,15 @@
 // Functions here expect cm::mutex() held unless they say otherwise.
 #pragma once
 
+#include <functional>
+#include <vector>
 #include <string>
 
 #include "cm/state.h"
+
+namespace softrdma::verbs {
+class IwarpCm;
+}
 
 namespace softrdma::cm {
 
@@ -15,6 +21,14 @@ namespace softrdma::cm {
 ibv_context* agent_context();
 ibv_pd* agent_pd();
 const wire::Gid16& agent_gid();
+
+// iWARP mode: the device's CM interface (nullptr on RoCE).
+verbs::IwarpCm* agent_iwarp();
+int agent_epoll();
+// Runs `fn` on the agent thread under the CM lock (any thread; wakes the agent).
+void post_task(std::function<void()> fn);
+bool is_tracked(const CmId* id);
+const std::vector<CmId*>& agent_ids();
 
 // Events.
 Event* make_event(CmId* id, rdma_cm_event_type type, int status);

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cm/agent.h"
+#include "cm/iwarp_conn.h"
 #include "cm/registry.h"
 
 using namespace softrdma;
@@ -77,8 +78,21 @@ int complete(CmId* c) {
 int bind_locked(CmId* c, const sockaddr* addr) {
   const socklen_t len = addr_len(addr);
   if (!len) return EAFNOSUPPORT;
-  if (c->registry_fd >= 0) return EINVAL;
+  if (c->registry_fd >= 0 || c->tcp_fd >= 0) return EINVAL;
   if (!registry::is_local(addr)) return EADDRNOTAVAIL;
+  if (iwarp_mode()) {  // a real TCP socket: the kernel owns iWARP ports
+    int rc = iw_bind(c, addr);
+    if (rc) return rc;
+    c->wildcard = registry::is_wildcard(addr);
+    c->id.verbs = agent_context();
+    c->id.pd = agent_pd();
+    c->id.port_num = 1;
+    ibv_gid g{};
+    ibv_query_gid(c->id.verbs, 1, 0, &g);
+    c->id.route.addr.addr.ibaddr.sgid = g;
+    if (c->state == State::kIdle) c->state = State::kBound;
+    return 0;
+  }
   std::uint16_t port = port_of(addr);
   int fd = registry::claim(static_cast<std::uint16_t>(c->id.ps), addr, port);
   if (fd < 0) return -fd;
@@ -103,7 +117,7 @@ int bind_locked(CmId* c, const sockaddr* addr) {
 // that closes one listener and opens the next on the same port, as perftest does).
 wire::Gid16 peer_for(CmId* c, const sockaddr* dst,
                      std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
-  if (is_multicast(dst)) return gid_of(dst);
+  if (is_multicast(dst) || iwarp_mode()) return gid_of(dst);
   if (registry::is_local(dst)) {
     const auto until = std::chrono::steady_clock::now() + patience;
     for (;;) {
@@ -233,6 +247,10 @@ int rdma_destroy_id(rdma_cm_id* id) {
   c->destroying = true;
   discard_queued(c);
   acked().wait(lock, [&] { return c->events_out == 0; });
+  if (iwarp_mode()) {
+    iw_destroy(c);
+    c->state = State::kClosed;
+  }
   switch (c->state) {
     case State::kEstablished:
     case State::kRepSent:
@@ -297,7 +315,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard lock(mutex());
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
-    if (c->registry_fd < 0) {
+    if (c->registry_fd < 0 && c->tcp_fd < 0) {
       sockaddr_storage src{};
       if (src_addr) {
         std::memcpy(&src, src_addr, addr_len(src_addr));
@@ -478,7 +496,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
       c->rnr_retry_count = param ? param->rnr_retry_count : 7;
       c->qp_num = param ? param->qp_num : 0;
       c->srq = param ? param->srq != 0 : false;
-      rc = send_req(c, pdata, plen);
+      rc = iwarp_mode() ? iw_connect(c, param) : send_req(c, pdata, plen);
     }
     if (rc) return fail(rc);
   }
@@ -501,7 +519,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
   if (!id) return fail(EINVAL);
   CmId* c = cm_id(id);
   std::lock_guard lock(mutex());
-  if (c->registry_fd < 0) {  // listening unbound: the wildcard address, any port
+  if (c->registry_fd < 0 && c->tcp_fd < 0) {  // listening unbound: the wildcard address, any port
     sockaddr_in any{};
     any.sin_family = AF_INET;
     int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&any));
@@ -509,6 +527,10 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
   }
   if (c->state != State::kBound) return fail(EINVAL);
   c->backlog = backlog > 0 ? backlog : 1024;
+  if (iwarp_mode()) {
+    int rc = iw_listen(c, backlog);
+    if (rc) return fail(rc);
+  }
   c->state = State::kListen;
   return 0;
 }
@@ -579,6 +601,11 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
         c->srq = param->srq != 0;
       }
     }
+    if (iwarp_mode()) {
+      int rc = iw_accept(c, param);
+      if (rc) return fail(rc);
+      goto wait;
+    }
     c->local_psn = c->local_psn ? c->local_psn : 1;
     int rc = qp_to_rtr_rts(c);
     if (rc) {
@@ -588,6 +615,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     rc = send_rep(c, pdata, plen);
     if (rc) return fail(rc);
   }
+wait:
   return complete(c);
 }
 
@@ -601,6 +629,10 @@ static int reject_common(rdma_cm_id* id, const void* private_data, uint8_t len) 
     return 0;
   }
   if (c->state != State::kReqRcvd) return fail(EINVAL);
+  if (iwarp_mode()) {
+    int rc = iw_reject(c, private_data, len);
+    return rc ? fail(rc) : 0;
+  }
   if (len > wire::kRejPrivate) return fail(EINVAL);
   send_rej(c, wire::rej_reason::kConsumerDefined, p, p ? len : 0);
   c->state = State::kClosed;
@@ -635,6 +667,13 @@ int rdma_disconnect(rdma_cm_id* id) {
   {
     std::lock_guard lock(mutex());
     if (id->qp_type == IBV_QPT_UD) return fail(EINVAL);
+    if (iwarp_mode()) {
+      const bool first = c->state == State::kEstablished;
+      int rc = iw_disconnect(c);
+      if (rc) return fail(rc);
+      if (!first && (!c->sync || c->channel->queue.empty())) return 0;
+      goto wait;
+    }
     qp_to_err(c);
     switch (c->state) {
       case State::kEstablished:
@@ -655,6 +694,7 @@ int rdma_disconnect(rdma_cm_id* id) {
         return fail(EINVAL);
     }
   }
+wait:
   return complete(c);
 }
 

@@ -18,7 +18,7 @@ class Gsi {
   // Opens QP1 on `ctx` with its own PD and CQ. False and a message on failure.
   bool open(ibv_context* ctx, std::string& error);
   // The fd that becomes readable when MADs or send completions wait.
-  int fd() const { return channel_->fd; }
+  int fd() const { return channel_ ? channel_->fd : -1; }
   // Sends one MAD to the CM agent at `dgid` (QP1). Returns 0 or an errno value.
   int send(const wire::Gid16& dgid, const std::uint8_t* mad, std::uint8_t traffic_class);
   // Calls `fn(mad, source GID)` for every MAD received, then re-arms the CQ.

@@ -107,6 +107,13 @@ struct CmId {
 
   std::vector<Multicast> mcast;
 
+  // iWARP: the TCP socket (listening, connecting, or accepted and not yet handed to the QP)
+  // and what the connect will send once TCP is up.
+  int tcp_fd = -1;
+  bool tcp_connecting = false;
+  std::vector<std::uint8_t> mpa_private;
+  Clock::time_point iw_refused_since{};  // first ECONNREFUSED of this connect
+
   // Passive ids remember the REP/SIDR_REP they sent, to answer a duplicate request.
   bool answer_sent = false;
 };

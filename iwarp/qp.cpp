@@ -151,13 +151,14 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
         rc = EINVAL;
         break;
       }
-      rxe::WcStatus st{};
-      if (!rxe::gather(dev_.mrs(), pd_, wr.sg_list, 0, w.inline_data.data(),
-                       static_cast<std::uint32_t>(w.length), st)) {
-        // Inline data is read at post time: a bad SGE is the application's error.
-        sq_.pop_back();
-        rc = EINVAL;
-        break;
+      // Inline data is copied at post time straight from the application's buffers: their
+      // lkeys mean nothing (the buffers need not be registered), as with the RoCE QPs.
+      std::uint64_t off = 0;
+      for (const rxe::Sge& s : wr.sg_list) {
+        if (s.length) {
+          std::memcpy(w.inline_data.data() + off, reinterpret_cast<const void*>(s.addr), s.length);
+        }
+        off += s.length;
       }
       w.is_inline = true;
     } else {

@@ -225,9 +225,17 @@ ibv_device** ibv_get_device_list(int* num_devices) {
     return nullptr;
   }
   SoftDevice* d = the_device();
+  SoftDevice* i = the_iwarp_device();
   int n = 0;
+  // SOFTRDMA_TRANSPORT=iwarp puts softiwarp0 first: programs that take the first device
+  // (perftest, qperf, rping through librdmacm) then use iWARP.
+  Engine* e = Engine::get();
+  if (e && e->config().transport == "iwarp" && i) {
+    list[n++] = &i->dev;
+    i = nullptr;
+  }
   if (d) list[n++] = &d->dev;
-  if (SoftDevice* i = the_iwarp_device()) list[n++] = &i->dev;
+  if (i) list[n++] = &i->dev;
   if (num_devices) *num_devices = n;
   if (!n) errno = ENOSYS;
   return list;

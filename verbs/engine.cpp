@@ -1,5 +1,7 @@
 #include "verbs/engine.h"
 
+#include "iwarp/mpa_spec.h"
+
 #include <unistd.h>
 
 #include <cerrno>
@@ -76,6 +78,16 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     netdev::TraceConfig t;
     if (!netdev::parse_trace_spec(value, t, error)) return false;
     cfg.pcap_filter = value;
+  } else if (key == "transport") {
+    if (value != "roce" && value != "iwarp") {
+      error = "transport must be roce or iwarp, not '" + value + "'";
+      return false;
+    }
+    cfg.transport = value;
+  } else if (key == "mpa") {
+    iwarp::MpaParams m;
+    if (!iwarp::parse_mpa_spec(value, m, error)) return false;
+    cfg.mpa = value;
   } else {
     error = "unknown setting '" + key + "'";
     return false;
@@ -157,7 +169,8 @@ bool load_config(Config& cfg, std::string& error) {
   const std::pair<const char*, const char*> vars[] = {
       {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
       {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"}};
+      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {

@@ -22,10 +22,12 @@ struct Config {
   std::optional<std::uint32_t> mtu;  // link MTU override (bytes)
   std::string pcap;         // trace file, see docs/tracing.md ("%p": the pid)
   std::string pcap_filter;  // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
+  std::string transport = "roce";  // "iwarp": softiwarp0 is listed first and rdma_cm uses it
+  std::string mpa;                 // iWARP MPA settings, see iwarp/mpa_spec.h
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
-// lines: device, netdev, faults, mtu, pcap, pcap_filter); the environment wins. False and a
+// lines: device, netdev, faults, mtu, pcap, pcap_filter, transport, mpa); the environment wins. False and a
 // message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 

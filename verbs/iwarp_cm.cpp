@@ -4,6 +4,7 @@
 
 #include <cerrno>
 
+#include "iwarp/mpa_spec.h"
 #include "verbs/objects.h"
 
 using namespace softrdma;
@@ -51,6 +52,12 @@ class Cm final : public IwarpCm {
   int abort(ibv_qp* qp) override {
     iwarp::Qp* q = iw_qp(qp);
     return q ? iw(qp->context)->abort(q) : EINVAL;
+  }
+  iwarp::MpaParams configured_params() override {
+    iwarp::MpaParams p;
+    std::string error;
+    if (Engine* e = Engine::get()) iwarp::parse_mpa_spec(e->config().mpa, p, error);  // checked
+    return p;                                                                         // at start
   }
   int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) override {
     if (!iw_qp(qp)) return EINVAL;

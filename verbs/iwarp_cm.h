@@ -34,6 +34,8 @@ class IwarpCm {
   // The CM's handler of the QP's events (established, disconnected, fatal). The QP's
   // context also gets IBV_EVENT_COMM_EST and IBV_EVENT_QP_FATAL on its async fd.
   virtual int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) = 0;
+  // The MPA settings the user configured (SOFTRDMA_MPA, `softrdma run --mpa`).
+  virtual iwarp::MpaParams configured_params() = 0;
 };
 
 }  // namespace softrdma::verbs

@@ -38,6 +38,7 @@ int run_usage(const char* why) {
                "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]]\n"
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
+               "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
@@ -51,7 +52,9 @@ int cmd_run(int argc, char** argv) {
                                                       {"--mtu", "SOFTRDMA_MTU"},
                                                       {"--pcap", "SOFTRDMA_PCAP"},
                                                       {"--pcap-filter", "SOFTRDMA_PCAP_FILTER"},
-                                                      {"--device", "SOFTRDMA_DEVICE"}};
+                                                      {"--device", "SOFTRDMA_DEVICE"},
+                                                      {"--transport", "SOFTRDMA_TRANSPORT"},
+                                                      {"--mpa", "SOFTRDMA_MPA"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];

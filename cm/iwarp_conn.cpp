@@ -1,0 +1,362 @@
+// rdma_cm over iWARP: the way the kernel's iw_cm and siw set up connections, with the MPA
+// negotiation done by softiwarp0 (verbs/iwarp_cm.h, docs/iwarp.md) on sockets this file opens.
+#include "cm/iwarp_conn.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/tcp.h>
+#include <sys/epoll.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "cm/agent.h"
+#include "verbs/iwarp_cm.h"
+
+namespace softrdma::cm {
+namespace {
+
+constexpr auto kRequestTimeout = std::chrono::milliseconds(5000);  // siw's MPA request wait
+
+socklen_t addr_len(const sockaddr* a) {
+  return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+void watch(int fd, std::uint32_t events) {
+  epoll_event ev{};
+  ev.events = events;
+  ev.data.fd = fd;
+  if (epoll_ctl(agent_epoll(), EPOLL_CTL_MOD, fd, &ev) != 0) {
+    epoll_ctl(agent_epoll(), EPOLL_CTL_ADD, fd, &ev);
+  }
+}
+
+void unwatch(int fd) { epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr); }
+
+void close_tcp(CmId* id) {
+  if (id->tcp_fd < 0) return;
+  unwatch(id->tcp_fd);
+  close(id->tcp_fd);
+  id->tcp_fd = -1;
+  id->tcp_connecting = false;
+}
+
+int new_socket(int family) {
+  int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return -errno;
+  int one = 1;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+  return fd;
+}
+
+iwarp::MpaParams params_for(CmId* id, const void* pdata, std::size_t len) {
+  iwarp::MpaParams p = agent_iwarp()->configured_params();
+  p.ird = id->responder_resources;
+  p.ord = id->initiator_depth;
+  const auto* b = static_cast<const std::uint8_t*>(pdata);
+  if (b && len) p.private_data.assign(b, b + len);
+  return p;
+}
+
+// The QP's own view of the connection: a close or a fatal error ends it.
+void hook_qp(CmId* id) {
+  agent_iwarp()->set_event_handler(id->id.qp, [id](const iwarp::QpEvent& ev) {
+    if (ev.kind == iwarp::QpEvent::Kind::kEstablished) return;
+    post_task([id] {
+      if (!is_tracked(id) || id->state != State::kEstablished) return;
+      id->state = State::kClosed;
+      deliver(make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+    });
+  });
+}
+
+void fill_conn(Event* ev, const std::vector<std::uint8_t>& pdata, int rr, int id_depth) {
+  const std::size_t n = std::min(pdata.size(), ev->private_data.size());
+  std::memcpy(ev->private_data.data(), pdata.data(), n);
+  ev->ev.param.conn.private_data = n ? ev->private_data.data() : nullptr;
+  ev->ev.param.conn.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(n, 255));
+  ev->ev.param.conn.responder_resources = static_cast<std::uint8_t>(std::min(rr, 255));
+  ev->ev.param.conn.initiator_depth = static_cast<std::uint8_t>(std::min(id_depth, 255));
+}
+
+// TCP is up: the QP sends the MPA request.
+void start_mpa(CmId* id) {
+  unwatch(id->tcp_fd);
+  id->tcp_connecting = false;
+  const int fd = id->tcp_fd;
+  iwarp::MpaParams p = params_for(id, id->mpa_private.data(), id->mpa_private.size());
+  hook_qp(id);
+  int rc = agent_iwarp()->connect(id->id.qp, fd, p, [id, fd](const iwarp::ConnectResult& r) {
+    post_task([id, fd, r] {
+      if (!is_tracked(id)) return;
+      if (r.kind == iwarp::ConnectResult::Kind::kAccepted) {
+        id->tcp_fd = -1;  // the QP owns the socket now
+        id->state = State::kEstablished;
+        Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+        fill_conn(ev, r.private_data, r.peer_ord, r.peer_ird);
+        deliver(ev);
+        return;
+      }
+      if (id->tcp_fd == fd) close_tcp(id);
+      id->state = State::kClosed;
+      qp_to_err(id);
+      Event* ev;
+      if (r.kind == iwarp::ConnectResult::Kind::kRejected) {
+        ev = make_event(id, RDMA_CM_EVENT_REJECTED, -ECONNREFUSED);
+        fill_conn(ev, r.private_data, 0, 0);
+      } else if (r.error == ETIMEDOUT) {
+        ev = make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT);
+      } else if (r.error == ECONNRESET || r.error == ECONNREFUSED) {
+        ev = make_event(id, RDMA_CM_EVENT_REJECTED, -r.error);
+      } else {
+        ev = make_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -r.error);
+      }
+      deliver(ev);
+    });
+  });
+  if (rc) {
+    close_tcp(id);
+    id->state = State::kClosed;
+    deliver(make_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -rc));
+  }
+}
+
+// A connection accepted on a listener: read its MPA request, then offer it as a request.
+void on_accepted(CmId* listener, int fd) {
+  agent_iwarp()->read_request(
+      agent_context(), fd, kRequestTimeout, [listener, fd](const iwarp::RequestResult& r) {
+        post_task([listener, fd, r] {
+          if (r.error || !is_tracked(listener) || listener->destroyed ||
+              listener->state != State::kListen) {
+            close(fd);  // a broken or late request: nobody to offer it to
+            return;
+          }
+          auto* c = new CmId;
+          c->id.verbs = agent_context();
+          c->id.context = listener->id.context;
+          c->id.ps = listener->id.ps;
+          c->id.qp_type = listener->id.qp_type;
+          c->id.port_num = 1;
+          c->id.pd = agent_pd();
+          c->listener = listener;
+          c->ep_qp_attr = listener->ep_qp_attr;
+          c->channel = listener->channel;
+          if (listener->sync) {
+            auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
+            if (!ch) {
+              close(fd);
+              delete c;
+              return;
+            }
+            c->channel = ch;
+            c->sync = true;
+          }
+          c->id.channel = &c->channel->ch;
+          socklen_t len = sizeof c->id.route.addr.src_storage;
+          getsockname(fd, &c->id.route.addr.src_addr, &len);
+          len = sizeof c->id.route.addr.dst_storage;
+          getpeername(fd, &c->id.route.addr.dst_addr, &len);
+          c->tcp_fd = fd;
+          c->responder_resources = static_cast<std::uint8_t>(std::min<int>(r.request.ord, 255));
+          c->initiator_depth = static_cast<std::uint8_t>(std::min<int>(r.request.ird, 255));
+          c->state = State::kReqRcvd;
+          track(c);
+          Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
+          ev->ev.listen_id = &listener->id;
+          fill_conn(ev, r.request.private_data, r.request.ord, r.request.ird);
+          c->events_out++;
+          c->request_channel = listener->channel;
+          ev->queued_on = listener->channel;
+          listener->channel->queue.push_back(ev);
+          std::uint8_t one = 1;
+          (void)!write(listener->channel->write_fd, &one, 1);
+        });
+      });
+}
+
+// A port on this host nobody listens on may be about to be (a server closing one listener
+// and opening the next, as qperf and perftest do between tests): for 250 ms after the
+// first refusal, connect again every 10 ms before reporting REJECTED.
+bool retry_refused(CmId* id) {
+  const sockaddr* dst = &id->id.route.addr.dst_addr;
+  const auto now = Clock::now();
+  if (id->iw_refused_since == Clock::time_point{}) id->iw_refused_since = now;
+  if (now - id->iw_refused_since > std::chrono::milliseconds(250)) return false;
+  int probe = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // is dst ours?
+  sockaddr_storage any{};
+  std::memcpy(&any, dst, addr_len(dst));
+  reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;  // same offset for IPv6
+  const bool local = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
+  if (probe >= 0) close(probe);
+  if (!local) return false;
+  sockaddr_storage src = id->id.route.addr.src_storage;
+  reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
+  close_tcp(id);
+  int fd = new_socket(dst->sa_family);
+  if (fd < 0) return false;
+  bind(fd, reinterpret_cast<sockaddr*>(&src), addr_len(dst));
+  id->tcp_fd = fd;
+  socklen_t len = sizeof id->id.route.addr.src_storage;
+  getsockname(fd, &id->id.route.addr.src_addr, &len);
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  if (connect(fd, dst, addr_len(dst)) == 0) {
+    start_mpa(id);
+    return true;
+  }
+  if (errno != EINPROGRESS) return false;
+  id->tcp_connecting = true;
+  watch(fd, EPOLLOUT);
+  return true;
+}
+
+}  // namespace
+
+bool iwarp_mode() { return agent_iwarp() != nullptr; }
+
+int iw_bind(CmId* id, const sockaddr* addr) {
+  if (id->tcp_fd >= 0) return EINVAL;
+  int fd = new_socket(addr->sa_family);
+  if (fd < 0) return -fd;
+  if (bind(fd, addr, addr_len(addr)) != 0) {
+    const int e = errno == EADDRNOTAVAIL ? EADDRNOTAVAIL : errno;
+    close(fd);
+    return e;
+  }
+  id->tcp_fd = fd;
+  socklen_t len = sizeof id->id.route.addr.src_storage;
+  getsockname(fd, &id->id.route.addr.src_addr, &len);
+  return 0;
+}
+
+int iw_listen(CmId* id, int backlog) {
+  if (listen(id->tcp_fd, backlog > 0 ? backlog : SOMAXCONN) != 0) return errno;
+  watch(id->tcp_fd, EPOLLIN);
+  return 0;
+}
+
+int iw_connect(CmId* id, const rdma_conn_param* param) {
+  if (!id->id.qp) return EINVAL;  // iWARP connects a QP: create it on the id first
+  const auto* pd = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
+  const std::size_t plen = param && pd ? param->private_data_len : 0;
+  id->mpa_private.assign(pd, pd + plen);
+  const sockaddr* dst = &id->id.route.addr.dst_addr;
+  int rc = connect(id->tcp_fd, dst, addr_len(dst));
+  id->state = State::kReqSent;
+  if (rc == 0) {
+    start_mpa(id);
+    return 0;
+  }
+  if (errno != EINPROGRESS) return errno;
+  id->tcp_connecting = true;
+  watch(id->tcp_fd, EPOLLOUT);
+  return 0;
+}
+
+int iw_accept(CmId* id, const rdma_conn_param* param) {
+  if (!id->id.qp || id->tcp_fd < 0) return EINVAL;
+  const auto* pd = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
+  const std::size_t plen = param && pd ? param->private_data_len : 0;
+  iwarp::MpaParams p = params_for(id, pd, plen);
+  const int fd = id->tcp_fd;
+  hook_qp(id);
+  id->state = State::kRepSent;
+  int rc = agent_iwarp()->accept(id->id.qp, fd, p, [id, fd](int error) {
+    post_task([id, fd, error] {
+      if (!is_tracked(id)) return;
+      if (error == 0) {
+        id->tcp_fd = -1;  // owned by the QP
+        id->state = State::kEstablished;
+        Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+        ev->ev.param.conn.responder_resources = id->responder_resources;
+        ev->ev.param.conn.initiator_depth = id->initiator_depth;
+        deliver(ev);
+        return;
+      }
+      if (id->tcp_fd == fd) close_tcp(id);
+      id->state = State::kClosed;
+      qp_to_err(id);
+      deliver(make_event(id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
+                                                : RDMA_CM_EVENT_CONNECT_ERROR,
+                         -error));
+    });
+  });
+  if (rc) {
+    id->state = State::kReqRcvd;
+    return rc;
+  }
+  return 0;
+}
+
+int iw_reject(CmId* id, const void* private_data, std::uint8_t len) {
+  if (id->tcp_fd < 0) return EINVAL;
+  const auto* b = static_cast<const std::uint8_t*>(private_data);
+  std::span<const std::uint8_t> pd(b, b ? len : 0);
+  agent_iwarp()->reject(agent_context(), id->tcp_fd, pd);
+  close_tcp(id);
+  id->state = State::kClosed;
+  return 0;
+}
+
+int iw_disconnect(CmId* id) {
+  if (!id->id.qp) return EINVAL;
+  if (id->state == State::kClosed) return 0;  // the peer went first: its event is queued
+  if (id->state != State::kEstablished) return EINVAL;
+  return agent_iwarp()->disconnect(id->id.qp);
+}
+
+void iw_destroy(CmId* id) {
+  // id->qp may already be gone (programs call ibv_destroy_qp on it): not touched. A QP
+  // destroyed closes its socket, and the peer sees the connection end.
+  close_tcp(id);
+}
+
+bool iw_handle_fd(int fd, std::uint32_t events) {
+  (void)events;
+  CmId* id = nullptr;
+  for (CmId* c : agent_ids()) {
+    if (c->tcp_fd == fd) {
+      id = c;
+      break;
+    }
+  }
+  if (!id) return false;
+  if (id->state == State::kListen) {
+    for (;;) {
+      int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (c < 0) break;
+      int one = 1;
+      setsockopt(c, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+      on_accepted(id, c);
+    }
+    return true;
+  }
+  if (id->tcp_connecting) {
+    int err = 0;
+    socklen_t len = sizeof err;
+    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (err == 0) {
+      start_mpa(id);
+      return true;
+    }
+    if (err == ECONNREFUSED && retry_refused(id)) return true;
+    close_tcp(id);
+    id->state = State::kClosed;
+    if (!id->destroyed) {
+      // As the kernel's iw_cm: refused or reset is REJECTED, a timeout UNREACHABLE.
+      const rdma_cm_event_type t =
+          (err == ECONNREFUSED || err == ECONNRESET) ? RDMA_CM_EVENT_REJECTED
+          : (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
+              ? RDMA_CM_EVENT_UNREACHABLE
+              : RDMA_CM_EVENT_CONNECT_ERROR;
+      deliver(make_event(id, t, -err));
+    }
+    return true;
+  }
+  return true;
+}
+
+}  // namespace softrdma::cm
