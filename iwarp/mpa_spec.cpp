@@ -18,7 +18,10 @@ bool flag(const std::string& v, bool& out) {
 
 }  // namespace
 
-bool parse_mpa_spec(const std::string& spec, MpaParams& out, std::string& error) {
+bool parse_mpa_spec(const std::string& spec, MpaParams& out, std::string& error,
+                    TxOptions* tx) {
+  TxOptions ignored;
+  if (!tx) tx = &ignored;
   std::size_t pos = 0;
   while (pos < spec.size()) {
     std::size_t end = spec.find(',', pos);
@@ -47,8 +50,15 @@ bool parse_mpa_spec(const std::string& spec, MpaParams& out, std::string& error)
     } else if (key == "ird" || key == "ord") {
       ok = number(val, 0, 0x3FFF, n);
       (key == "ird" ? out.ird : out.ord) = static_cast<std::uint16_t>(n);
+    } else if (key == "fpdu") {
+      ok = number(val, 64, 1u << 20, n);
+      tx->max_fpdu = n;
+    } else if (key == "corrupt_fpdu") {
+      ok = number(val, 1, 1u << 30, n);
+      tx->corrupt_nth = n;
     } else {
-      error = "unknown MPA setting '" + key + "' (expected rev, crc, markers, rtr, ird, ord)";
+      error = "unknown MPA setting '" + key +
+              "' (expected rev, crc, markers, rtr, ird, ord, fpdu, corrupt_fpdu)";
       return false;
     }
     if (!ok) {

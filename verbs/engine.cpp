@@ -263,6 +263,9 @@ iwarp::Device& Engine::iwarp_device() {
     iwarp::DeviceConfig c;
     c.name = kIwarpDeviceName;
     c.mac = netdev::trace_mac(address_);  // 02:00 and the IPv4 address, as traces show it
+    iwarp::MpaParams unused;
+    std::string error;
+    iwarp::parse_mpa_spec(cfg_.mpa, unused, error, &c.tx);  // validated by load_config
     if (auto* t = dynamic_cast<netdev::TracingNetdev*>(&device_->netdev())) {
       c.trace = t->shared_writer();
     }

@@ -30,9 +30,27 @@ def expect(cond, what, output=""):
             print("---- output ----\n" + output[-3000:] + "\n----------------")
 
 
+# Options every `softrdma run` of the case gets (the iWARP cases set the transport).
+BASE_OPTS = []
+
+
 def start(args, run_opts=()):
-    return subprocess.Popen([softrdma, "run", *run_opts, "--", *args], stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
+    return subprocess.Popen([softrdma, "run", *BASE_OPTS, *run_opts, "--", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
+def tcp_listening(port):
+    """True when some socket listens on TCP `port` (/proc/net/tcp and tcp6, state 0A)."""
+    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            with open(f) as fh:
+                for line in fh.readlines()[1:]:
+                    cols = line.split()
+                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == int(port):
+                        return True
+        except OSError:
+            pass
+    return False
 
 
 def finish(p, timeout=60):
@@ -51,6 +69,12 @@ def wait_bound(port, timeout=15):
     CM agent answers a connection with 24 bytes, byte 4 saying whether it listens."""
     import socket
     deadline = time.monotonic() + timeout
+    if "iwarp" in BASE_OPTS:  # iWARP listens on a real TCP socket
+        while time.monotonic() < deadline:
+            if tcp_listening(port):
+                return True
+            time.sleep(0.05)
+        return False
     while time.monotonic() < deadline:
         with open("/proc/net/unix") as f:
             names = [m.group(1) for line in f
@@ -305,6 +329,113 @@ def case_namespaces():
     finally:
         sh(f"ip netns del {a}")
         sh(f"ip netns del {b}")
+
+
+# ---- iWARP (softiwarp0 through `--transport iwarp`): label iwarp
+
+MPA_MATRIX = ["rev=2", "rev=1", "rev=2,crc", "rev=1,crc", "rev=2,markers", "rev=1,markers",
+              "rev=2,crc,markers", "rev=1,crc,markers"]
+
+
+def iwarp(mpa="rev=2"):
+    BASE_OPTS[:] = ["--transport", "iwarp", "--mpa", mpa]
+
+
+def case_iwarp_rping():
+    for mpa in MPA_MATRIX:
+        iwarp(mpa)
+        rping(f"iwarp rping {mpa}", count=10, size=4096)
+
+
+def case_iwarp_programs():
+    for mpa in ("rev=2", "rev=1,crc,markers"):
+        iwarp(mpa)
+        p = str(port())
+        pair(f"iwarp ucmatose {mpa}", ["ucmatose", "-p", p, "-c", "2", "-C", "10"],
+             ["ucmatose", "-p", p, "-s", "127.0.0.1", "-c", "2", "-C", "10"], port=p,
+             patterns=[r"test complete", r"return status 0"])
+        p = str(port())
+        pair(f"iwarp rdma_server {mpa}", ["rdma_server", "-p", p],
+             ["rdma_client", "-s", "127.0.0.1", "-p", p], patterns=[r": end 0"], port=p)
+
+
+def case_iwarp_perftest():
+    for mpa in ("rev=2", "rev=1,crc,markers"):
+        iwarp(mpa)
+        for prog in ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat",
+                     "ib_read_lat"):
+            p = str(port())
+            both, client = ([r"#bytes"], []) if "bw" in prog else ([], [r"#bytes.*t_avg"])
+            pair(f"iwarp {prog} -R {mpa}", [prog, "-R", "-p", p, "-n", "300"],
+                 [prog, "-R", "-p", p, "-n", "300", "127.0.0.1"], patterns=both,
+                 client_patterns=client, port=p)
+
+
+def case_iwarp_qperf():
+    for mpa in ("rev=2", "rev=1,crc,markers"):
+        iwarp(mpa)
+        p = str(port())
+        srv = start(["qperf", "-lp", p])
+        time.sleep(0.5)
+        cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_bw", "rc_lat",
+                     "rc_rdma_read_bw"])
+        crc, cout = finish(cli, 60)
+        srv.send_signal(signal.SIGTERM)
+        finish(srv, 10)
+        expect(crc == 0, f"iwarp qperf {mpa}: client exit {crc}", cout)
+        expect(len(re.findall(r"bw\s+=\s+[\d.]+ [GM]B/sec", cout)) == 2,
+               f"iwarp qperf {mpa}: two bandwidth figures", cout)
+        expect(re.search(r"latency\s+=\s+[\d.]+ us", cout), f"iwarp qperf {mpa}: latency", cout)
+
+
+def iwarp_traced_rping(mpa, count, extra_mpa=""):
+    """Runs rping over iWARP with both sides traced; returns (outputs, trace files, dir)."""
+    d = tempfile.mkdtemp()
+    iwarp(mpa + extra_mpa)
+    p = str(port())
+    args = ["-a", "127.0.0.1", "-p", p, "-C", str(count)]
+    srv = start(["rping", "-s", *args], run_opts=["--pcap", os.path.join(d, "s.pcapng")])
+    expect(wait_bound(p), "iwarp trace: server up")
+    cli = start(["rping", "-c", "-v", *args], run_opts=["--pcap", os.path.join(d, "c.pcapng")])
+    crc, cout = finish(cli)
+    src, sout = finish(srv)
+    return (src, sout, crc, cout), [os.path.join(d, "s.pcapng"), os.path.join(d, "c.pcapng")], d
+
+
+def case_iwarp_trace():
+    import shutil
+    for mpa in MPA_MATRIX:
+        (src, sout, crc, cout), files, d = iwarp_traced_rping(mpa, 5)
+        expect(src == 0 and crc == 0, f"iwarp trace {mpa}: rping", sout + cout)
+        for f in files:
+            v = subprocess.run([tshark, "-r", f, "-V", "--disable-protocol", "rpcordma"],
+                               capture_output=True, text=True).stdout
+            name = f"iwarp trace {mpa} {os.path.basename(f)}"
+            expect("MPA ID Req Frame" in v or "Request frame" in v or "MPA Request" in v,
+                   f"{name}: MPA request decoded", v[:3000])
+            expect("Malformed" not in v, f"{name}: nothing malformed", v[-3000:])
+            expect(re.search(r"RDMA Read Request|Read Request", v), f"{name}: RDMAP decoded", "")
+            if "crc" in mpa:
+                expect("Good CRC32" in v and "Bad CRC32" not in v, f"{name}: good CRCs", "")
+            lint = subprocess.run([softrdma, "lint", f], capture_output=True, text=True)
+            expect(lint.returncode == 0 and "iWARP" in lint.stdout, f"{name}: lint", lint.stdout)
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def case_iwarp_corrupt():
+    """A byte flipped in an FPDU after its CRC (fault injection): the receiver's CRC check
+    catches it, a TERMINATE is sent, and both sides see the connection end early."""
+    import shutil
+    (src, sout, crc, cout), files, d = iwarp_traced_rping("rev=2,crc", 50, ",corrupt_fpdu=20")
+    expect("rdma-ping-49:" not in cout, "iwarp corrupt: rping should not complete", cout)
+    expect("DISCONNECT EVENT" in sout and "DISCONNECT EVENT" in cout,
+           "iwarp corrupt: both sides see the connection end", sout + cout)
+    for f in files:
+        v = subprocess.run([tshark, "-r", f, "-V", "--disable-protocol", "rpcordma"],
+                           capture_output=True, text=True).stdout
+        expect("Bad CRC32" in v, f"iwarp corrupt {os.path.basename(f)}: the bad CRC is seen", "")
+        expect(re.search(r"OpCode: Terminate", v), f"iwarp corrupt {os.path.basename(f)}: TERMINATE", "")
+    shutil.rmtree(d, ignore_errors=True)
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
