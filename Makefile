@@ -50,6 +50,7 @@ bench: build
 	$(BUILD)/bin/rxe_bench 3
 	$(BUILD)/bin/iwarp_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
+	bash bench/verbs_vs_tcp.sh $(BUILD) 5 iwarp
 
 format:
 	find wire pcap lint tools tests cm iwarp -name '*.cpp' -o -name '*.h' | xargs clang-format -i

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# Issue 4's benchmark: softrdma through unmodified perftest against kernel TCP
-# (qperf) on the same host, in one run. Prints each figure and the ratios.
-#   bench/verbs_vs_tcp.sh [BUILD_DIR] [SECONDS]
+# softrdma through unmodified perftest against kernel TCP (qperf) on the same host, in
+# one run. Prints each figure and the ratios against the targets.
+#   bench/verbs_vs_tcp.sh [BUILD_DIR] [SECONDS] [roce|iwarp]
+# roce (issue 4): softroce0, perftest's own TCP exchange. iwarp (issue 8): softiwarp0,
+# connected through librdmacm (perftest -R), the TCP connection underneath.
 set -euo pipefail
 build=${1:-build}
 secs=${2:-3}
+transport=${3:-roce}
+run_opts=()
+pt_opts=()
+if [ "$transport" = iwarp ]; then
+  run_opts=(--transport iwarp)
+  pt_opts=(-R)
+fi
 softrdma=$build/bin/softrdma
 port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 
@@ -21,10 +30,13 @@ qperf_value() {  # qperf_value TEST MSG_SIZE -> number in MB/s or us
 
 perftest_value() {  # perftest_value PROGRAM SIZE -> MB/s (bw) or average usec (lat)
   local p; p=$(port)
-  "$softrdma" run -- timeout 120 "$1" -p "$p" -s "$2" -D "$secs" >/dev/null 2>&1 &
+  "$softrdma" run "${run_opts[@]}" -- timeout 120 "$1" "${pt_opts[@]}" -p "$p" -s "$2" \
+    -D "$secs" >/dev/null 2>&1 &
   local srv=$!
   sleep 0.5
-  local out; out=$("$softrdma" run -- timeout 120 "$1" -p "$p" -s "$2" -D "$secs" 127.0.0.1 2>&1 || true)
+  local out
+  out=$("$softrdma" run "${run_opts[@]}" -- timeout 120 "$1" "${pt_opts[@]}" -p "$p" -s "$2" \
+    -D "$secs" 127.0.0.1 2>&1 || true)
   wait $srv 2>/dev/null || true
   case "$1" in
     *_bw) echo "$out" | awk -v s="$2" '$1==s && NF>=4 {print $4; exit}' ;;
@@ -39,13 +51,14 @@ write_lat=$(perftest_value ib_write_lat 2)
 send_lat=$(perftest_value ib_send_lat 2)
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
-printf '%-36s %12s\n' "measure" "value"
+printf '%-36s %12s\n' "measure ($transport)" "value"
 printf '%-36s %9s MB/s\n' "qperf tcp_bw (64 KiB)" "$tcp_bw"
 printf '%-36s %9s MB/s\n' "ib_write_bw on softrdma (64 KiB)" "$write_bw"
 printf '%-36s %9s us\n' "qperf tcp_lat (2 B, one way)" "$tcp_lat"
 printf '%-36s %9s us\n' "ib_write_lat on softrdma (2 B)" "$write_lat"
 printf '%-36s %9s us\n' "ib_send_lat on softrdma (2 B)" "$send_lat"
 echo
-echo "bandwidth ratio  ib_write_bw / tcp_bw  = $(ratio "$write_bw" "$tcp_bw")   (target >= 1.5)"
-echo "latency ratio    ib_write_lat / tcp_lat = $(ratio "$write_lat" "$tcp_lat")   (target <= 0.5)"
-echo "latency ratio    ib_send_lat / tcp_lat  = $(ratio "$send_lat" "$tcp_lat")   (target <= 0.5)"
+if [ "$transport" = iwarp ]; then bw_t=">= 0.9"; lat_t="<= 1.2"; else bw_t=">= 1.5"; lat_t="<= 0.5"; fi
+echo "bandwidth ratio  ib_write_bw / tcp_bw  = $(ratio "$write_bw" "$tcp_bw")   (target $bw_t)"
+echo "latency ratio    ib_write_lat / tcp_lat = $(ratio "$write_lat" "$tcp_lat")   (target $lat_t)"
+echo "latency ratio    ib_send_lat / tcp_lat  = $(ratio "$send_lat" "$tcp_lat")   (target $lat_t)"
