@@ -718,8 +718,12 @@ ibv_context* agent_context() {
   return a.ctx;
 }
 
-verbs::IwarpCm* agent_iwarp() { return agent().iw; }
-int agent_epoll() { return agent().epfd; }
+verbs::IwarpCm* agent_iwarp() {
+  return agent().iw;
+}
+int agent_epoll() {
+  return agent().epfd;
+}
 
 void post_task(std::function<void()> fn) {
   {
@@ -729,7 +733,9 @@ void post_task(std::function<void()> fn) {
   wake();
 }
 
-const std::vector<CmId*>& agent_ids() { return agent().ids; }
+const std::vector<CmId*>& agent_ids() {
+  return agent().ids;
+}
 
 bool is_tracked(const CmId* id) {
   const auto& ids = agent().ids;
@@ -995,8 +1001,8 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
   if (agent().iw) {  // iWARP (as the kernel's iw_cm): the MPA negotiation does the rest
     *mask = IBV_QP_STATE;
     if (attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR) {
-      attr->qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                              IBV_ACCESS_REMOTE_READ;
+      attr->qp_access_flags =
+          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
       *mask |= IBV_QP_ACCESS_FLAGS;
     }
     return attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR ||

@@ -34,7 +34,9 @@ void watch(int fd, std::uint32_t events) {
   }
 }
 
-void unwatch(int fd) { epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr); }
+void unwatch(int fd) {
+  epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr);
+}
 
 void close_tcp(CmId* id) {
   if (id->tcp_fd < 0) return;
@@ -190,7 +192,8 @@ bool retry_refused(CmId* id) {
   sockaddr_storage any{};
   std::memcpy(&any, dst, addr_len(dst));
   reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;  // same offset for IPv6
-  const bool local = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
+  const bool local =
+      probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
   if (probe >= 0) close(probe);
   if (!local) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
@@ -215,7 +218,9 @@ bool retry_refused(CmId* id) {
 
 }  // namespace
 
-bool iwarp_mode() { return agent_iwarp() != nullptr; }
+bool iwarp_mode() {
+  return agent_iwarp() != nullptr;
+}
 
 int iw_bind(CmId* id, const sockaddr* addr) {
   if (id->tcp_fd >= 0) return EINVAL;
@@ -279,9 +284,9 @@ int iw_accept(CmId* id, const rdma_conn_param* param) {
       if (id->tcp_fd == fd) close_tcp(id);
       id->state = State::kClosed;
       qp_to_err(id);
-      deliver(make_event(id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
-                                                : RDMA_CM_EVENT_CONNECT_ERROR,
-                         -error));
+      deliver(make_event(
+          id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_CONNECT_ERROR,
+          -error));
     });
   });
   if (rc) {
@@ -347,11 +352,11 @@ bool iw_handle_fd(int fd, std::uint32_t events) {
     id->state = State::kClosed;
     if (!id->destroyed) {
       // As the kernel's iw_cm: refused or reset is REJECTED, a timeout UNREACHABLE.
-      const rdma_cm_event_type t =
-          (err == ECONNREFUSED || err == ECONNRESET) ? RDMA_CM_EVENT_REJECTED
-          : (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
-              ? RDMA_CM_EVENT_UNREACHABLE
-              : RDMA_CM_EVENT_CONNECT_ERROR;
+      const rdma_cm_event_type t = (err == ECONNREFUSED || err == ECONNRESET)
+                                       ? RDMA_CM_EVENT_REJECTED
+                                   : (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
+                                       ? RDMA_CM_EVENT_UNREACHABLE
+                                       : RDMA_CM_EVENT_CONNECT_ERROR;
       deliver(make_event(id, t, -err));
     }
     return true;

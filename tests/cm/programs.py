@@ -185,13 +185,16 @@ def case_qperf():
 
 
 def case_rsockets():
-    # Not implemented yet: the family says so (ENOSYS) and the programs stop at once.
-    p = str(port())
-    r = subprocess.run([softrdma, "run", "--", "riostream", "-s", "127.0.0.1", "-p", p],
-                       capture_output=True, text=True, timeout=30)
-    out = r.stdout + r.stderr
-    expect(r.returncode != 0 and "Function not implemented" in out,
-           f"riostream: expected ENOSYS, exit {r.returncode}", out)
+    # rstream (stream sockets: latency and bandwidth at every size, blocking, non-blocking
+    # with rpoll, and data verification) and riostream (riomap + riowrite).
+    for prog, args, check in (("rstream", [], r"1m_bw"),
+                              ("rstream", ["-T", "a", "-S", "65536", "-C", "300"], r"custom"),
+                              ("rstream", ["-T", "v", "-S", "100000", "-C", "50"], r"custom"),
+                              ("riostream", ["-S", "65536", "-C", "300"], r"custom"),
+                              ("riostream", ["-T", "v", "-S", "4096", "-C", "100"], r"custom")):
+        p = str(port())
+        pair(f"{prog} {' '.join(args)}", [prog, "-p", p, *args],
+             [prog, "-s", "127.0.0.1", "-p", p, *args], patterns=[check], port=p)
 
 
 def case_no_listener():

@@ -7,7 +7,6 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
-#include <rdma/rsocket.h>
 
 #include <chrono>
 #include <cstring>
@@ -404,13 +403,6 @@ TEST(CmApi, MulticastJoinGivesTheGroupAddress) {
   EXPECT_EQ(rdma_leave_multicast(id, reinterpret_cast<sockaddr*>(&grp)), -1);
   rdma_destroy_ep(id);
   rdma_destroy_event_channel(ch);
-}
-
-TEST(CmApi, RsocketsSayNotImplemented) {
-  // The family is documented as not implemented yet.
-  errno = 0;
-  EXPECT_EQ(rsocket(AF_INET, SOCK_STREAM, 0), -1);
-  EXPECT_EQ(errno, ENOSYS);
 }
 
 TEST(CmApi, DevicesAndEventNames) {
