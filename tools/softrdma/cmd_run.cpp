@@ -35,7 +35,8 @@ std::string library_dir() {
 int run_usage(const char* why) {
   std::fprintf(stderr,
                "softrdma run: %s\n"
-               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]]\n"
+               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|\n"
+               "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
                "                    -- PROGRAM [ARGS...]\n",
@@ -115,7 +116,8 @@ int cmd_devices(int argc, char**) {
   if (!e) return 1;  // the reason was printed
   rxe::Device& d = e->device();
   std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "device", "node GUID", "backend", "address");
-  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------", "-------");
+  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------",
+              "-------");
   std::printf("    %-16s\t%016llx\t%-10s\t%s (LID %u)\n", d.name().c_str(),
               static_cast<unsigned long long>(d.node_guid()), d.netdev().backend().c_str(),
               e->address().str().c_str(), e->lid());
