@@ -12,8 +12,8 @@ namespace softrdma::tools {
 
 namespace {
 int lint_usage(const char* why) {
-  std::fprintf(
-      stderr, "softrdma lint: %s\nusage: softrdma lint [--json] [--roce-port PORT]... FILE\n", why);
+  std::fprintf(stderr, "softrdma lint: %s\nusage: softrdma lint [--json] [--roce-port PORT]... FILE\n",
+               why);
   return 2;
 }
 }  // namespace
@@ -54,8 +54,8 @@ int cmd_lint(int argc, char** argv) {
   if (rc == 2 && report.counters().packets == 0) {
     std::fprintf(stderr, "softrdma lint: %s: %s\n", file, error.c_str());
     if (json) {
-      std::cout << "{\"file\":" << lint::json_quote(file)
-                << ",\"error\":" << lint::json_quote(error) << "}\n";
+      std::cout << "{\"file\":" << lint::json_quote(file) << ",\"error\":" << lint::json_quote(error)
+                << "}\n";
     }
     return 2;
   }

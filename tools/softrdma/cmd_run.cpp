@@ -116,8 +116,7 @@ int cmd_devices(int argc, char**) {
   if (!e) return 1;  // the reason was printed
   rxe::Device& d = e->device();
   std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "device", "node GUID", "backend", "address");
-  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------",
-              "-------");
+  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------", "-------");
   std::printf("    %-16s\t%016llx\t%-10s\t%s (LID %u)\n", d.name().c_str(),
               static_cast<unsigned long long>(d.node_guid()), d.netdev().backend().c_str(),
               e->address().str().c_str(), e->lid());

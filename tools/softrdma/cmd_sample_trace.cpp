@@ -72,8 +72,10 @@ int cmd_sample_trace(int argc, char** argv) {
     const auto opcode = static_cast<std::uint8_t>(opc);
     const RoceOpcodeInfo& info = roce_opcode_info(opcode);
     if (!info.defined()) continue;
-    const std::size_t plen =
-        info.payload ? (info.seg == Seg::kFirst || info.seg == Seg::kMiddle ? 256 : 13) : 0;
+    const std::size_t plen = info.payload ? (info.seg == Seg::kFirst || info.seg == Seg::kMiddle
+                                                 ? 256
+                                                 : 13)
+                                          : 0;
     a.ip_id = static_cast<std::uint16_t>(packets);
     auto n = build_roce_frame(buf, a, headers_for(opcode, psn++, static_cast<std::uint32_t>(plen)),
                               Bytes(payload).first(plen));
