@@ -49,6 +49,10 @@ def setup():
         sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
         sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
         sh("ip", "-n", NS[side], "link", "set", "lo", "up")
+        if any("dpdk" in p for p in pairs):
+            # DPDK's af_packet PMD cannot split the peer's UDP GSO frames (a veth carries them
+            # whole; a NIC would have segmented them): have the kernel segment before the veth.
+            sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", "1")
 
 
 def cleanup():

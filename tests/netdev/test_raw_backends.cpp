@@ -21,6 +21,9 @@
 #ifdef SOFTRDMA_HAVE_AF_XDP
 #include "netdev/af_xdp.h"
 #endif
+#ifdef SOFTRDMA_HAVE_DPDK
+#include "netdev/dpdk.h"
+#endif
 #include "netdev/udp.h"
 
 namespace softrdma::netdev {
@@ -58,7 +61,9 @@ bool run(const std::string& cmd) {
 // (10.97.1.2/24) in b. Deleting the namespaces (in the destructor) deletes the pair.
 struct VethPair {
   std::string a, b, error;
-  VethPair() {
+  // `segment`: the kernel segments UDP GSO datagrams before the veth, as a NIC would on the
+  // wire (DPDK's af_packet PMD cannot split them).
+  explicit VethPair(bool segment = false) {
     const std::string prefix = "sr7-raw-" + std::to_string(getpid());
     a = prefix + "-a";
     b = prefix + "-b";
@@ -66,12 +71,16 @@ struct VethPair {
       error = "cannot create network namespaces";
       return;
     }
-    const bool ok = run("ip link add veth0 netns " + a + " type veth peer name veth1 netns " + b) &&
+    bool ok = run("ip link add veth0 netns " + a + " type veth peer name veth1 netns " + b) &&
                     run("ip -n " + a + " addr add " + kAddrA + "/24 dev veth0") &&
                     run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
                     run("ip -n " + a + " link set veth0 up") &&
                     run("ip -n " + b + " link set veth1 up") &&
                     run("ip -n " + a + " link set lo up") && run("ip -n " + b + " link set lo up");
+    if (ok && segment) {
+      ok = run("ip -n " + a + " link set dev veth0 gso_max_segs 1") &&
+           run("ip -n " + b + " link set dev veth1 gso_max_segs 1");
+    }
     if (!ok) error = "cannot create the veth pair";
   }
   ~VethPair() {
@@ -80,15 +89,26 @@ struct VethPair {
   }
 };
 
-enum class Kind { kAfPacket, kAfXdp, kUdp };
+enum class Kind { kAfPacket, kAfXdp, kDpdk, kUdp };
 
 const char* backend_of(Kind k) {
-  return k == Kind::kAfPacket ? "af_packet" : k == Kind::kAfXdp ? "af_xdp" : "udp";
+  switch (k) {
+    case Kind::kAfPacket:
+      return "af_packet";
+    case Kind::kAfXdp:
+      return "af_xdp";
+    case Kind::kDpdk:
+      return "dpdk";
+    case Kind::kUdp:
+      break;
+  }
+  return "udp";
 }
 
 // An open failure the machine, not the code, is to blame for.
 bool environmental(const std::string& error) {
-  for (const char* why : {"needs CAP_", "does not support", "a kernel without"}) {
+  for (const char* why :
+       {"needs CAP_", "does not support", "a kernel without", "EAL could not start"}) {
     if (error.find(why) != std::string::npos) return true;
   }
   return false;
@@ -119,6 +139,14 @@ std::unique_ptr<Netdev> open_dev(Kind kind, const std::string& ifname, const IpA
   if (found != me) {
     error = "interface_ipv4 found " + found.str();
     return nullptr;
+  }
+  if (kind == Kind::kDpdk) {
+#ifdef SOFTRDMA_HAVE_DPDK
+    return DpdkNetdev::open("net_af_packet0,iface=" + ifname, me, error, faults);
+#else
+    error = "this build has no DPDK backend (needs libdpdk-dev): does not support";
+    return nullptr;
+#endif
   }
   if (kind == Kind::kAfXdp) {
 #ifdef SOFTRDMA_HAVE_AF_XDP
@@ -277,7 +305,7 @@ std::string finish(Child& c) {
 void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
   if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
-  VethPair net;
+  VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk);
   if (!net.error.empty()) GTEST_SKIP() << net.error;
   Child a = start(net.a, [&](int ready, int go) {
     return side(kind_a, "veth0", ip(kAddrA), ip(kAddrB), 1000, 2000, corrupt_from_a, 0, ready, go);
@@ -340,6 +368,18 @@ TEST(AfXdp, UdpAndAfXdpInteroperate) {
 
 TEST(AfXdp, AfXdpAndAfPacketInteroperate) {
   exchange(Kind::kAfXdp, Kind::kAfPacket, false);
+}
+
+TEST(Dpdk, DpdkAndUdpInteroperate) {
+  exchange(Kind::kDpdk, Kind::kUdp, true);
+}
+
+TEST(Dpdk, UdpAndDpdkInteroperate) {
+  exchange(Kind::kUdp, Kind::kDpdk, false);
+}
+
+TEST(Dpdk, DpdkAndAfPacketInteroperate) {
+  exchange(Kind::kDpdk, Kind::kAfPacket, false);
 }
 
 #ifdef SOFTRDMA_HAVE_AF_XDP
