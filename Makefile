@@ -45,10 +45,12 @@ asan: setup
 	cmake --build $(ASANBUILD) -j$(JOBS)
 	cd $(ASANBUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
 
-# Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP.
+# Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP, and
+# on each backend across a veth pair (bench/backends.sh, as root).
 bench: build
 	$(BUILD)/bin/rxe_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
+	bash bench/backends.sh $(BUILD) 3
 
 format:
 	find wire pcap lint tools tests -name '*.cpp' -o -name '*.h' | xargs clang-format -i
