@@ -35,10 +35,11 @@ bool setopt(int fd, int level, int name, int value) {
   return setsockopt(fd, level, name, &value, sizeof value) == 0;
 }
 
-// The classic BPF program: IPv4 UDP to `ip`:4791 (not a fragment), or ARP whose target
-// protocol address is `ip`. Offsets are from the Ethernet header.
-std::vector<sock_filter> make_filter(std::uint32_t ip) {
-  return {
+// The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
+// untagged when we have none) that are IPv4 UDP to `ip`:4791 (not a fragment), or ARP whose
+// target protocol address is `ip`. Offsets are from the Ethernet header.
+std::vector<sock_filter> make_filter(std::uint32_t ip, std::optional<std::uint16_t> vlan_tci) {
+  std::vector<sock_filter> f = {
       BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),                  // 0: ethertype
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_ARP, 10, 0),   // 1: ARP → 12
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 12),    // 2: not IPv4 → reject
@@ -56,6 +57,22 @@ std::vector<sock_filter> make_filter(std::uint32_t ip) {
       BPF_STMT(BPF_RET | BPF_K, 0x40000),                      // 14: accept
       BPF_STMT(BPF_RET | BPF_K, 0),                            // 15: reject
   };
+  // Before it, the VLAN test; a failed one jumps to the final reject.
+  constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
+  constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
+  std::vector<sock_filter> vlan = {BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kTagPresent),
+                                   BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, vlan_tci ? 1u : 0u, 0, 0)};
+  if (vlan_tci) {
+    vlan.push_back(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, kTag));
+    vlan.push_back(BPF_STMT(BPF_ALU | BPF_AND | BPF_K, 0xFFF));
+    vlan.push_back(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, *vlan_tci & 0xFFFu, 0, 0));
+  }
+  const std::size_t reject = vlan.size() + f.size() - 1;
+  for (std::size_t i = 0; i < vlan.size(); ++i) {
+    if (BPF_CLASS(vlan[i].code) == BPF_JMP) vlan[i].jf = static_cast<std::uint8_t>(reject - i - 1);
+  }
+  vlan.insert(vlan.end(), f.begin(), f.end());
+  return vlan;
 }
 
 }  // namespace
@@ -87,7 +104,7 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   d->fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (d->fd_ < 0) return fail("socket: ");
   const int fd = d->fd_;
-  std::vector<sock_filter> filter = make_filter(local.v4_host());
+  std::vector<sock_filter> filter = make_filter(local.v4_host(), vlan_tci);
   sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
     return fail("SO_ATTACH_FILTER: ");
@@ -123,8 +140,9 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) return fail("bind: ");
 
   NeighbourTable::Config nc;
-  nc.answer_arp = !address_on_interface(ifname, local.v4_host());
+  nc.answer_arp = interface_with(local.v4_host()).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
+  d->vlan_checked_below_ = true;  // by the filter: the ring's frames have lost their tag
   if (!d->start(where, local, nc, faults, error)) return nullptr;
   return d;
 }

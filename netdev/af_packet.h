@@ -6,8 +6,8 @@
 //
 // Neighbours (IPv4 only): our cache, else the kernel's table, else an ARP request we send
 // ourselves; the reply (or any ARP request for our address) fills the cache (NeighbourTable).
-// We answer ARP requests for our address only when the address is not configured on the
-// interface; when it is (the usual case) the kernel answers them.
+// We answer ARP requests for our address only when the address is configured on no interface;
+// when it is (the usual case) the kernel answers them.
 #pragma once
 
 #include <cstdint>

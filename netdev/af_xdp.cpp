@@ -108,10 +108,12 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
     error = where + ": the embedded XDP program lacks its maps";
     return nullptr;
   }
-  const std::uint32_t addr_key = 0, port_key = 1;
+  const std::uint32_t addr_key = 0, port_key = 1, vlan_key = 2;
   const std::uint32_t addr_be = htonl(local.v4_host()), port_be = htons(kRoceV2Port);
+  const std::uint32_t vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
   if (bpf_map_update_elem(config_fd, &addr_key, &addr_be, BPF_ANY) != 0 ||
-      bpf_map_update_elem(config_fd, &port_key, &port_be, BPF_ANY) != 0) {
+      bpf_map_update_elem(config_fd, &port_key, &port_be, BPF_ANY) != 0 ||
+      bpf_map_update_elem(config_fd, &vlan_key, &vid, BPF_ANY) != 0) {
     error = where + ": configuring the XDP program: " + why(errno);
     return nullptr;
   }

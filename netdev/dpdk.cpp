@@ -216,8 +216,9 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   }
 
   NeighbourTable::Config nc;
-  // The kernel answers ARP for an address of its own interface; for anything else, we do.
-  nc.answer_arp = iface.empty() || !address_on_interface(iface, addr.v4_host());
+  // The kernel answers ARP for an address of its own on the vdev's interface (or a VLAN
+  // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
+  nc.answer_arp = iface.empty() || interface_with(addr.v4_host()).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
   if (!d->start(where, addr, nc, faults, error)) return nullptr;
   d->poller_ = std::thread([p = d.get()] { p->poll_loop(); });

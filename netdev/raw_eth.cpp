@@ -73,10 +73,18 @@ bool interface_ipv4(const std::string& where, const std::string& ifname, IpAddr&
   return found;
 }
 
-bool address_on_interface(const std::string& ifname, std::uint32_t ip) {
-  int err = 0;
-  return each_ipv4(
-      ifname, [ip](std::uint32_t a) { return a == ip; }, err);
+std::string interface_with(std::uint32_t ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (const ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (i->ifa_name && i->ifa_addr && i->ifa_addr->sa_family == AF_INET &&
+        ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip) {
+      name = i->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  return name;
 }
 
 bool read_link(const std::string& where, const std::string& ifname, RawLink& link,
@@ -121,8 +129,12 @@ bool RawEthNetdev::start(const std::string& where, const IpAddr& local,
   local4_ = local.v4_host();
   hdr_len_ = wire::kEthernetLen + (link_.vlan_tci ? wire::kVlanTagLen : 0) + wire::kIpv4MinLen +
              wire::kUdpLen;
-  neighbours.ifname = link_.ifname;
-  neighbours.ifindex = link_.ifindex;
+  // The kernel's neighbours of our address live on the interface that holds it (a VLAN
+  // interface over ours, say), else on ours.
+  const std::string owner = interface_with(local4_);
+  const int owner_index = owner.empty() ? 0 : static_cast<int>(if_nametoindex(owner.c_str()));
+  neighbours.ifname = owner_index ? owner : link_.ifname;
+  neighbours.ifindex = owner_index ? owner_index : link_.ifindex;
   neighbours.mac = link_.mac;
   neighbours.local4 = local4_;
   neighbours.vlan_tci = link_.vlan_tci;
@@ -256,6 +268,11 @@ void RawEthNetdev::drop_rx(FaultEvent ev, std::atomic<std::uint64_t>& counter, c
   if (observer_) observer_(ev, view);
 }
 
+bool RawEthNetdev::vlan_ours(const std::optional<std::uint16_t>& tci) const {
+  if (!tci) return !link_.vlan_tci || vlan_checked_below_;
+  return link_.vlan_tci && (*tci & 0xFFF) == (*link_.vlan_tci & 0xFFF);
+}
+
 bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std::uint32_t orig_len,
                               std::uint32_t gso_size, Packet& out, bool& more) {
   more = false;
@@ -264,6 +281,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
   raw.data = const_cast<std::uint8_t*>(frame);
   raw.len = raw.cap = len;
   auto eth = wire::parse_ethernet(wire::Bytes(frame, len));
+  if (eth && !vlan_ours(eth->vlan_tci)) return false;  // another VLAN's: not for us
   if (eth && eth->ethertype == wire::kEthertypeArp) {
     neighbours_->handle_arp(frame, len);
     return false;

@@ -31,8 +31,9 @@ struct RawLink {
 // with `where`) when the interface does not exist or has none.
 bool interface_ipv4(const std::string& where, const std::string& ifname, IpAddr& out,
                     std::string& error);
-// Whether `ip` (host order) is configured on `ifname`.
-bool address_on_interface(const std::string& ifname, std::uint32_t ip);
+// The interface `ip` (host order) is configured on, or "" when it is on none (then the kernel
+// does not answer ARP for it).
+std::string interface_with(std::uint32_t ip);
 // Fills the MAC, MTU and index of the Ethernet interface `ifname`; false with `error` set.
 bool read_link(const std::string& where, const std::string& ifname, RawLink& link,
                std::string& error);
@@ -86,7 +87,8 @@ class RawEthNetdev : public Netdev {
   // while put_frames() still works.
   void flush_faults();
 
-  // Handles one received Ethernet frame: ARP goes to the neighbour table; an IPv4 RoCEv2
+  // Handles one received Ethernet frame: frames of another VLAN are ignored (not ours); ARP goes
+  // to the neighbour table; an IPv4 RoCEv2
   // datagram for us with a good header and ICRC is copied into `out` with its addressing, TOS
   // and TTL (true); anything else is a counted drop. `orig_len` is the frame's length on the
   // wire (a truncated frame is malformed). A UDP GSO frame of `gso_size`-byte segments comes
@@ -95,6 +97,9 @@ class RawEthNetdev : public Netdev {
                   std::uint32_t gso_size, Packet& out, bool& more);
   std::size_t hdr_len() const { return hdr_len_; }
 
+  // Whether the frames handed to take_frame() come untagged from our VLAN (checked below us,
+  // the tag moved out of the frame); otherwise a tag in the frame must name our VLAN.
+  bool vlan_checked_below_ = false;
   RawLink link_;
   std::unique_ptr<NeighbourTable> neighbours_;
   std::array<IpAddr, 1> addrs_;
@@ -104,6 +109,7 @@ class RawEthNetdev : public Netdev {
   void transmit(std::span<const Packet> pkts);
   void build_headers(const Packet& p, const wire::MacAddr& dst, std::uint8_t* hdr) const;
   void put_queued(const std::uint8_t* frame, std::size_t len, bool data);
+  bool vlan_ours(const std::optional<std::uint16_t>& tci) const;
   void drop_rx(FaultEvent ev, std::atomic<std::uint64_t>& counter, const Packet& view);
 
   std::size_t hdr_len_ = 0;

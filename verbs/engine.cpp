@@ -93,6 +93,22 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
       return false;
     }
     cfg.mtu = v;
+  } else if (key == "vlan") {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || p != value.data() + value.size() || v < 1 || v > 4094) {
+      error = "vlan must be a VLAN ID from 1 to 4094, not '" + value + "'";
+      return false;
+    }
+    cfg.vlan = static_cast<std::uint16_t>(v);
+  } else if (key == "dpdk_qps") {
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+    if (ec != std::errc() || p != value.data() + value.size() || v < 1 || v > 65536) {
+      error = "dpdk_qps must be a number from 1 to 65536, not '" + value + "'";
+      return false;
+    }
+    cfg.dpdk_qps = v;
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -180,7 +196,8 @@ bool load_config(Config& cfg, std::string& error) {
   const std::pair<const char*, const char*> vars[] = {
       {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
       {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"}};
+      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+      {"SOFTRDMA_VLAN", "vlan"},     {"SOFTRDMA_DPDK_QPS", "dpdk_qps"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -244,10 +261,10 @@ bool Engine::start(std::string& error) {
       return false;
     }
     if (cfg_.netdev.rfind("af_packet:", 0) == 0) {
-      nd = netdev::AfPacketNetdev::open(iface, address_, error, faults);
+      nd = netdev::AfPacketNetdev::open(iface, address_, error, faults, cfg_.vlan);
     } else {
 #ifdef SOFTRDMA_HAVE_AF_XDP
-      nd = netdev::AfXdpNetdev::open(iface, address_, error, faults);
+      nd = netdev::AfXdpNetdev::open(iface, address_, error, faults, cfg_.vlan);
 #else
       error = "af_xdp:" + iface +
               ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
@@ -263,7 +280,7 @@ bool Engine::start(std::string& error) {
     }
 #ifdef SOFTRDMA_HAVE_DPDK
     nd = netdev::DpdkNetdev::open(dev, addr.empty() ? std::nullopt : std::optional(address_), error,
-                                  faults);
+                                  faults, cfg_.vlan, cfg_.dpdk_qps);
     if (nd) address_ = nd->addresses()[0];
 #else
     error = "dpdk:" + dev + ": this build has no DPDK backend (it needs libdpdk-dev 22.11)";
@@ -272,6 +289,11 @@ bool Engine::start(std::string& error) {
   } else {
     error =
         "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev + "' (expected " + kBackends + ")";
+    return false;
+  }
+  if (cfg_.vlan && nd->backend() == "udp") {
+    error = "SOFTRDMA_VLAN: only the raw backends (af_packet, af_xdp, dpdk) tag frames; over udp: "
+            "use a VLAN interface's address";
     return false;
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);

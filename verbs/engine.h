@@ -20,10 +20,12 @@ struct Config {
   std::optional<std::uint32_t> mtu;  // link MTU override (bytes)
   std::string pcap;         // trace file, see docs/tracing.md ("%p": the pid)
   std::string pcap_filter;  // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
+  std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
+  std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
-// lines: device, netdev, faults, mtu, pcap, pcap_filter); the environment wins. False and a
+// lines: device, netdev, faults, mtu, pcap, pcap_filter, vlan, dpdk_qps); the environment wins. False and a
 // message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 

@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "helpers.h"
@@ -36,6 +37,11 @@ using test::seq_of;
 
 constexpr const char* kAddrA = "10.97.1.1";
 constexpr const char* kAddrB = "10.97.1.2";
+constexpr const char* kVlanAddrA = "10.97.11.1";
+constexpr const char* kVlanAddrB = "10.97.11.2";
+constexpr const char* kOwnAddrA = "10.97.12.1";  // configured on no interface
+constexpr const char* kOwnAddrB = "10.97.12.2";
+constexpr std::uint16_t kVlan = 5;
 constexpr std::uint32_t kCount = 10;  // datagrams of several sizes, one per send_batch
 constexpr std::uint32_t kRun = 8;     // then equal ones in one batch (UDP GSO on the UDP backend)
 constexpr std::uint32_t kRunFirst = 50;
@@ -63,7 +69,9 @@ struct VethPair {
   std::string a, b, error;
   // `segment`: the kernel segments UDP GSO datagrams before the veth, as a NIC would on the
   // wire (DPDK's af_packet PMD cannot split them).
-  explicit VethPair(bool segment = false) {
+  // `vlan`: also a VLAN interface of that ID over each end (veth0.ID with kVlanAddrA, veth1.ID
+  // with kVlanAddrB), the kernel's own 802.1Q.
+  explicit VethPair(bool segment = false, std::optional<std::uint16_t> vlan = {}) {
     const std::string prefix = "sr7-raw-" + std::to_string(getpid());
     a = prefix + "-a";
     b = prefix + "-b";
@@ -72,11 +80,22 @@ struct VethPair {
       return;
     }
     bool ok = run("ip link add veth0 netns " + a + " type veth peer name veth1 netns " + b) &&
-                    run("ip -n " + a + " addr add " + kAddrA + "/24 dev veth0") &&
-                    run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
-                    run("ip -n " + a + " link set veth0 up") &&
-                    run("ip -n " + b + " link set veth1 up") &&
-                    run("ip -n " + a + " link set lo up") && run("ip -n " + b + " link set lo up");
+              run("ip -n " + a + " addr add " + kAddrA + "/24 dev veth0") &&
+              run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
+              run("ip -n " + a + " link set veth0 up") &&
+              run("ip -n " + b + " link set veth1 up") && run("ip -n " + a + " link set lo up") &&
+              run("ip -n " + b + " link set lo up");
+    if (ok && vlan) {
+      const std::string id = std::to_string(*vlan);
+      ok = run("ip -n " + a + " link add link veth0 name veth0." + id + " type vlan id " + id) &&
+           run("ip -n " + b + " link add link veth1 name veth1." + id + " type vlan id " + id) &&
+           run("ip -n " + a + " addr add " + kVlanAddrA + "/24 dev veth0." + id) &&
+           run("ip -n " + b + " addr add " + kVlanAddrB + "/24 dev veth1." + id) &&
+           run("ip -n " + a + " link set veth0." + id + " up") &&
+           run("ip -n " + b + " link set veth1." + id + " up");
+      if (!ok) error = "cannot create VLAN interfaces (no 802.1Q in this kernel?)";
+      if (!ok) return;
+    }
     if (ok && segment) {
       ok = run("ip -n " + a + " link set dev veth0 gso_max_segs 1") &&
            run("ip -n " + b + " link set dev veth1 gso_max_segs 1");
@@ -131,18 +150,22 @@ void pump(Netdev& d, int ms, const std::function<void(const Packet&)>& got,
   }
 }
 
+// Set by exchange() for a VLAN run, before the sides fork: the raw backends tag their frames
+// with this VLAN ID, and use the VLAN interfaces' addresses.
+std::optional<std::uint16_t> g_vlan;
+
 std::unique_ptr<Netdev> open_dev(Kind kind, const std::string& ifname, const IpAddr& me,
                                  std::string& error, FaultConfig faults = {}) {
   if (kind == Kind::kUdp) return UdpNetdev::open(me, error, faults);
   IpAddr found;
   if (!AfPacketNetdev::interface_ipv4(ifname, found, error)) return nullptr;
-  if (found != me) {
+  if (found != me && !g_vlan) {
     error = "interface_ipv4 found " + found.str();
     return nullptr;
   }
   if (kind == Kind::kDpdk) {
 #ifdef SOFTRDMA_HAVE_DPDK
-    return DpdkNetdev::open("net_af_packet0,iface=" + ifname, me, error, faults);
+    return DpdkNetdev::open("net_af_packet0,iface=" + ifname, me, error, faults, g_vlan);
 #else
     error = "this build has no DPDK backend (needs libdpdk-dev): does not support";
     return nullptr;
@@ -150,14 +173,14 @@ std::unique_ptr<Netdev> open_dev(Kind kind, const std::string& ifname, const IpA
   }
   if (kind == Kind::kAfXdp) {
 #ifdef SOFTRDMA_HAVE_AF_XDP
-    return AfXdpNetdev::open(ifname, me, error, faults);
+    return AfXdpNetdev::open(ifname, me, error, faults, g_vlan);
 #else
     error =
         "this build has no AF_XDP backend (needs libxdp-dev, libbpf-dev, clang): does not support";
     return nullptr;
 #endif
   }
-  return AfPacketNetdev::open(ifname, me, error, faults);
+  return AfPacketNetdev::open(ifname, me, error, faults, g_vlan);
 }
 
 // One side: open the device, say ready, wait for go, send kCount datagrams (PSN base + i) one by
@@ -302,18 +325,27 @@ std::string finish(Child& c) {
 }
 
 // Runs side A (in namespace a, on veth0) and side B (in b, on veth1) at once.
-void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a) {
+// With `vlan`, the raw backends tag their frames; with `kernel_vlan` too, the addresses are those
+// of the kernel's VLAN interfaces (a UDP side uses one), else of no interface at all (softrdma
+// answers ARP for them itself).
+void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, std::optional<std::uint16_t> vlan = {},
+              bool kernel_vlan = false) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
   if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
-  VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk);
+  VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk, kernel_vlan ? vlan : std::nullopt);
   if (!net.error.empty()) GTEST_SKIP() << net.error;
+  g_vlan = vlan;
+  const char* a_addr = !vlan ? kAddrA : kernel_vlan ? kVlanAddrA : kOwnAddrA;
+  const char* b_addr = !vlan ? kAddrB : kernel_vlan ? kVlanAddrB : kOwnAddrB;
+  const IpAddr addr_a = ip(a_addr), addr_b = ip(b_addr);
   Child a = start(net.a, [&](int ready, int go) {
-    return side(kind_a, "veth0", ip(kAddrA), ip(kAddrB), 1000, 2000, corrupt_from_a, 0, ready, go);
+    return side(kind_a, "veth0", addr_a, addr_b, 1000, 2000, corrupt_from_a, 0, ready, go);
   });
   Child b = start(net.b, [&](int ready, int go) {
-    return side(kind_b, "veth1", ip(kAddrB), ip(kAddrA), 2000, 1000, false, corrupt_from_a ? 3 : 0,
-                ready, go);
+    return side(kind_b, "veth1", addr_b, addr_a, 2000, 1000, false, corrupt_from_a ? 3 : 0, ready,
+                go);
   });
+  g_vlan.reset();
   ASSERT_GT(a.pid, 0);
   ASSERT_GT(b.pid, 0);
   char c;
@@ -368,6 +400,88 @@ TEST(AfXdp, UdpAndAfXdpInteroperate) {
 
 TEST(AfXdp, AfXdpAndAfPacketInteroperate) {
   exchange(Kind::kAfXdp, Kind::kAfPacket, false);
+}
+
+// Tagged frames built by softrdma against the kernel's 802.1Q on the other side (a UDP device on
+// the VLAN interface), and between two raw backends.
+TEST(Vlan, AfPacketTagsAndUdpOverVlanInterface) {
+  exchange(Kind::kAfPacket, Kind::kUdp, true, kVlan, true);
+}
+
+TEST(Vlan, AfXdpTagsAndUdpOverVlanInterface) {
+  exchange(Kind::kUdp, Kind::kAfXdp, false, kVlan, true);
+}
+
+// Addresses of no interface: tagged ARP requests and replies are softrdma's own.
+TEST(Vlan, AfPacketTagsBothWays) {
+  exchange(Kind::kAfPacket, Kind::kAfPacket, true, kVlan);
+}
+
+// Another VLAN's frames are not ours: B (VLAN 6) neither answers A's (VLAN 5) ARP nor takes its
+// datagrams, and A drops what waited for B. With equal IDs the same exchange goes through (above).
+TEST(Vlan, OtherVlanIsIgnored) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
+  VethPair net;
+  if (!net.error.empty()) GTEST_SKIP() << net.error;
+  const IpAddr addr_a = ip(kOwnAddrA), addr_b = ip(kOwnAddrB);
+  auto open_tagged = [](const char* ifname, const IpAddr& me, std::uint16_t vlan,
+                        std::string& error) {
+    return AfPacketNetdev::open(ifname, me, error, {}, vlan);
+  };
+  Child a = start(net.a, [&](int ready, int go) -> std::string {
+    std::string error;
+    auto d = open_tagged("veth0", addr_a, 5, error);
+    if (!d) return "open: " + error;
+    (void)!write(ready, "r", 1);
+    char c;
+    if (read(go, &c, 1) != 1) return "no go";
+    for (std::uint32_t i = 0; i < 3; ++i) {
+      OwnedPacket p(make_datagram(1000 + i, 64), addr_a, addr_b);
+      Packet* one = &p.pkt;
+      if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "send refused";
+    }
+    pump(
+        *d, 3000, [](const Packet&) {}, [&] { return d->counters().tx_dropped >= 3; });
+    const Counters k = d->counters();
+    if (k.tx_dropped != 3 || k.tx_packets != 0 || d->resolved(addr_b)) {
+      return "tx_dropped " + std::to_string(k.tx_dropped) + ", tx_packets " +
+             std::to_string(k.tx_packets);
+    }
+    return "";
+  });
+  Child b = start(net.b, [&](int ready, int go) -> std::string {
+    std::string error;
+    auto d = open_tagged("veth1", addr_b, 6, error);
+    if (!d) return "open: " + error;
+    (void)!write(ready, "r", 1);
+    char c;
+    if (read(go, &c, 1) != 1) return "no go";
+    std::uint32_t got = 0;
+    pump(
+        *d, 1500, [&](const Packet&) { ++got; }, [] { return false; });
+    const Counters k = d->counters();
+    if (got != 0 || k.rx_packets != 0 || k.rx_not_ours != 0 || d->resolved(addr_a)) {
+      return "received " + std::to_string(got);
+    }
+    return "";
+  });
+  ASSERT_GT(a.pid, 0);
+  ASSERT_GT(b.pid, 0);
+  char c;
+  if (read(a.ready, &c, 1) == 1 && read(b.ready, &c, 1) == 1) {
+    (void)!write(a.go, "g", 1);
+    (void)!write(b.go, "g", 1);
+  }
+  close(a.go);
+  close(b.go);
+  a.go = b.go = -1;
+  const std::string ra = finish(a), rb = finish(b);
+  EXPECT_EQ(ra, "ok") << "side A";
+  EXPECT_EQ(rb, "ok") << "side B";
+}
+
+TEST(Vlan, DpdkTagsAndAfPacketTags) {
+  exchange(Kind::kDpdk, Kind::kAfPacket, false, kVlan);
 }
 
 TEST(Dpdk, DpdkAndUdpInteroperate) {

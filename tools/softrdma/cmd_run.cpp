@@ -39,6 +39,7 @@ int run_usage(const char* why) {
                "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
+               "                    [--vlan ID] [--dpdk-qps N]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
@@ -52,7 +53,9 @@ int cmd_run(int argc, char** argv) {
                                                       {"--mtu", "SOFTRDMA_MTU"},
                                                       {"--pcap", "SOFTRDMA_PCAP"},
                                                       {"--pcap-filter", "SOFTRDMA_PCAP_FILTER"},
-                                                      {"--device", "SOFTRDMA_DEVICE"}};
+                                                      {"--device", "SOFTRDMA_DEVICE"},
+                                                      {"--vlan", "SOFTRDMA_VLAN"},
+                                                      {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
