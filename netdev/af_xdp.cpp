@@ -257,12 +257,7 @@ std::size_t AfXdpNetdev::push(std::span<const TxFrame> frames) {
 }
 
 void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
-  const std::size_t sent = push(frames);
-  for (std::size_t i = 0; i < sent; ++i) {
-    bump(counters_.tx_packets);
-    bump(counters_.tx_bytes, frames[i].len);
-  }
-  if (sent < frames.size()) bump(counters_.tx_dropped, frames.size() - sent);  // ring full
+  count_sent(frames, push(frames));
 }
 
 bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {

@@ -328,13 +328,7 @@ std::size_t DpdkNetdev::send_mbufs(std::span<const TxFrame> frames) {
 }
 
 void DpdkNetdev::put_frames(std::span<const TxFrame> frames) {
-  // Count per frame: send_mbufs sends a prefix.
-  const std::size_t sent = send_mbufs(frames);
-  for (std::size_t i = 0; i < sent; ++i) {
-    bump(counters_.tx_packets);
-    bump(counters_.tx_bytes, frames[i].len);
-  }
-  if (sent < frames.size()) bump(counters_.tx_dropped, frames.size() - sent);
+  count_sent(frames, send_mbufs(frames));
 }
 
 bool DpdkNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {

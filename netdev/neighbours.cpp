@@ -109,11 +109,7 @@ void NeighbourTable::ask(std::uint32_t ip) {
 void NeighbourTable::send_arp(std::uint16_t op, const wire::MacAddr& dst_mac,
                               std::uint32_t target_ip, const wire::MacAddr& target_mac) {
   std::array<std::uint8_t, 64> f{};  // padded to the Ethernet minimum (60, or 64 when tagged)
-  wire::Ethernet eth;
-  eth.dst = dst_mac;
-  eth.src = cfg_.mac;
-  eth.vlan_tci = cfg_.vlan_tci;
-  eth.ethertype = wire::kEthertypeArp;
+  const wire::Ethernet eth{dst_mac, cfg_.mac, cfg_.vlan_tci, wire::kEthertypeArp};
   const std::size_t hl = eth.header_len();
   wire::build_ethernet(wire::MutBytes(f.data(), hl), eth);
   std::uint8_t* a = f.data() + hl;

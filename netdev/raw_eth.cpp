@@ -174,11 +174,7 @@ void RawEthNetdev::flush_faults() {
 
 void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
                                  std::uint8_t* hdr) const {
-  wire::Ethernet eth;
-  eth.dst = dst;
-  eth.src = link_.mac;
-  eth.vlan_tci = link_.vlan_tci;
-  eth.ethertype = wire::kEthertypeIpv4;
+  const wire::Ethernet eth{dst, link_.mac, link_.vlan_tci, wire::kEthertypeIpv4};
   const std::size_t eth_len = eth.header_len();
   wire::build_ethernet(wire::MutBytes(hdr, eth_len), eth);
   wire::Ipv4 ip;
@@ -213,10 +209,8 @@ std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
     fill_icrc(*p);
     ++n;
   }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  if (n == 0) return 0;
-  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-  return n;
+  return emit_batch(faults_.get(), pkts, n, counters_,
+                    [this](std::span<const Packet> p) { transmit(p); });
 }
 
 void RawEthNetdev::transmit(std::span<const Packet> pkts) {
@@ -248,6 +242,14 @@ void RawEthNetdev::transmit(std::span<const Packet> pkts) {
     }
     if (m > 0) put_frames(std::span<const TxFrame>(frames.data(), m));
   }
+}
+
+void RawEthNetdev::count_sent(std::span<const TxFrame> frames, std::size_t sent) {
+  for (std::size_t i = 0; i < sent; ++i) {
+    bump(counters_.tx_packets);
+    bump(counters_.tx_bytes, frames[i].len);
+  }
+  if (sent < frames.size()) bump(counters_.tx_dropped, frames.size() - sent);
 }
 
 void RawEthNetdev::put_queued(const std::uint8_t* frame, std::size_t len, bool data) {
@@ -338,14 +340,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     drop_rx(FaultEvent::kRxIcrc, counters_.rx_icrc_errors, view);
     return false;
   }
-  std::uint8_t* buf = out.data;
-  const std::uint32_t cap = out.cap;
-  std::memcpy(buf, view.data, view.len);
-  out = view;
-  out.data = buf;
-  out.cap = cap;
-  bump(counters_.rx_packets);
-  bump(counters_.rx_bytes, view.len);
+  hand_over(view, out);
   return true;
 }
 

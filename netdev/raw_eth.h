@@ -81,6 +81,8 @@ class RawEthNetdev : public Netdev {
              const FaultConfig& faults, std::string& error);
   // Sends the frames, counting tx_packets and tx_bytes (tx_dropped, tx_errors for those lost).
   virtual void put_frames(std::span<const TxFrame> frames) = 0;
+  // Counts the first `sent` frames as sent and the rest as dropped (a full queue or ring).
+  void count_sent(std::span<const TxFrame> frames, std::size_t sent);
   // Sends one whole frame (ARP, or a datagram frame that waited for its neighbour).
   virtual bool put_frame(const std::uint8_t* frame, std::size_t len) = 0;
   // Releases packets the fault injector still holds; every backend's destructor calls it first,

@@ -366,10 +366,8 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
     fill_icrc(*p);
     ++n;
   }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  if (n == 0) return 0;
-  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-  return n;
+  return emit_batch(faults_.get(), pkts, n, counters_,
+                    [this](std::span<const Packet> p) { transmit(p); });
 }
 
 void UdpNetdev::transmit(std::span<const Packet> pkts) {
@@ -520,14 +518,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out) {
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
   }
-  std::uint8_t* buf = out.data;
-  const std::uint32_t cap = out.cap;
-  std::memcpy(buf, view.data, view.len);
-  out = view;
-  out.data = buf;
-  out.cap = cap;
-  bump(counters_.rx_packets);
-  bump(counters_.rx_bytes, view.len);
+  hand_over(view, out);
   return true;
 }
 

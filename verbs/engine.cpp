@@ -48,6 +48,18 @@ constexpr const char* kBackends =
     "udp:ADDRESS, af_packet:INTERFACE[:ADDRESS], af_xdp:INTERFACE[:ADDRESS] or "
     "dpdk:DEVICE[@ADDRESS]";
 
+// A whole decimal number from lo to hi, or false with a message naming `key`.
+bool number(const std::string& key, const std::string& value, unsigned lo, unsigned hi, unsigned& v,
+            std::string& error) {
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || p != value.data() + value.size() || v < lo || v > hi) {
+    error = key + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+            ", not '" + value + "'";
+    return false;
+  }
+  return true;
+}
+
 bool apply(Config& cfg, const std::string& key, const std::string& value, std::string& error) {
   if (key == "device") {
     if (value.empty() || value.size() >= 64) {
@@ -87,27 +99,15 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     cfg.faults = value;
   } else if (key == "mtu") {
     unsigned v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || p != value.data() + value.size() || v < 576 || v > 65536) {
-      error = "mtu must be a number from 576 to 65536, not '" + value + "'";
-      return false;
-    }
+    if (!number(key, value, 576, 65536, v, error)) return false;
     cfg.mtu = v;
   } else if (key == "vlan") {
     unsigned v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || p != value.data() + value.size() || v < 1 || v > 4094) {
-      error = "vlan must be a VLAN ID from 1 to 4094, not '" + value + "'";
-      return false;
-    }
+    if (!number(key, value, 1, 4094, v, error)) return false;
     cfg.vlan = static_cast<std::uint16_t>(v);
   } else if (key == "dpdk_qps") {
     unsigned v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || p != value.data() + value.size() || v < 1 || v > 65536) {
-      error = "dpdk_qps must be a number from 1 to 65536, not '" + value + "'";
-      return false;
-    }
+    if (!number(key, value, 1, 65536, v, error)) return false;
     cfg.dpdk_qps = v;
   } else if (key == "pcap") {
     cfg.pcap = value;
@@ -292,8 +292,9 @@ bool Engine::start(std::string& error) {
     return false;
   }
   if (cfg_.vlan && nd->backend() == "udp") {
-    error = "SOFTRDMA_VLAN: only the raw backends (af_packet, af_xdp, dpdk) tag frames; over udp: "
-            "use a VLAN interface's address";
+    error =
+        "SOFTRDMA_VLAN: only the raw backends (af_packet, af_xdp, dpdk) tag frames; over udp: "
+        "use a VLAN interface's address";
     return false;
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);

@@ -25,8 +25,8 @@ struct Config {
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
-// lines: device, netdev, faults, mtu, pcap, pcap_filter, vlan, dpdk_qps); the environment wins. False and a
-// message on a bad value.
+// lines: device, netdev, faults, mtu, pcap, pcap_filter, vlan, dpdk_qps); the environment wins.
+// False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 
 class Engine {

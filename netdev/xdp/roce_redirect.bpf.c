@@ -1,12 +1,15 @@
 // The XDP program of the AF_XDP backend: IPv4 UDP datagrams to our address and port 4791 (not
 // fragments, no IP options) in our VLAN (tagged with its ID, or untagged when we have none) go to
-// the AF_XDP socket of the receiving queue; every other frame (ARP, other traffic, RoCEv2 for other addresses) passes to the kernel.
-// Built with clang -target bpf at build time and embedded in the library.
+// the AF_XDP socket of the receiving queue; every other frame (ARP, other traffic, RoCEv2 for other
+// addresses) passes to the kernel. Built with clang -target bpf at build time and embedded in the
+// library.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
 #include <linux/ip.h>
 #include <linux/udp.h>
+
+// After the kernel's headers, which declare what the helpers use.
 #include <bpf/bpf_endian.h>
 #include <bpf/bpf_helpers.h>
 

@@ -325,6 +325,27 @@ std::string finish(Child& c) {
 }
 
 // Runs side A (in namespace a, on veth0) and side B (in b, on veth1) at once.
+// Runs `body_a` in namespace a and `body_b` in b at once, each in a forked child, starting both
+// once both are ready (their first argument is written when ready, the second read for go);
+// returns their reports ("ok", or what went wrong).
+std::pair<std::string, std::string> run_sides(const VethPair& net,
+                                              const std::function<std::string(int, int)>& body_a,
+                                              const std::function<std::string(int, int)>& body_b) {
+  Child a = start(net.a, body_a);
+  Child b = start(net.b, body_b);
+  if (a.pid <= 0 || b.pid <= 0) return {"fork failed", "fork failed"};
+  char c;
+  if (read(a.ready, &c, 1) == 1 && read(b.ready, &c, 1) == 1) {
+    (void)!write(a.go, "g", 1);
+    (void)!write(b.go, "g", 1);
+  }
+  close(a.go);
+  close(b.go);
+  a.go = b.go = -1;
+  std::string ra = finish(a);
+  return {ra, finish(b)};
+}
+
 // With `vlan`, the raw backends tag their frames; with `kernel_vlan` too, the addresses are those
 // of the kernel's VLAN interfaces (a UDP side uses one), else of no interface at all (softrdma
 // answers ARP for them itself).
@@ -338,26 +359,16 @@ void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, std::optional<std::
   const char* a_addr = !vlan ? kAddrA : kernel_vlan ? kVlanAddrA : kOwnAddrA;
   const char* b_addr = !vlan ? kAddrB : kernel_vlan ? kVlanAddrB : kOwnAddrB;
   const IpAddr addr_a = ip(a_addr), addr_b = ip(b_addr);
-  Child a = start(net.a, [&](int ready, int go) {
-    return side(kind_a, "veth0", addr_a, addr_b, 1000, 2000, corrupt_from_a, 0, ready, go);
-  });
-  Child b = start(net.b, [&](int ready, int go) {
-    return side(kind_b, "veth1", addr_b, addr_a, 2000, 1000, false, corrupt_from_a ? 3 : 0, ready,
-                go);
-  });
+  const auto [ra, rb] = run_sides(
+      net,
+      [&](int ready, int go) {
+        return side(kind_a, "veth0", addr_a, addr_b, 1000, 2000, corrupt_from_a, 0, ready, go);
+      },
+      [&](int ready, int go) {
+        return side(kind_b, "veth1", addr_b, addr_a, 2000, 1000, false, corrupt_from_a ? 3 : 0,
+                    ready, go);
+      });
   g_vlan.reset();
-  ASSERT_GT(a.pid, 0);
-  ASSERT_GT(b.pid, 0);
-  char c;
-  const bool ready = read(a.ready, &c, 1) == 1 && read(b.ready, &c, 1) == 1;
-  if (ready) {
-    (void)!write(a.go, "g", 1);
-    (void)!write(b.go, "g", 1);
-  }
-  close(a.go);
-  close(b.go);
-  a.go = b.go = -1;
-  const std::string ra = finish(a), rb = finish(b);
   for (const std::string& r : {ra, rb}) {
     if (r.rfind("skip: ", 0) == 0) GTEST_SKIP() << r.substr(6);
   }
@@ -424,58 +435,49 @@ TEST(Vlan, OtherVlanIsIgnored) {
   VethPair net;
   if (!net.error.empty()) GTEST_SKIP() << net.error;
   const IpAddr addr_a = ip(kOwnAddrA), addr_b = ip(kOwnAddrB);
-  auto open_tagged = [](const char* ifname, const IpAddr& me, std::uint16_t vlan,
-                        std::string& error) {
-    return AfPacketNetdev::open(ifname, me, error, {}, vlan);
+  // Each side opens its device on its VLAN, then waits for go.
+  auto open_and_wait = [](const char* ifname, const IpAddr& me, std::uint16_t vlan, int ready,
+                          int go, std::string& error) -> std::unique_ptr<AfPacketNetdev> {
+    auto d = AfPacketNetdev::open(ifname, me, error, {}, vlan);
+    if (!d) return nullptr;
+    (void)!write(ready, "r", 1);
+    char c;
+    if (read(go, &c, 1) != 1) error = "no go";
+    return error.empty() ? std::move(d) : nullptr;
   };
-  Child a = start(net.a, [&](int ready, int go) -> std::string {
-    std::string error;
-    auto d = open_tagged("veth0", addr_a, 5, error);
-    if (!d) return "open: " + error;
-    (void)!write(ready, "r", 1);
-    char c;
-    if (read(go, &c, 1) != 1) return "no go";
-    for (std::uint32_t i = 0; i < 3; ++i) {
-      OwnedPacket p(make_datagram(1000 + i, 64), addr_a, addr_b);
-      Packet* one = &p.pkt;
-      if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "send refused";
-    }
-    pump(
-        *d, 3000, [](const Packet&) {}, [&] { return d->counters().tx_dropped >= 3; });
-    const Counters k = d->counters();
-    if (k.tx_dropped != 3 || k.tx_packets != 0 || d->resolved(addr_b)) {
-      return "tx_dropped " + std::to_string(k.tx_dropped) + ", tx_packets " +
-             std::to_string(k.tx_packets);
-    }
-    return "";
-  });
-  Child b = start(net.b, [&](int ready, int go) -> std::string {
-    std::string error;
-    auto d = open_tagged("veth1", addr_b, 6, error);
-    if (!d) return "open: " + error;
-    (void)!write(ready, "r", 1);
-    char c;
-    if (read(go, &c, 1) != 1) return "no go";
-    std::uint32_t got = 0;
-    pump(
-        *d, 1500, [&](const Packet&) { ++got; }, [] { return false; });
-    const Counters k = d->counters();
-    if (got != 0 || k.rx_packets != 0 || k.rx_not_ours != 0 || d->resolved(addr_a)) {
-      return "received " + std::to_string(got);
-    }
-    return "";
-  });
-  ASSERT_GT(a.pid, 0);
-  ASSERT_GT(b.pid, 0);
-  char c;
-  if (read(a.ready, &c, 1) == 1 && read(b.ready, &c, 1) == 1) {
-    (void)!write(a.go, "g", 1);
-    (void)!write(b.go, "g", 1);
-  }
-  close(a.go);
-  close(b.go);
-  a.go = b.go = -1;
-  const std::string ra = finish(a), rb = finish(b);
+  const auto [ra, rb] = run_sides(
+      net,
+      [&](int ready, int go) -> std::string {
+        std::string error;
+        auto d = open_and_wait("veth0", addr_a, 5, ready, go, error);
+        if (!d) return "open: " + error;
+        for (std::uint32_t i = 0; i < 3; ++i) {
+          OwnedPacket p(make_datagram(1000 + i, 64), addr_a, addr_b);
+          Packet* one = &p.pkt;
+          if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "send refused";
+        }
+        pump(
+            *d, 3000, [](const Packet&) {}, [&] { return d->counters().tx_dropped >= 3; });
+        const Counters k = d->counters();
+        if (k.tx_dropped != 3 || k.tx_packets != 0 || d->resolved(addr_b)) {
+          return "tx_dropped " + std::to_string(k.tx_dropped) + ", tx_packets " +
+                 std::to_string(k.tx_packets);
+        }
+        return "";
+      },
+      [&](int ready, int go) -> std::string {
+        std::string error;
+        auto d = open_and_wait("veth1", addr_b, 6, ready, go, error);
+        if (!d) return "open: " + error;
+        std::uint32_t got = 0;
+        pump(
+            *d, 1500, [&](const Packet&) { ++got; }, [] { return false; });
+        const Counters k = d->counters();
+        if (got != 0 || k.rx_packets != 0 || k.rx_not_ours != 0 || d->resolved(addr_a)) {
+          return "received " + std::to_string(got);
+        }
+        return "";
+      });
   EXPECT_EQ(ra, "ok") << "side A";
   EXPECT_EQ(rb, "ok") << "side B";
 }
