@@ -143,15 +143,24 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   scfg.rx_size = kRxChunks;
   scfg.tx_size = kTxChunks;
   scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // ours is attached below
-  scfg.bind_flags = XDP_COPY | XDP_USE_NEED_WAKEUP;
-  // A socket closed just before on this queue releases it from a kernel work item: a bind in
-  // between is refused with EBUSY for a few milliseconds.
+  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP). A socket closed
+  // just before on this queue releases it from a kernel work item: a bind in between is refused
+  // with EBUSY for a few milliseconds.
   int r = 0;
-  for (int tries = 0; tries < kBusyTries; ++tries) {
-    r = xsk_socket__create(&x.xsk, ifname.c_str(), queue, x.umem, &x.rx, &x.tx, &scfg);
-    if (r != -EBUSY) break;
+  for (const int mode : {XDP_ZEROCOPY, XDP_COPY}) {
+    scfg.bind_flags = static_cast<std::uint16_t>(mode | XDP_USE_NEED_WAKEUP);
+    for (int tries = 0; tries < kBusyTries; ++tries) {
+      r = xsk_socket__create(&x.xsk, ifname.c_str(), queue, x.umem, &x.rx, &x.tx, &scfg);
+      if (r != -EBUSY) break;
+      x.xsk = nullptr;
+      usleep(kBusyWaitUs);
+    }
+    if (r == 0) {
+      d->zero_copy_ = mode == XDP_ZEROCOPY;
+      break;
+    }
     x.xsk = nullptr;
-    usleep(kBusyWaitUs);
+    if (r == -EPERM || r == -EACCES || r == -EBUSY) break;  // not the mode's fault
   }
   if (r != 0) {
     x.xsk = nullptr;

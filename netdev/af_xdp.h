@@ -1,13 +1,14 @@
 // AF_XDP backend: RoCEv2 over a named Ethernet interface through an XDP socket (libxdp) on one
-// receive queue, in copy mode (XDP_COPY, which veth and every driver support) with
-// need_wakeup. An XDP program of our own (netdev/xdp/roce_redirect.bpf.c, embedded at build
-// time, attached through a BPF link that goes away with the process) redirects IPv4 UDP to our
-// address and port 4791 into the socket and passes every other frame, ARP included, to the
-// kernel. Frames are built by RawEthNetdev; neighbours come from the kernel's table, the kernel
-// being asked to resolve (netlink NTF_USE) when it has no entry, since ARP replies go to it.
-// Needs CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program).
-// A UMEM chunk is 4096 bytes: the MTU offered is at most 4096 less the Ethernet header.
-// Built only when libxdp, libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
+// receive queue, in zero-copy mode where the driver has it, else in copy mode (XDP_COPY, which
+// veth and every driver support), with need_wakeup. An XDP program of our own
+// (netdev/xdp/roce_redirect.bpf.c, embedded at build time, attached through a BPF link that goes
+// away with the process) redirects IPv4 UDP to our address and port 4791 into the socket and passes
+// every other frame, ARP included, to the kernel. Frames are built by RawEthNetdev; neighbours come
+// from the kernel's table, the kernel being asked to resolve (netlink NTF_USE) when it has no
+// entry, since ARP replies go to it. Needs CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per
+// interface (one XDP program). A UMEM chunk is 4096 bytes: the MTU offered is at most 4096 less the
+// Ethernet header. Built only when libxdp, libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then
+// defined).
 #pragma once
 
 #include <cstdint>
@@ -41,6 +42,8 @@ class AfXdpNetdev : public RawEthNetdev {
   std::size_t recv_batch(std::span<Packet* const> pkts) override;
   // The XDP socket: readable when the RX ring holds frames (polling it also wakes the kernel).
   int wait_fd() const override { return fd_; }
+  // Whether the socket is in zero-copy mode (the driver's own), else copy mode (veth, generic XDP).
+  bool zero_copy() const { return zero_copy_; }
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
@@ -59,6 +62,7 @@ class AfXdpNetdev : public RawEthNetdev {
 
   std::unique_ptr<Xsk> x_;
   int fd_ = -1;
+  bool zero_copy_ = false;
   std::mutex tx_mu_;                    // one TX ring: senders take turns
   std::vector<std::uint64_t> tx_free_;  // free TX chunks (addresses in the UMEM)
   std::uint32_t tx_outstanding_ = 0;    // submitted, not yet completed

@@ -194,6 +194,10 @@ std::string side(Kind kind, const std::string& ifname, const IpAddr& me, const I
   auto d = open_dev(kind, ifname, me, error);
   if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
   if (d->backend() != backend_of(kind)) return "backend " + d->backend();
+#ifdef SOFTRDMA_HAVE_AF_XDP
+  // veth has no zero-copy AF_XDP: the socket must have fallen back to copy mode.
+  if (kind == Kind::kAfXdp && static_cast<AfXdpNetdev&>(*d).zero_copy()) return "zero-copy on veth";
+#endif
   (void)!write(ready_fd, "r", 1);
   char c;
   if (read(go_fd, &c, 1) != 1) return "no go";
