@@ -35,11 +35,10 @@ bool setopt(int fd, int level, int name, int value) {
   return setsockopt(fd, level, name, &value, sizeof value) == 0;
 }
 
-// The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
-// untagged when we have none) that are IPv4 UDP to `ip`:4791 (not a fragment), or ARP whose
-// target protocol address is `ip`. Offsets are from the Ethernet header.
-std::vector<sock_filter> make_filter(std::uint32_t ip, std::optional<std::uint16_t> vlan_tci) {
-  std::vector<sock_filter> f = {
+// The IPv4 part of the filter: UDP to `ip`:4791 (not a fragment), or ARP whose target protocol
+// address is `ip`. Offsets are from the Ethernet header. Ends with accept, reject.
+std::vector<sock_filter> filter4(std::uint32_t ip) {
+  return {
       BPF_STMT(BPF_LD | BPF_H | BPF_ABS, 12),                  // 0: ethertype
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_ARP, 10, 0),   // 1: ARP → 12
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, 12),    // 2: not IPv4 → reject
@@ -57,6 +56,64 @@ std::vector<sock_filter> make_filter(std::uint32_t ip, std::optional<std::uint16
       BPF_STMT(BPF_RET | BPF_K, 0x40000),                      // 14: accept
       BPF_STMT(BPF_RET | BPF_K, 0),                            // 15: reject
   };
+}
+
+// The IPv6 part: UDP to `ip`:4791 or ICMPv6 (neighbour discovery) to `ip`, or ICMPv6 to its
+// solicited-node group. No extension headers. Ends with accept, reject.
+std::vector<sock_filter> filter6(const IpAddr& ip) {
+  std::array<std::uint32_t, 4> w{};
+  for (std::size_t i = 0; i < 4; ++i) w[i] = wire::load32(ip.bytes.data() + 4 * i);
+  constexpr std::uint8_t kIcmp6 = 58;
+  enum : std::uint8_t { kSolicited = 15, kAccept = 24, kReject = 25 };
+  // Jumps name their targets by index; each becomes an offset below.
+  struct Insn {
+    std::uint16_t code;
+    std::uint32_t k;
+    std::uint8_t jt, jf;  // absolute targets (0: the next instruction)
+  };
+  const std::vector<Insn> prog = {
+      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                        // 0: ethertype
+      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, kReject},         // 1
+      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                        // 2: destination
+      {BPF_JMP | BPF_JEQ | BPF_K, w[0], 0, kSolicited},            // 3
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                        // 4
+      {BPF_JMP | BPF_JEQ | BPF_K, w[1], 0, kReject},               // 5
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                        // 6
+      {BPF_JMP | BPF_JEQ | BPF_K, w[2], 0, kReject},               // 7
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                        // 8
+      {BPF_JMP | BPF_JEQ | BPF_K, w[3], 0, kReject},               // 9
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                        // 10: next header
+      {BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 14},             // 11
+      {BPF_LD | BPF_H | BPF_ABS, 56, 0, 0},                        // 12: UDP destination port
+      {BPF_JMP | BPF_JEQ | BPF_K, kRoceV2Port, kAccept, kReject},  // 13
+      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},       // 14
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF020000, 0, kReject},         // 15: ff02::1:ffXX:XXXX
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                        // 16
+      {BPF_JMP | BPF_JEQ | BPF_K, 0, 0, kReject},                  // 17
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                        // 18
+      {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, kReject},                  // 19
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                        // 20
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF000000 | (w[3] & 0xFFFFFF), 0, kReject},  // 21
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                                     // 22: next header
+      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},                    // 23
+      {BPF_RET | BPF_K, 0x40000, 0, 0},                                         // 24: accept
+      {BPF_RET | BPF_K, 0, 0, 0},                                               // 25: reject
+  };
+  std::vector<sock_filter> f;
+  for (std::size_t i = 0; i < prog.size(); ++i) {
+    const Insn& in = prog[i];
+    auto off = [i](std::uint8_t target) {
+      return static_cast<std::uint8_t>(target == 0 ? 0 : target - i - 1);
+    };
+    f.push_back(sock_filter{in.code, off(in.jt), off(in.jf), in.k});
+  }
+  return f;
+}
+
+// The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
+// untagged when we have none) that filter4 or filter6 takes.
+std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uint16_t> vlan_tci) {
+  const std::vector<sock_filter> f = local.is_v4() ? filter4(local.v4_host()) : filter6(local);
   // Before it, the VLAN test; a failed one jumps to the final reject.
   constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
   constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
@@ -94,17 +151,13 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   };
   if (!read_link(where, ifname, d->link_, error)) return nullptr;
   d->link_.vlan_tci = vlan_tci;
-  if (!local.is_v4()) {
-    error = where + ": " + local.str() + ": only IPv4 addresses are supported";
-    return nullptr;
-  }
 
   // Opened with protocol 0: nothing is queued until the filter and ring are in place and bind()
   // names the protocol.
   d->fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (d->fd_ < 0) return fail("socket: ");
   const int fd = d->fd_;
-  std::vector<sock_filter> filter = make_filter(local.v4_host(), vlan_tci);
+  std::vector<sock_filter> filter = make_filter(local, vlan_tci);
   sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
     return fail("SO_ATTACH_FILTER: ");
@@ -140,7 +193,7 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) return fail("bind: ");
 
   NeighbourTable::Config nc;
-  nc.answer_arp = interface_with(local.v4_host()).empty();
+  nc.answer_arp = interface_with(local).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
   d->vlan_checked_below_ = true;  // by the filter: the ring's frames have lost their tag
   if (!d->start(where, local, nc, faults, error)) return nullptr;

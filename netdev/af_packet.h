@@ -1,11 +1,11 @@
 // AF_PACKET backend: RoCEv2 over a named Ethernet interface through a raw packet socket. Frames
 // are built by RawEthNetdev and sent with PACKET_QDISC_BYPASS; they are received through a
 // TPACKET_V3 mmap ring behind a classic BPF filter that takes only UDP to port 4791 for our
-// address and ARP for our address; every other frame is left to the kernel (a packet socket only
-// gets copies).
+// address, and ARP (IPv4) or ICMPv6 (IPv6) for it; every other frame is left to the kernel (a
+// packet socket only gets copies).
 //
-// Neighbours (IPv4 only): our cache, else the kernel's table, else an ARP request we send
-// ourselves; the reply (or any ARP request for our address) fills the cache (NeighbourTable).
+// Neighbours: our cache, else the kernel's table, else an ARP request or neighbour solicitation
+// we send ourselves; the answer (or a request for our address) fills the cache (NeighbourTable).
 // We answer ARP requests for our address only when the address is configured on no interface;
 // when it is (the usual case) the kernel answers them.
 #pragma once
@@ -25,8 +25,8 @@ class AfPacketNetdev : public RawEthNetdev {
   // interface does not exist or has none.
   static bool interface_ipv4(const std::string& ifname, IpAddr& out, std::string& error);
 
-  // Opens a packet socket on `ifname` for `local` (an IPv4 address, normally one configured on
-  // the interface), tagging sent frames with `vlan_tci` when given. nullptr with `error` set,
+  // Opens a packet socket on `ifname` for `local` (IPv4 or IPv6, normally an address configured
+  // on the interface), tagging sent frames with `vlan_tci` when given. nullptr with `error` set,
   // e.g. "af_packet:veth0: no such interface" or "af_packet:veth0: socket: Operation not
   // permitted (needs CAP_NET_RAW)". Also holds local:4791 in the kernel's UDP stack.
   static std::unique_ptr<AfPacketNetdev> open(const std::string& ifname, IpAddr local,

@@ -81,10 +81,6 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   d->link_.vlan_tci = vlan_tci;
   d->link_.mtu = std::min<std::uint32_t>(
       d->link_.mtu, kChunk - wire::kEthernetLen - (vlan_tci ? wire::kVlanTagLen : 0));
-  if (!local.is_v4()) {
-    error = where + ": " + local.str() + ": only IPv4 addresses are supported";
-    return nullptr;
-  }
   libbpf_set_print(quiet_bpf);
   libxdp_set_print(quiet_xdp);
   Xsk& x = *d->x_;
@@ -108,12 +104,19 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
     error = where + ": the embedded XDP program lacks its maps";
     return nullptr;
   }
-  const std::uint32_t addr_key = 0, port_key = 1, vlan_key = 2;
-  const std::uint32_t addr_be = htonl(local.v4_host()), port_be = htons(kRoceV2Port);
-  const std::uint32_t vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
-  if (bpf_map_update_elem(config_fd, &addr_key, &addr_be, BPF_ANY) != 0 ||
-      bpf_map_update_elem(config_fd, &port_key, &port_be, BPF_ANY) != 0 ||
-      bpf_map_update_elem(config_fd, &vlan_key, &vid, BPF_ANY) != 0) {
+  // struct roce_config of the XDP program.
+  struct {
+    std::uint32_t ipv6, addr4;
+    std::array<std::uint8_t, 16> addr6;
+    std::uint32_t port, vid;
+  } cfg{};
+  cfg.ipv6 = local.is_v4() ? 0 : 1;
+  cfg.addr4 = local.is_v4() ? htonl(local.v4_host()) : 0;
+  cfg.addr6 = local.bytes;
+  cfg.port = htons(kRoceV2Port);
+  cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
+  const std::uint32_t key = 0;
+  if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
     error = where + ": configuring the XDP program: " + why(errno);
     return nullptr;
   }
@@ -204,8 +207,10 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   NeighbourTable::Config nc;
   nc.answer_arp = false;  // ARP goes to the kernel, which answers for its address
   nc.resolver = NeighbourTable::Resolver::kKernel;
+  // Read the kernel's table every 20 ms for 3 s: its own resolution sends three probes a second
+  // apart, and the first is lost on a link that has just come up.
   nc.retry = std::chrono::milliseconds(20);
-  nc.tries = 50;  // one second, like the kernel's own resolution
+  nc.tries = 150;
   if (!d->start(where, local, nc, faults, error)) return nullptr;
   return d;
 }

@@ -2,13 +2,13 @@
 // receive queue, in zero-copy mode where the driver has it, else in copy mode (XDP_COPY, which
 // veth and every driver support), with need_wakeup. An XDP program of our own
 // (netdev/xdp/roce_redirect.bpf.c, embedded at build time, attached through a BPF link that goes
-// away with the process) redirects IPv4 UDP to our address and port 4791 into the socket and passes
-// every other frame, ARP included, to the kernel. Frames are built by RawEthNetdev; neighbours come
-// from the kernel's table, the kernel being asked to resolve (netlink NTF_USE) when it has no
-// entry, since ARP replies go to it. Needs CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per
-// interface (one XDP program). A UMEM chunk is 4096 bytes: the MTU offered is at most 4096 less the
-// Ethernet header. Built only when libxdp, libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then
-// defined).
+// away with the process) redirects UDP to our address (IPv4 or IPv6) and port 4791 into the socket
+// and passes every other frame, ARP and ND included, to the kernel. Frames are built by
+// RawEthNetdev; neighbours come from the kernel's table, the kernel being asked to resolve
+// (netlink NTF_USE) when it has no entry, since ARP replies and advertisements go to it. Needs
+// CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
+// is 4096 bytes: the MTU offered is at most 4096 less the Ethernet header. Built only when libxdp,
+// libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
 #pragma once
 
 #include <cstdint>
@@ -24,9 +24,9 @@ namespace softrdma::netdev {
 
 class AfXdpNetdev : public RawEthNetdev {
  public:
-  // Opens an XDP socket on queue `queue` of `ifname` for `local` (an IPv4 address configured on
-  // the interface), tagging frames with `vlan_tci` when given. nullptr with `error` set, e.g.
-  // "af_xdp:veth0: loading the XDP program: Operation not permitted (needs CAP_BPF and
+  // Opens an XDP socket on queue `queue` of `ifname` for `local` (an IPv4 or IPv6 address
+  // configured on the interface), tagging frames with `vlan_tci` when given. nullptr with `error`
+  // set, e.g. "af_xdp:veth0: loading the XDP program: Operation not permitted (needs CAP_BPF and
   // CAP_NET_ADMIN)".
   static std::unique_ptr<AfXdpNetdev> open(const std::string& ifname, IpAddr local,
                                            std::string& error, FaultConfig faults = {},

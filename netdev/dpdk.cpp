@@ -138,10 +138,6 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   } else if (!interface_ipv4(where, iface, addr, error)) {
     return nullptr;
   }
-  if (!addr.is_v4()) {
-    error = where + ": " + addr.str() + ": only IPv4 addresses are supported";
-    return nullptr;
-  }
   if (!start_eal(where, device, error)) return nullptr;
   if (!find_port(device, d->port_)) {
     error = where + ": no DPDK port for it (a PCI NIC must be bound to vfio-pci)";
@@ -204,6 +200,8 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
     error = where + ": send queue: " + rte_strerror(-r);
     return nullptr;
   }
+  // IPv6 neighbour solicitations go to a solicited-node group: let multicast in.
+  if (!addr.is_v4()) rte_eth_allmulticast_enable(d->port_);
   if (int r = rte_eth_dev_start(d->port_); r < 0) {
     error = where + ": starting the port: " + rte_strerror(-r);
     return nullptr;
@@ -218,7 +216,7 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   NeighbourTable::Config nc;
   // The kernel answers ARP for an address of its own on the vdev's interface (or a VLAN
   // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
-  nc.answer_arp = iface.empty() || interface_with(addr.v4_host()).empty();
+  nc.answer_arp = iface.empty() || interface_with(addr).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
   if (!d->start(where, addr, nc, faults, error)) return nullptr;
   d->poller_ = std::thread([p = d.get()] { p->poll_loop(); });

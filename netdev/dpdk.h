@@ -3,11 +3,12 @@
 // or a NIC given by its PCI address (bound to vfio-pci). The EAL starts once per process, in
 // memory and without hugepages when none are configured (--in-memory --no-huge), and the
 // calling thread's CPU affinity is given back afterwards. Frames are built by RawEthNetdev;
-// neighbours by our own ARP (and the kernel's table for an interface it knows), and we answer ARP
-// for our address when the kernel does not have it. DPDK ports have no file descriptor to wait
-// on: a receive thread polls the port (backing off to 1 ms sleeps when idle), hands mbufs over
-// through a single-producer ring and signals an eventfd. The mbuf pool is sized from the number
-// of QPs expected. Built only when pkg-config finds libdpdk (SOFTRDMA_HAVE_DPDK is then defined).
+// neighbours by our own ARP or ND (and the kernel's table for an interface it knows), and we
+// answer ARP / solicitations for our address when the kernel does not have it. DPDK ports have no
+// file descriptor to wait on: a receive thread polls the port (backing off to 1 ms sleeps when
+// idle), hands mbufs over through a single-producer ring and signals an eventfd. The mbuf pool is
+// sized from the number of QPs expected. Built only when pkg-config finds libdpdk
+// (SOFTRDMA_HAVE_DPDK is then defined).
 #pragma once
 
 #include <atomic>
@@ -29,9 +30,9 @@ class DpdkNetdev : public RawEthNetdev {
  public:
   static constexpr std::uint32_t kDefaultQps = 64;
   // Opens `device` (devargs of a vdev, or a PCI address) for `local`; without `local`, the first
-  // IPv4 address of the vdev's iface= interface. nullptr with `error` set, e.g. "dpdk:DEV: EAL
-  // could not start: …" or "dpdk:DEV: no port (a PCI NIC must be bound to vfio-pci)". Extra EAL
-  // arguments may come from SOFTRDMA_DPDK_ARGS (space-separated).
+  // IPv4 address of the vdev's iface= interface (IPv6 must be given). nullptr with `error` set,
+  // e.g. "dpdk:DEV: EAL could not start: …" or "dpdk:DEV: no port (a PCI NIC must be bound to
+  // vfio-pci)". Extra EAL arguments may come from SOFTRDMA_DPDK_ARGS (space-separated).
   static std::unique_ptr<DpdkNetdev> open(const std::string& device, std::optional<IpAddr> local,
                                           std::string& error, FaultConfig faults = {},
                                           std::optional<std::uint16_t> vlan_tci = {},

@@ -1,7 +1,8 @@
 // The shared half of the raw Ethernet backends (AF_PACKET, AF_XDP, DPDK): softrdma builds whole
-// Ethernet (optionally 802.1Q-tagged)/IPv4/UDP frames itself — the interface's MAC, IPv4 ID 0
-// with DF and a header checksum, DSCP/ECN from the traffic class, TTL from the hop limit, UDP
-// checksum 0 — resolves neighbours (NeighbourTable), applies faults, and turns received frames
+// Ethernet (optionally 802.1Q-tagged)/IPv4-or-IPv6/UDP frames itself — the interface's MAC, IPv4
+// ID 0 with DF and a header checksum, DSCP/ECN from the traffic class, TTL / hop limit from the
+// packet, UDP checksum 0 over IPv4 and computed over IPv6 (RFC 8200 requires one) — resolves
+// neighbours (NeighbourTable, ARP or ND), applies faults, and turns received frames
 // back into checked Packets. A backend only moves frames: put_frames() and put_frame() send,
 // and its recv_batch() hands each received frame to take_frame().
 #pragma once
@@ -31,9 +32,9 @@ struct RawLink {
 // with `where`) when the interface does not exist or has none.
 bool interface_ipv4(const std::string& where, const std::string& ifname, IpAddr& out,
                     std::string& error);
-// The interface `ip` (host order) is configured on, or "" when it is on none (then the kernel
-// does not answer ARP for it).
-std::string interface_with(std::uint32_t ip);
+// The interface `ip` is configured on, or "" when it is on none (then the kernel does not answer
+// ARP or neighbour solicitations for it).
+std::string interface_with(const IpAddr& ip);
 // Fills the MAC, MTU and index of the Ethernet interface `ifname`; false with `error` set.
 bool read_link(const std::string& where, const std::string& ifname, RawLink& link,
                std::string& error);
@@ -46,7 +47,8 @@ class RawEthNetdev : public Netdev {
 
   // Sets each packet's src to our address, fills the ICRC, applies faults and sends whole
   // frames (to the group MAC for a multicast dst). Refuses (stops at) a packet that is too
-  // short, too long for the MTU or not IPv4. Packets to an unresolved neighbour are queued.
+  // short, too long for the MTU or of the other address family. Packets to an unresolved neighbour
+  // are queued.
   std::size_t send_batch(std::span<Packet* const> pkts) override;
   int next_timeout_ms() const override;
   // Releases delayed packets, retries resolutions and drops packets whose resolution failed.
@@ -60,9 +62,9 @@ class RawEthNetdev : public Netdev {
   bool resolved(const IpAddr& ip) const;
 
  protected:
-  // Ethernet (+ tag) + IPv4 + UDP.
+  // Ethernet (+ tag) + IPv6 (or the shorter IPv4) + UDP.
   static constexpr std::size_t kMaxHdrLen =
-      wire::kEthernetLen + wire::kVlanTagLen + wire::kIpv4MinLen + wire::kUdpLen;
+      wire::kEthernetLen + wire::kVlanTagLen + wire::kIpv6Len + wire::kUdpLen;
   // One frame to send, in two pieces: our headers and the datagram.
   struct TxFrame {
     const std::uint8_t* hdr;
@@ -89,10 +91,10 @@ class RawEthNetdev : public Netdev {
   // while put_frames() still works.
   void flush_faults();
 
-  // Handles one received Ethernet frame: frames of another VLAN are ignored (not ours); ARP goes
-  // to the neighbour table; an IPv4 RoCEv2
-  // datagram for us with a good header and ICRC is copied into `out` with its addressing, TOS
-  // and TTL (true); anything else is a counted drop. `orig_len` is the frame's length on the
+  // Handles one received Ethernet frame: frames of another VLAN are ignored (not ours); ARP and
+  // ND go to the neighbour table; a RoCEv2 datagram for us (of our family) with a good header and
+  // ICRC is copied into `out` with its addressing, traffic class and hop limit (true); anything
+  // else is a counted drop. `orig_len` is the frame's length on the
   // wire (a truncated frame is malformed). A UDP GSO frame of `gso_size`-byte segments comes
   // out one segment per call, with `more` set while segments remain.
   bool take_frame(const std::uint8_t* frame, std::uint32_t len, std::uint32_t orig_len,
@@ -105,13 +107,15 @@ class RawEthNetdev : public Netdev {
   RawLink link_;
   std::unique_ptr<NeighbourTable> neighbours_;
   std::array<IpAddr, 1> addrs_;
-  std::uint32_t local4_ = 0;
+  std::uint32_t local4_ = 0;  // when addrs_[0] is IPv4
 
  private:
   void transmit(std::span<const Packet> pkts);
   void build_headers(const Packet& p, const wire::MacAddr& dst, std::uint8_t* hdr) const;
   void put_queued(const std::uint8_t* frame, std::size_t len, bool data);
   bool vlan_ours(const std::optional<std::uint16_t>& tci) const;
+  // Hands an ICMPv6 neighbour solicitation or advertisement for us to the neighbour table.
+  void take_nd(const wire::Ethernet& eth, const std::uint8_t* frame, std::size_t len);
   void drop_rx(FaultEvent ev, std::atomic<std::uint64_t>& counter, const Packet& view);
 
   std::size_t hdr_len_ = 0;

@@ -41,6 +41,10 @@ constexpr const char* kVlanAddrA = "10.97.11.1";
 constexpr const char* kVlanAddrB = "10.97.11.2";
 constexpr const char* kOwnAddrA = "10.97.12.1";  // configured on no interface
 constexpr const char* kOwnAddrB = "10.97.12.2";
+constexpr const char* kAddr6A = "fd97:1::1";  // on the veth ends (no duplicate detection)
+constexpr const char* kAddr6B = "fd97:1::2";
+constexpr const char* kOwnAddr6A = "fd97:12::1";  // configured on no interface
+constexpr const char* kOwnAddr6B = "fd97:12::2";
 constexpr std::uint16_t kVlan = 5;
 constexpr std::uint32_t kCount = 10;  // datagrams of several sizes, one per send_batch
 constexpr std::uint32_t kRun = 8;     // then equal ones in one batch (UDP GSO on the UDP backend)
@@ -82,6 +86,8 @@ struct VethPair {
     bool ok = run("ip link add veth0 netns " + a + " type veth peer name veth1 netns " + b) &&
               run("ip -n " + a + " addr add " + kAddrA + "/24 dev veth0") &&
               run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
+              run("ip -n " + a + " addr add " + kAddr6A + "/64 dev veth0 nodad") &&
+              run("ip -n " + b + " addr add " + kAddr6B + "/64 dev veth1 nodad") &&
               run("ip -n " + a + " link set veth0 up") &&
               run("ip -n " + b + " link set veth1 up") && run("ip -n " + a + " link set lo up") &&
               run("ip -n " + b + " link set lo up");
@@ -159,7 +165,7 @@ std::unique_ptr<Netdev> open_dev(Kind kind, const std::string& ifname, const IpA
   if (kind == Kind::kUdp) return UdpNetdev::open(me, error, faults);
   IpAddr found;
   if (!AfPacketNetdev::interface_ipv4(ifname, found, error)) return nullptr;
-  if (found != me && !g_vlan) {
+  if (found != me && me.is_v4() && !g_vlan) {
     error = "interface_ipv4 found " + found.str();
     return nullptr;
   }
@@ -350,11 +356,20 @@ std::pair<std::string, std::string> run_sides(const VethPair& net,
   return {ra, finish(b)};
 }
 
-// With `vlan`, the raw backends tag their frames; with `kernel_vlan` too, the addresses are those
-// of the kernel's VLAN interfaces (a UDP side uses one), else of no interface at all (softrdma
-// answers ARP for them itself).
-void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, std::optional<std::uint16_t> vlan = {},
-              bool kernel_vlan = false) {
+// How the sides are addressed: with `vlan`, the raw backends tag their frames; with
+// `kernel_vlan` too, the addresses are those of the kernel's VLAN interfaces (a UDP side uses
+// one), else of no interface at all (softrdma answers ARP or ND for them itself). `ipv6`: IPv6
+// addresses (those of the veth ends, or of no interface with `own_addresses`).
+struct Addressing {
+  std::optional<std::uint16_t> vlan;
+  bool kernel_vlan = false;
+  bool ipv6 = false;
+  bool own_addresses = false;
+};
+
+void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, Addressing how = {}) {
+  const auto vlan = how.vlan;
+  const bool kernel_vlan = how.kernel_vlan;
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
   if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
   VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk, kernel_vlan ? vlan : std::nullopt);
@@ -362,6 +377,10 @@ void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, std::optional<std::
   g_vlan = vlan;
   const char* a_addr = !vlan ? kAddrA : kernel_vlan ? kVlanAddrA : kOwnAddrA;
   const char* b_addr = !vlan ? kAddrB : kernel_vlan ? kVlanAddrB : kOwnAddrB;
+  if (how.ipv6) {
+    a_addr = how.own_addresses ? kOwnAddr6A : kAddr6A;
+    b_addr = how.own_addresses ? kOwnAddr6B : kAddr6B;
+  }
   const IpAddr addr_a = ip(a_addr), addr_b = ip(b_addr);
   const auto [ra, rb] = run_sides(
       net,
@@ -420,16 +439,16 @@ TEST(AfXdp, AfXdpAndAfPacketInteroperate) {
 // Tagged frames built by softrdma against the kernel's 802.1Q on the other side (a UDP device on
 // the VLAN interface), and between two raw backends.
 TEST(Vlan, AfPacketTagsAndUdpOverVlanInterface) {
-  exchange(Kind::kAfPacket, Kind::kUdp, true, kVlan, true);
+  exchange(Kind::kAfPacket, Kind::kUdp, true, {.vlan = kVlan, .kernel_vlan = true});
 }
 
 TEST(Vlan, AfXdpTagsAndUdpOverVlanInterface) {
-  exchange(Kind::kUdp, Kind::kAfXdp, false, kVlan, true);
+  exchange(Kind::kUdp, Kind::kAfXdp, false, {.vlan = kVlan, .kernel_vlan = true});
 }
 
 // Addresses of no interface: tagged ARP requests and replies are softrdma's own.
 TEST(Vlan, AfPacketTagsBothWays) {
-  exchange(Kind::kAfPacket, Kind::kAfPacket, true, kVlan);
+  exchange(Kind::kAfPacket, Kind::kAfPacket, true, {.vlan = kVlan});
 }
 
 // Another VLAN's frames are not ours: B (VLAN 6) neither answers A's (VLAN 5) ARP nor takes its
@@ -487,7 +506,35 @@ TEST(Vlan, OtherVlanIsIgnored) {
 }
 
 TEST(Vlan, DpdkTagsAndAfPacketTags) {
-  exchange(Kind::kDpdk, Kind::kAfPacket, false, kVlan);
+  exchange(Kind::kDpdk, Kind::kAfPacket, false, {.vlan = kVlan});
+}
+
+// IPv6: neighbour discovery from the kernel's table or our own solicitations, the UDP checksum
+// the kernel's receiver checks, the ICRC over the IPv6 pseudo-header.
+TEST(Ipv6, AfPacketToAfPacket) {
+  exchange(Kind::kAfPacket, Kind::kAfPacket, true, {.vlan = std::nullopt, .ipv6 = true});
+}
+
+TEST(Ipv6, AfPacketAndUdpInteroperate) {
+  exchange(Kind::kAfPacket, Kind::kUdp, true, {.vlan = std::nullopt, .ipv6 = true});
+}
+
+TEST(Ipv6, UdpAndAfXdpInteroperate) {
+  exchange(Kind::kUdp, Kind::kAfXdp, false, {.vlan = std::nullopt, .ipv6 = true});
+}
+
+TEST(Ipv6, AfXdpAndAfPacketInteroperate) {
+  exchange(Kind::kAfXdp, Kind::kAfPacket, false, {.vlan = std::nullopt, .ipv6 = true});
+}
+
+TEST(Ipv6, DpdkAndUdpInteroperate) {
+  exchange(Kind::kDpdk, Kind::kUdp, true, {.vlan = std::nullopt, .ipv6 = true});
+}
+
+// Addresses of no interface: solicitations and advertisements are softrdma's own.
+TEST(Ipv6, OwnAddressesAnswerNeighbourDiscovery) {
+  exchange(Kind::kAfPacket, Kind::kDpdk, false,
+           {.vlan = std::nullopt, .ipv6 = true, .own_addresses = true});
 }
 
 TEST(Dpdk, DpdkAndUdpInteroperate) {
