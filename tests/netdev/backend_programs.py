@@ -5,8 +5,9 @@ usage: backend_programs.py SOFTRDMA NAME SERVER/CLIENT...
 Creates two network namespaces (sr7-NAME-PID-a and -b) joined by a veth pair (10.97.N.1/24 and
 10.97.N.2/24, only inside them; N from NAME), runs ibv_rc_pingpong, ib_write_bw and ib_read_lat
 server/client pairs through `softrdma run --netdev BACKEND` for each SERVER/CLIENT pair of
-backends (af_packet, af_xdp, dpdk, udp; the server in namespace a, the client in b), checks both
-exit 0, and always deletes the namespaces. Exits 77 (skipped, saying why) when not root, when
+backends (af_packet, af_xdp, dpdk, udp, each with a 6 suffix for IPv6 addresses fd97:N::1 and
+fd97:N::2; the server in namespace a, the client in b), checks both exit 0, and always deletes
+the namespaces. Exits 77 (skipped, saying why) when not root, when
 `ip` or a program is missing, or when a backend cannot start on this machine for want of a
 privilege, a kernel feature or a build dependency."""
 import os
@@ -31,6 +32,7 @@ prefix = f"sr7-{name}-{os.getpid()}"
 NS = {"a": prefix + "-a", "b": prefix + "-b"}
 IFACE = {"a": "veth0", "b": "veth1"}
 ADDR = {"a": f"10.97.{SUBNET}.1", "b": f"10.97.{SUBNET}.2"}
+ADDR6 = {"a": f"fd97:{SUBNET}::1", "b": f"fd97:{SUBNET}::2"}
 # Reasons a backend cannot start that are the machine's, not softrdma's.
 ENVIRONMENTAL = ("needs CAP_", "does not support", "a kernel without", "this build has no",
                  "EAL could not start")
@@ -47,9 +49,10 @@ def setup():
        "netns", NS["b"])
     for side in ("a", "b"):
         sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
+        sh("ip", "-n", NS[side], "addr", "add", ADDR6[side] + "/64", "dev", IFACE[side], "nodad")
         sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
         sh("ip", "-n", NS[side], "link", "set", "lo", "up")
-        if any("dpdk" in p for p in pairs):
+        if any(k.startswith("dpdk") for p in pairs for k in p):
             # DPDK's af_packet PMD cannot split the peer's UDP GSO frames (a veth carries them
             # whole; a NIC would have segmented them): have the kernel segment before the veth.
             sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", "1")
@@ -61,11 +64,17 @@ def cleanup():
 
 
 def netdev(side, kind):
+    v6 = kind.endswith("6")
+    kind = kind.rstrip("6")
+    addr = (ADDR6 if v6 else ADDR)[side]
     if kind == "udp":
-        return f"udp:{ADDR[side]}"
+        return f"udp:{addr}"
     if kind == "dpdk":
-        return f"dpdk:net_af_packet{side},iface={IFACE[side]}@{ADDR[side]}"
-    return f"{kind}:{IFACE[side]}"
+        return f"dpdk:net_af_packet{side},iface={IFACE[side]}@{addr}"
+    return f"{kind}:{IFACE[side]}:{addr}" if v6 else f"{kind}:{IFACE[side]}"
+
+
+
 
 
 def command(side, kind, program):
@@ -80,7 +89,7 @@ def probe(side, kind):
     r = subprocess.run(["ip", "netns", "exec", NS[side], softrdma, "devices"], env=env,
                        capture_output=True, text=True, timeout=60)
     out = r.stdout + r.stderr
-    if r.returncode == 0 and f" {kind} " in out.replace("\t", " "):
+    if r.returncode == 0 and f" {kind.rstrip('6')} " in out.replace("\t", " "):
         return None
     return out.strip() or f"exit {r.returncode}"
 
@@ -94,6 +103,8 @@ def pair(label, server_kind, client_kind, program, timeout=120):
                            stderr=subprocess.STDOUT, text=True)
     time.sleep(1.0)
     try:
+        # The programs exchange their GIDs over TCP to the server's IPv4 address, whatever
+        # the devices' family (their servers listen on IPv4 only).
         cli = subprocess.run(command("b", client_kind, program + [ADDR["a"]]),
                              capture_output=True, text=True, timeout=timeout)
         s_out, _ = srv.communicate(timeout=timeout)
