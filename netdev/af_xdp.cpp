@@ -185,6 +185,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
     *xsk_ring_prod__fill_addr(&x.fq, idx + i) = std::uint64_t{i} * kChunk;
   }
   xsk_ring_prod__submit(&x.fq, kRxChunks);
+  d->fill_pending_.reserve(kRxChunks);
   d->tx_free_.reserve(kTxChunks);
   for (std::uint32_t i = 0; i < kTxChunks; ++i) {
     d->tx_free_.push_back(std::uint64_t{kRxChunks + i} * kChunk);
@@ -280,33 +281,38 @@ bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
   return push(std::span<const TxFrame>(&f, 1)) == 1;
 }
 
+void AfXdpNetdev::refill() {
+  // The fill ring has room for every RX chunk, so all fit; should one not, it waits here for
+  // the next call rather than being lost.
+  Xsk& x = *x_;
+  std::uint32_t n = static_cast<std::uint32_t>(fill_pending_.size());
+  std::uint32_t idx = 0;
+  while (n > 0 && xsk_ring_prod__reserve(&x.fq, n, &idx) != n) n /= 2;
+  if (n == 0) return;
+  const std::size_t first = fill_pending_.size() - n;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    *xsk_ring_prod__fill_addr(&x.fq, idx + k) = fill_pending_[first + k];
+  }
+  xsk_ring_prod__submit(&x.fq, n);
+  fill_pending_.resize(first);
+}
+
 std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   Xsk& x = *x_;
   std::uint32_t idx = 0;
   const std::uint32_t got =
       xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(pkts.size()), &idx);
   std::size_t n = 0;
-  std::array<std::uint64_t, 256> chunks;
-  std::uint32_t nchunks = 0;
   for (std::uint32_t i = 0; i < got; ++i) {
     const xdp_desc* desc = xsk_ring_cons__rx_desc(&x.rx, idx + i);
     const std::uint64_t addr = xsk_umem__add_offset_to_addr(desc->addr);
     const auto* frame = static_cast<const std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
     bool more = false;
     if (take_frame(frame, desc->len, desc->len, 0, *pkts[n], more)) ++n;
-    chunks[nchunks++] = xsk_umem__extract_addr(desc->addr);
-    if (nchunks == chunks.size() || i + 1 == got) {
-      // Give the chunks back to the fill ring (it has room: it held them before).
-      std::uint32_t fidx = 0;
-      while (xsk_ring_prod__reserve(&x.fq, nchunks, &fidx) != nchunks) {
-      }
-      for (std::uint32_t k = 0; k < nchunks; ++k)
-        *xsk_ring_prod__fill_addr(&x.fq, fidx + k) = chunks[k];
-      xsk_ring_prod__submit(&x.fq, nchunks);
-      nchunks = 0;
-    }
+    fill_pending_.push_back(xsk_umem__extract_addr(desc->addr));  // reserved: no allocation
   }
   if (got > 0) xsk_ring_cons__release(&x.rx, got);
+  if (!fill_pending_.empty()) refill();
   if (xsk_ring_prod__needs_wakeup(&x.fq)) {
     (void)!recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
   }

@@ -59,13 +59,16 @@ class AfXdpNetdev : public RawEthNetdev {
   void reclaim();
   // Makes the kernel send what the TX ring holds (tx_mu_ held).
   void kick();
+  // Gives received chunks back to the fill ring.
+  void refill();
 
   std::unique_ptr<Xsk> x_;
   int fd_ = -1;
   bool zero_copy_ = false;
-  std::mutex tx_mu_;                    // one TX ring: senders take turns
-  std::vector<std::uint64_t> tx_free_;  // free TX chunks (addresses in the UMEM)
-  std::uint32_t tx_outstanding_ = 0;    // submitted, not yet completed
+  std::mutex tx_mu_;                         // one TX ring: senders take turns
+  std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
+  std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
+  std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed
 };
 
 }  // namespace softrdma::netdev
