@@ -246,11 +246,14 @@ std::size_t FaultInjector::held() const {
   return delayed_.size() + reordered_.size();
 }
 
-void emit_batch(FaultInjector* faults, std::span<Packet* const> pkts,
-                const FaultInjector::Emit& emit) {
+std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> all, std::size_t accepted,
+                       AtomicCounters& counters, const FaultInjector::Emit& emit) {
+  if (accepted < all.size()) bump(counters.tx_errors, all.size() - accepted);
+  if (accepted == 0) return 0;
+  const std::span<Packet* const> pkts = all.first(accepted);
   if (faults) {
     faults->process(pkts, emit);
-    return;
+    return accepted;
   }
   constexpr std::size_t kRun = 64;
   std::array<Packet, kRun> run;
@@ -259,6 +262,7 @@ void emit_batch(FaultInjector* faults, std::span<Packet* const> pkts,
     for (std::size_t j = 0; j < m; ++j) run[j] = *pkts[i + j];
     emit(std::span<const Packet>(run.data(), m));
   }
+  return accepted;
 }
 
 }  // namespace softrdma::netdev

@@ -86,10 +86,10 @@ class FaultInjector {
   FaultObserver observer_;
 };
 
-// The shared tail of every backend's send_batch: the packets (checked, stamped, ICRC
-// filled) go through `faults` when there is one, else straight to `emit` in contiguous
-// runs of at most 64.
-void emit_batch(FaultInjector* faults, std::span<Packet* const> pkts,
-                const FaultInjector::Emit& emit);
+// The shared tail of every backend's send_batch: the first `accepted` packets (checked,
+// stamped, ICRC filled) go through `faults` when there is one, else straight to `emit` in
+// contiguous runs of at most 64; the refused rest is counted in tx_errors. Returns `accepted`.
+std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> pkts, std::size_t accepted,
+                       AtomicCounters& counters, const FaultInjector::Emit& emit);
 
 }  // namespace softrdma::netdev

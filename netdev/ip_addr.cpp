@@ -10,6 +10,17 @@ namespace {
 constexpr std::array<std::uint8_t, 12> kV4MappedPrefix = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xFF, 0xFF};
 }  // namespace
 
+void Netdev::hand_over(const Packet& view, Packet& out) {
+  std::uint8_t* buf = out.data;
+  const std::uint32_t cap = out.cap;
+  std::memcpy(buf, view.data, view.len);
+  out = view;
+  out.data = buf;
+  out.cap = cap;
+  bump(counters_.rx_packets);
+  bump(counters_.rx_bytes, view.len);
+}
+
 IpAddr IpAddr::v4(std::uint32_t host_order) {
   IpAddr a;
   std::memcpy(a.bytes.data(), kV4MappedPrefix.data(), kV4MappedPrefix.size());

@@ -133,9 +133,8 @@ std::size_t MemoryNetdev::send_batch(std::span<Packet* const> pkts) {
     fill_icrc(*p);
     ++n;
   }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-  return n;
+  return emit_batch(faults_.get(), pkts, n, counters_,
+                    [this](std::span<const Packet> p) { transmit(p); });
 }
 
 std::size_t MemoryNetdev::recv_batch(std::span<Packet* const> pkts) {
@@ -162,14 +161,7 @@ std::size_t MemoryNetdev::recv_batch(std::span<Packet* const> pkts) {
       bump(counters_.rx_icrc_errors);
       if (observer_) observer_(FaultEvent::kRxIcrc, view);
     } else {
-      std::uint8_t* buf = out.data;
-      const std::uint32_t cap = out.cap;
-      std::memcpy(buf, view.data, view.len);
-      out = view;
-      out.data = buf;
-      out.cap = cap;
-      bump(counters_.rx_packets);
-      bump(counters_.rx_bytes, view.len);
+      hand_over(view, out);
       ++n;
     }
     if (spare_.size() < 256) spare_.push_back(std::move(d.bytes));

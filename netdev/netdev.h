@@ -155,6 +155,10 @@ class Netdev {
   Counters counters() const { return counters_.snapshot(); }
 
  protected:
+  // Copies the checked datagram `view` into `out` (its buffer and cap kept, the rest taken
+  // from `view`) and counts it received. `view.len` must fit `out.cap`.
+  void hand_over(const Packet& view, Packet& out);
+
   AtomicCounters counters_;
 };
 

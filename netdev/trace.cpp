@@ -350,9 +350,8 @@ void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, co
   const std::size_t tlen = pcap::format_annotation(a, text, sizeof text);
   const std::size_t caplen = cfg_.snaplen ? std::min<std::size_t>(len, cfg_.snaplen) : len;
   writer_->write(iface_, ts_ns ? ts_ns : pcap::PcapngWriter::now_ns(),
-                 wire::Bytes(frame.data(), caplen),
-                 static_cast<std::uint32_t>(len), tx ? pcap::kEpbOutbound : pcap::kEpbInbound,
-                 std::string_view(text, tlen));
+                 wire::Bytes(frame.data(), caplen), static_cast<std::uint32_t>(len),
+                 tx ? pcap::kEpbOutbound : pcap::kEpbInbound, std::string_view(text, tlen));
 }
 
 void TracingNetdev::on_event(FaultEvent e, const Packet& p) {

@@ -366,10 +366,8 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
     fill_icrc(*p);
     ++n;
   }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  if (n == 0) return 0;
-  emit_batch(faults_.get(), pkts.first(n), [this](std::span<const Packet> p) { transmit(p); });
-  return n;
+  return emit_batch(faults_.get(), pkts, n, counters_,
+                    [this](std::span<const Packet> p) { transmit(p); });
 }
 
 void UdpNetdev::transmit(std::span<const Packet> pkts) {
@@ -388,7 +386,8 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
   // Runs of equal-sized datagrams to one destination leave as one message with
   // UDP_SEGMENT (GSO): the kernel cuts it into the same datagrams on the wire,
   // for a fraction of the per-datagram cost. The last of a run may be shorter.
-  constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(std::uint16_t));
+  constexpr std::size_t kCmsgSpace =
+      CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(std::uint16_t));
   constexpr std::size_t kMaxSegments = 64;
   constexpr std::size_t kMaxGsoBytes = 65000;
   std::array<mmsghdr, kSendChunk> msgs{};
@@ -402,10 +401,10 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
     std::size_t j = i + 1;
     std::size_t bytes = p.len;
     if (gso_) {
-      while (j < n && j - i < kMaxSegments && pkts[j - 1].len == p.len &&
-             pkts[j].len <= p.len && bytes + pkts[j].len <= kMaxGsoBytes &&
-             pkts[j].dst == p.dst && pkts[j].dst_port == p.dst_port &&
-             pkts[j].traffic_class == p.traffic_class && pkts[j].hop_limit == p.hop_limit) {
+      while (j < n && j - i < kMaxSegments && pkts[j - 1].len == p.len && pkts[j].len <= p.len &&
+             bytes + pkts[j].len <= kMaxGsoBytes && pkts[j].dst == p.dst &&
+             pkts[j].dst_port == p.dst_port && pkts[j].traffic_class == p.traffic_class &&
+             pkts[j].hop_limit == p.hop_limit) {
         bytes += pkts[j].len;
         ++j;
       }
@@ -480,8 +479,8 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
       bump(counters_.tx_errors, first[nmsg] - first[off]);  // still full: lost, like a full ring
       return;
     }
-    if (gso_ && first[off + 1] - first[off] > 1 && (errno == EINVAL || errno == EIO ||
-                                                    errno == ENOPROTOOPT || errno == EOPNOTSUPP)) {
+    if (gso_ && first[off + 1] - first[off] > 1 &&
+        (errno == EINVAL || errno == EIO || errno == ENOPROTOOPT || errno == EOPNOTSUPP)) {
       // No UDP GSO here: send the rest one datagram at a time from now on.
       gso_ = false;
       send_chunk(fd, pkts + first[off], n - first[off]);
@@ -520,14 +519,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out) {
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
   }
-  std::uint8_t* buf = out.data;
-  const std::uint32_t cap = out.cap;
-  std::memcpy(buf, view.data, view.len);
-  out = view;
-  out.data = buf;
-  out.cap = cap;
-  bump(counters_.rx_packets);
-  bump(counters_.rx_bytes, view.len);
+  hand_over(view, out);
   return true;
 }
 

@@ -12,6 +12,12 @@
 #include <mutex>
 
 #include "netdev/af_packet.h"
+#ifdef SOFTRDMA_HAVE_AF_XDP
+#include "netdev/af_xdp.h"
+#endif
+#ifdef SOFTRDMA_HAVE_DPDK
+#include "netdev/dpdk.h"
+#endif
 #include "netdev/faults.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
@@ -20,13 +26,40 @@ namespace softrdma::verbs {
 
 namespace {
 
-// "af_packet:IFACE" or "af_packet:IFACE:ADDRESS" into its interface and (maybe empty) address.
-bool split_af_packet(const std::string& value, std::string& iface, std::string& addr) {
-  const std::string rest = value.substr(std::string("af_packet:").size());
+// "KIND:IFACE" or "KIND:IFACE:ADDRESS" (af_packet, af_xdp) into its interface and (maybe empty)
+// address.
+bool split_iface(const std::string& value, std::string& iface, std::string& addr) {
+  const std::string rest = value.substr(value.find(':') + 1);
   const auto colon = rest.find(':');
   iface = rest.substr(0, colon);
   addr = colon == std::string::npos ? "" : rest.substr(colon + 1);
   return !iface.empty() && (colon == std::string::npos || !addr.empty());
+}
+
+// "dpdk:DEVICE" or "dpdk:DEVICE@ADDRESS" into the device (a vdev's devargs or a PCI address)
+// and the (maybe empty) address.
+bool split_dpdk(const std::string& value, std::string& dev, std::string& addr) {
+  const std::string rest = value.substr(std::string("dpdk:").size());
+  const auto at = rest.rfind('@');
+  dev = rest.substr(0, at);
+  addr = at == std::string::npos ? "" : rest.substr(at + 1);
+  return !dev.empty() && (at == std::string::npos || !addr.empty());
+}
+
+constexpr const char* kBackends =
+    "udp:ADDRESS, af_packet:INTERFACE[:ADDRESS], af_xdp:INTERFACE[:ADDRESS] or "
+    "dpdk:DEVICE[@ADDRESS]";
+
+// A whole decimal number from lo to hi, or false with a message naming `key`.
+bool number(const std::string& key, const std::string& value, unsigned lo, unsigned hi, unsigned& v,
+            std::string& error) {
+  auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
+  if (ec != std::errc() || p != value.data() + value.size() || v < lo || v > hi) {
+    error = key + " must be a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+            ", not '" + value + "'";
+    return false;
+  }
+  return true;
 }
 
 bool apply(Config& cfg, const std::string& key, const std::string& value, std::string& error) {
@@ -43,20 +76,22 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
         error = "bad address in '" + value + "' (expected udp:IPV4-OR-IPV6-ADDRESS)";
         return false;
       }
-    } else if (value.rfind("af_packet:", 0) == 0) {
+    } else if (value.rfind("af_packet:", 0) == 0 || value.rfind("af_xdp:", 0) == 0) {
       std::string iface, addr;
-      if (!split_af_packet(value, iface, addr) ||
-          (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
-        error = "bad value '" + value +
-                "' (expected af_packet:INTERFACE or af_packet:INTERFACE:IPV4-ADDRESS)";
+      const std::string kind = value.substr(0, value.find(':'));
+      if (!split_iface(value, iface, addr) || (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
+        error = "bad value '" + value + "' (expected " + kind + ":INTERFACE or " + kind +
+                ":INTERFACE:IPV4-ADDRESS)";
         return false;
       }
-    } else if (value.rfind("af_xdp:", 0) == 0 || value.rfind("dpdk:", 0) == 0) {
-      error = "backend '" + value.substr(0, value.find(':')) +
-              "' is not implemented yet (use udp:ADDRESS or af_packet:INTERFACE)";
-      return false;
+    } else if (value.rfind("dpdk:", 0) == 0) {
+      std::string dev, addr;
+      if (!split_dpdk(value, dev, addr) || (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
+        error = "bad value '" + value + "' (expected dpdk:DEVICE or dpdk:DEVICE@IPV4-ADDRESS)";
+        return false;
+      }
     } else if (!value.empty()) {
-      error = "unknown backend '" + value + "' (expected udp:ADDRESS or af_packet:INTERFACE)";
+      error = "unknown backend '" + value + "' (expected " + kBackends + ")";
       return false;
     }
     cfg.netdev = value;
@@ -66,12 +101,16 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     cfg.faults = value;
   } else if (key == "mtu") {
     unsigned v = 0;
-    auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), v);
-    if (ec != std::errc() || p != value.data() + value.size() || v < 576 || v > 65536) {
-      error = "mtu must be a number from 576 to 65536, not '" + value + "'";
-      return false;
-    }
+    if (!number(key, value, 576, 65536, v, error)) return false;
     cfg.mtu = v;
+  } else if (key == "vlan") {
+    unsigned v = 0;
+    if (!number(key, value, 1, 4094, v, error)) return false;
+    cfg.vlan = static_cast<std::uint16_t>(v);
+  } else if (key == "dpdk_qps") {
+    unsigned v = 0;
+    if (!number(key, value, 1, 65536, v, error)) return false;
+    cfg.dpdk_qps = v;
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -170,7 +209,8 @@ bool load_config(Config& cfg, std::string& error) {
       {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
       {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
       {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
-      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"}};
+      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
+      {"SOFTRDMA_VLAN", "vlan"},     {"SOFTRDMA_DPDK_QPS", "dpdk_qps"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -223,9 +263,9 @@ bool Engine::start(std::string& error) {
     }
     nd = netdev::UdpNetdev::open(address_, error, faults);
     if (!nd) return false;
-  } else if (cfg_.netdev.rfind("af_packet:", 0) == 0) {
+  } else if (cfg_.netdev.rfind("af_packet:", 0) == 0 || cfg_.netdev.rfind("af_xdp:", 0) == 0) {
     std::string iface, addr;
-    if (!split_af_packet(cfg_.netdev, iface, addr) ||
+    if (!split_iface(cfg_.netdev, iface, addr) ||
         (!addr.empty() && !netdev::IpAddr::parse(addr, address_))) {
       error = "SOFTRDMA_NETDEV: bad value '" + cfg_.netdev + "'";
       return false;
@@ -233,11 +273,41 @@ bool Engine::start(std::string& error) {
     if (addr.empty() && !netdev::AfPacketNetdev::interface_ipv4(iface, address_, error)) {
       return false;
     }
-    nd = netdev::AfPacketNetdev::open(iface, address_, error, faults);
+    if (cfg_.netdev.rfind("af_packet:", 0) == 0) {
+      nd = netdev::AfPacketNetdev::open(iface, address_, error, faults, cfg_.vlan);
+    } else {
+#ifdef SOFTRDMA_HAVE_AF_XDP
+      nd = netdev::AfXdpNetdev::open(iface, address_, error, faults, cfg_.vlan);
+#else
+      error = "af_xdp:" + iface +
+              ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
+#endif
+    }
+    if (!nd) return false;
+  } else if (cfg_.netdev.rfind("dpdk:", 0) == 0) {
+    std::string dev, addr;
+    if (!split_dpdk(cfg_.netdev, dev, addr) ||
+        (!addr.empty() && !netdev::IpAddr::parse(addr, address_))) {
+      error = "SOFTRDMA_NETDEV: bad value '" + cfg_.netdev + "'";
+      return false;
+    }
+#ifdef SOFTRDMA_HAVE_DPDK
+    nd = netdev::DpdkNetdev::open(dev, addr.empty() ? std::nullopt : std::optional(address_), error,
+                                  faults, cfg_.vlan, cfg_.dpdk_qps);
+    if (nd) address_ = nd->addresses()[0];
+#else
+    error = "dpdk:" + dev + ": this build has no DPDK backend (it needs libdpdk-dev 22.11)";
+#endif
     if (!nd) return false;
   } else {
-    error = "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev +
-            "' (this build supports udp:ADDRESS and af_packet:INTERFACE[:ADDRESS])";
+    error =
+        "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev + "' (expected " + kBackends + ")";
+    return false;
+  }
+  if (cfg_.vlan && nd->backend() == "udp") {
+    error =
+        "SOFTRDMA_VLAN: only the raw backends (af_packet, af_xdp, dpdk) tag frames; over udp: "
+        "use a VLAN interface's address";
     return false;
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);

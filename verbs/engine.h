@@ -24,11 +24,13 @@ struct Config {
   std::string pcap_filter;  // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
   std::string transport = "roce";  // "iwarp": softiwarp0 is listed first and rdma_cm uses it
   std::string mpa;                 // iWARP MPA settings, see iwarp/mpa_spec.h
+  std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
+  std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
 };
 
-// Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value
-// lines: device, netdev, faults, mtu, pcap, pcap_filter, transport, mpa); the environment wins. False and a
-// message on a bad value.
+// Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
+// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps); the environment
+// wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 
 class Engine {

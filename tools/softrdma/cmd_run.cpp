@@ -35,10 +35,12 @@ std::string library_dir() {
 int run_usage(const char* why) {
   std::fprintf(stderr,
                "softrdma run: %s\n"
-               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]]\n"
+               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|\n"
+               "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
                "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
+               "                    [--vlan ID] [--dpdk-qps N]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
@@ -54,7 +56,9 @@ int cmd_run(int argc, char** argv) {
                                                       {"--pcap-filter", "SOFTRDMA_PCAP_FILTER"},
                                                       {"--device", "SOFTRDMA_DEVICE"},
                                                       {"--transport", "SOFTRDMA_TRANSPORT"},
-                                                      {"--mpa", "SOFTRDMA_MPA"}};
+                                                      {"--mpa", "SOFTRDMA_MPA"},
+                                                      {"--vlan", "SOFTRDMA_VLAN"},
+                                                      {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];

@@ -13,8 +13,10 @@ void usage(std::FILE* out) {
                "commands:\n"
                "  lint [--json] [--roce-port PORT]... FILE\n"
                "      check every RoCEv2 packet and iWARP stream in a pcap/pcapng capture\n"
-               "  run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]] [--faults SPEC]\n"
+               "  run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|af_xdp:IFACE[:ADDRESS]|\n"
+               "                dpdk:DEVICE[@ADDRESS]] [--faults SPEC]\n"
                "      [--mtu BYTES] [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
+               "      [--vlan ID] [--dpdk-qps N]\n"
                "      -- PROGRAM [ARGS...]\n"
                "      run an unmodified verbs program over softrdma\n"
                "  devices\n"
@@ -39,7 +41,8 @@ int main(int argc, char** argv) {
   if (!std::strcmp(cmd, "run")) return softrdma::tools::cmd_run(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "devices")) return softrdma::tools::cmd_devices(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "trace")) return softrdma::tools::cmd_trace(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "sample-trace")) return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
+  if (!std::strcmp(cmd, "sample-trace"))
+    return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
   if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
     usage(stdout);
     return 0;

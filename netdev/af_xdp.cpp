@@ -1,0 +1,322 @@
+#include "netdev/af_xdp.h"
+
+#include <arpa/inet.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include <linux/if_link.h>
+#include <linux/if_xdp.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+#include <xdp/libxdp.h>
+#include <xdp/xsk.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdarg>
+#include <cstring>
+
+#include "netdev/xdp/roce_redirect_bpf.h"
+
+namespace softrdma::netdev {
+
+namespace {
+
+constexpr std::uint32_t kChunk = XSK_UMEM__DEFAULT_FRAME_SIZE;  // 4096
+constexpr std::uint32_t kRxChunks = 2048;                       // fill and RX rings
+constexpr std::uint32_t kTxChunks = 1024;                       // TX and completion rings
+constexpr std::uint32_t kKickTries = 64;
+constexpr int kBusyTries = 100;  // 1 s
+constexpr useconds_t kBusyWaitUs = 10'000;
+
+// libbpf and libxdp print their own diagnostics; ours say it once, in the error.
+int quiet_bpf(enum libbpf_print_level, const char*, va_list) {
+  return 0;
+}
+int quiet_xdp(enum libxdp_print_level, const char*, va_list) {
+  return 0;
+}
+
+std::string why(int err) {
+  std::string s = std::strerror(err);
+  if (err == EPERM || err == EACCES) s += " (needs CAP_BPF and CAP_NET_ADMIN: run as root)";
+  return s;
+}
+
+}  // namespace
+
+struct AfXdpNetdev::Xsk {
+  bpf_object* obj = nullptr;
+  bpf_link* link = nullptr;
+  void* umem_area = nullptr;
+  std::size_t umem_size = 0;
+  xsk_umem* umem = nullptr;
+  xsk_socket* xsk = nullptr;
+  xsk_ring_prod fq{};
+  xsk_ring_cons cq{};
+  xsk_ring_cons rx{};
+  xsk_ring_prod tx{};
+  ~Xsk() {
+    if (xsk) xsk_socket__delete(xsk);
+    if (umem) xsk_umem__delete(umem);
+    if (link) bpf_link__destroy(link);
+    if (obj) bpf_object__close(obj);
+    if (umem_area) munmap(umem_area, umem_size);
+  }
+};
+
+AfXdpNetdev::AfXdpNetdev() : x_(std::make_unique<Xsk>()) {}
+
+AfXdpNetdev::~AfXdpNetdev() {
+  flush_faults();
+}
+
+std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr local,
+                                               std::string& error, FaultConfig faults,
+                                               std::optional<std::uint16_t> vlan_tci,
+                                               std::uint32_t queue) {
+  std::unique_ptr<AfXdpNetdev> d(new AfXdpNetdev());
+  const std::string where = "af_xdp:" + ifname;
+  if (!read_link(where, ifname, d->link_, error)) return nullptr;
+  d->link_.vlan_tci = vlan_tci;
+  d->link_.mtu = std::min<std::uint32_t>(
+      d->link_.mtu, kChunk - wire::kEthernetLen - (vlan_tci ? wire::kVlanTagLen : 0));
+  libbpf_set_print(quiet_bpf);
+  libxdp_set_print(quiet_xdp);
+  Xsk& x = *d->x_;
+
+  // The XDP program, with our address and port in its configuration map.
+  LIBBPF_OPTS(bpf_object_open_opts, open_opts, .object_name = "softrdma_roce");
+  x.obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
+  if (!x.obj) {
+    error = where + ": opening the XDP program: " + why(errno);
+    return nullptr;
+  }
+  if (int r = bpf_object__load(x.obj); r != 0) {
+    error = where + ": loading the XDP program: " + why(-r);
+    if (-r == EINVAL || -r == ENOSYS) error += " (a kernel without BPF/XDP?)";
+    return nullptr;
+  }
+  bpf_program* prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
+  const int config_fd = bpf_object__find_map_fd_by_name(x.obj, "roce_config");
+  const int xsks_fd = bpf_object__find_map_fd_by_name(x.obj, "xsks_map");
+  if (!prog || config_fd < 0 || xsks_fd < 0) {
+    error = where + ": the embedded XDP program lacks its maps";
+    return nullptr;
+  }
+  // struct roce_config of the XDP program.
+  struct {
+    std::uint32_t ipv6, addr4;
+    std::array<std::uint8_t, 16> addr6;
+    std::uint32_t port, vid;
+  } cfg{};
+  cfg.ipv6 = local.is_v4() ? 0 : 1;
+  cfg.addr4 = local.is_v4() ? htonl(local.v4_host()) : 0;
+  cfg.addr6 = local.bytes;
+  cfg.port = htons(kRoceV2Port);
+  cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
+  const std::uint32_t key = 0;
+  if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
+    error = where + ": configuring the XDP program: " + why(errno);
+    return nullptr;
+  }
+
+  // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
+  x.umem_size = std::size_t{kChunk} * (kRxChunks + kTxChunks);
+  x.umem_area =
+      mmap(nullptr, x.umem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (x.umem_area == MAP_FAILED) {
+    x.umem_area = nullptr;
+    error = where + ": UMEM: " + std::strerror(errno);
+    return nullptr;
+  }
+  xsk_umem_config ucfg{};
+  ucfg.fill_size = kRxChunks;
+  ucfg.comp_size = kTxChunks;
+  ucfg.frame_size = kChunk;
+  ucfg.frame_headroom = 0;
+  ucfg.flags = 0;
+  if (int r = xsk_umem__create(&x.umem, x.umem_area, x.umem_size, &x.fq, &x.cq, &ucfg); r != 0) {
+    x.umem = nullptr;
+    error = where + ": creating the UMEM: " + why(-r);
+    if (-r == EAFNOSUPPORT) error += " (a kernel without AF_XDP)";
+    return nullptr;
+  }
+  xsk_socket_config scfg{};
+  scfg.rx_size = kRxChunks;
+  scfg.tx_size = kTxChunks;
+  scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // ours is attached below
+  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP). A socket closed
+  // just before on this queue releases it from a kernel work item: a bind in between is refused
+  // with EBUSY for a few milliseconds.
+  int r = 0;
+  for (const int mode : {XDP_ZEROCOPY, XDP_COPY}) {
+    scfg.bind_flags = static_cast<std::uint16_t>(mode | XDP_USE_NEED_WAKEUP);
+    for (int tries = 0; tries < kBusyTries; ++tries) {
+      r = xsk_socket__create(&x.xsk, ifname.c_str(), queue, x.umem, &x.rx, &x.tx, &scfg);
+      if (r != -EBUSY) break;
+      x.xsk = nullptr;
+      usleep(kBusyWaitUs);
+    }
+    if (r == 0) {
+      d->zero_copy_ = mode == XDP_ZEROCOPY;
+      break;
+    }
+    x.xsk = nullptr;
+    if (r == -EPERM || r == -EACCES || r == -EBUSY) break;  // not the mode's fault
+  }
+  if (r != 0) {
+    x.xsk = nullptr;
+    error = where + ": creating the XDP socket on queue " + std::to_string(queue) + ": " + why(-r);
+    return nullptr;
+  }
+  d->fd_ = xsk_socket__fd(x.xsk);
+  if (r = xsk_socket__update_xskmap(x.xsk, xsks_fd); r != 0) {
+    error = where + ": registering the XDP socket: " + why(-r);
+    return nullptr;
+  }
+  // The fill ring gets every RX chunk; TX chunks start free.
+  std::uint32_t idx = 0;
+  if (xsk_ring_prod__reserve(&x.fq, kRxChunks, &idx) != kRxChunks) {
+    error = where + ": the fill ring is smaller than asked";
+    return nullptr;
+  }
+  for (std::uint32_t i = 0; i < kRxChunks; ++i) {
+    *xsk_ring_prod__fill_addr(&x.fq, idx + i) = std::uint64_t{i} * kChunk;
+  }
+  xsk_ring_prod__submit(&x.fq, kRxChunks);
+  d->fill_pending_.reserve(kRxChunks);
+  d->tx_free_.reserve(kTxChunks);
+  for (std::uint32_t i = 0; i < kTxChunks; ++i) {
+    d->tx_free_.push_back(std::uint64_t{kRxChunks + i} * kChunk);
+  }
+
+  // Attach last, through a BPF link: it is detached when the process exits, even on a crash.
+  x.link = bpf_program__attach_xdp(prog, d->link_.ifindex);
+  if (!x.link) {
+    const int e = errno;
+    error = where + ": attaching the XDP program: " + why(e);
+    if (e == EBUSY || e == EEXIST) {
+      error +=
+          " (another XDP program is attached to " + ifname + ": one AF_XDP device per interface)";
+    } else if (e == EOPNOTSUPP || e == EINVAL) {
+      error += " (the kernel or the driver does not support XDP)";
+    }
+    return nullptr;
+  }
+
+  NeighbourTable::Config nc;
+  nc.answer_arp = false;  // ARP goes to the kernel, which answers for its address
+  nc.resolver = NeighbourTable::Resolver::kKernel;
+  // Read the kernel's table every 20 ms for 3 s: its own resolution sends three probes a second
+  // apart, and the first is lost on a link that has just come up.
+  nc.retry = std::chrono::milliseconds(20);
+  nc.tries = 150;
+  if (!d->start(where, local, nc, faults, error)) return nullptr;
+  return d;
+}
+
+void AfXdpNetdev::reclaim() {
+  Xsk& x = *x_;
+  std::uint32_t idx = 0;
+  const std::uint32_t n = xsk_ring_cons__peek(&x.cq, kTxChunks, &idx);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    tx_free_.push_back(xsk_umem__extract_addr(*xsk_ring_cons__comp_addr(&x.cq, idx + i)));
+  }
+  if (n > 0) xsk_ring_cons__release(&x.cq, n);
+  tx_outstanding_ -= std::min(tx_outstanding_, n);
+}
+
+void AfXdpNetdev::kick() {
+  // In copy mode the kernel sends from the TX ring only when asked, a batch per call.
+  for (std::uint32_t i = 0; i < kKickTries && tx_outstanding_ > 0; ++i) {
+    if (sendto(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, 0) >= 0) {
+      reclaim();
+      if (xsk_ring_prod__needs_wakeup(&x_->tx) == 0) break;
+      continue;
+    }
+    if (errno != EAGAIN && errno != EBUSY && errno != ENOBUFS && errno != EINTR) break;
+    reclaim();
+  }
+}
+
+std::size_t AfXdpNetdev::push(std::span<const TxFrame> frames) {
+  Xsk& x = *x_;
+  std::lock_guard lock(tx_mu_);
+  reclaim();
+  std::size_t i = 0;
+  while (i < frames.size()) {
+    if (tx_free_.empty()) kick();
+    std::uint32_t idx = 0;
+    const std::uint32_t want =
+        static_cast<std::uint32_t>(std::min(frames.size() - i, tx_free_.size()));
+    const std::uint32_t got = want == 0 ? 0 : xsk_ring_prod__reserve(&x.tx, want, &idx);
+    if (got == 0) break;  // no free chunk or ring slot even after a kick: the rest is lost
+    for (std::uint32_t k = 0; k < got; ++k, ++i) {
+      const TxFrame& f = frames[i];
+      const std::uint64_t addr = tx_free_.back();
+      tx_free_.pop_back();
+      auto* p = static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
+      std::memcpy(p, f.hdr, f.hdr_len);
+      if (f.len > 0) std::memcpy(p + f.hdr_len, f.data, f.len);
+      xdp_desc* desc = xsk_ring_prod__tx_desc(&x.tx, idx + k);
+      desc->addr = addr;
+      desc->len = f.hdr_len + f.len;
+      desc->options = 0;
+    }
+    xsk_ring_prod__submit(&x.tx, got);
+    tx_outstanding_ += got;
+    kick();
+  }
+  return i;
+}
+
+void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
+  count_sent(frames, push(frames));
+}
+
+bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
+  if (len > kChunk) return false;
+  const TxFrame f{frame, static_cast<std::uint32_t>(len), nullptr, 0};
+  return push(std::span<const TxFrame>(&f, 1)) == 1;
+}
+
+void AfXdpNetdev::refill() {
+  // The fill ring has room for every RX chunk, so all fit; should one not, it waits here for
+  // the next call rather than being lost.
+  Xsk& x = *x_;
+  std::uint32_t n = static_cast<std::uint32_t>(fill_pending_.size());
+  std::uint32_t idx = 0;
+  while (n > 0 && xsk_ring_prod__reserve(&x.fq, n, &idx) != n) n /= 2;
+  if (n == 0) return;
+  const std::size_t first = fill_pending_.size() - n;
+  for (std::uint32_t k = 0; k < n; ++k) {
+    *xsk_ring_prod__fill_addr(&x.fq, idx + k) = fill_pending_[first + k];
+  }
+  xsk_ring_prod__submit(&x.fq, n);
+  fill_pending_.resize(first);
+}
+
+std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
+  Xsk& x = *x_;
+  std::uint32_t idx = 0;
+  const std::uint32_t got =
+      xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(pkts.size()), &idx);
+  std::size_t n = 0;
+  for (std::uint32_t i = 0; i < got; ++i) {
+    const xdp_desc* desc = xsk_ring_cons__rx_desc(&x.rx, idx + i);
+    const std::uint64_t addr = xsk_umem__add_offset_to_addr(desc->addr);
+    const auto* frame = static_cast<const std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
+    bool more = false;
+    if (take_frame(frame, desc->len, desc->len, 0, *pkts[n], more)) ++n;
+    fill_pending_.push_back(xsk_umem__extract_addr(desc->addr));  // reserved: no allocation
+  }
+  if (got > 0) xsk_ring_cons__release(&x.rx, got);
+  if (!fill_pending_.empty()) refill();
+  if (xsk_ring_prod__needs_wakeup(&x.fq)) {
+    (void)!recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
+  }
+  return n;
+}
+
+}  // namespace softrdma::netdev

@@ -1,0 +1,74 @@
+// AF_XDP backend: RoCEv2 over a named Ethernet interface through an XDP socket (libxdp) on one
+// receive queue, in zero-copy mode where the driver has it, else in copy mode (XDP_COPY, which
+// veth and every driver support), with need_wakeup. An XDP program of our own
+// (netdev/xdp/roce_redirect.bpf.c, embedded at build time, attached through a BPF link that goes
+// away with the process) redirects UDP to our address (IPv4 or IPv6) and port 4791 into the socket
+// and passes every other frame, ARP and ND included, to the kernel. Frames are built by
+// RawEthNetdev; neighbours come from the kernel's table, the kernel being asked to resolve
+// (netlink NTF_USE) when it has no entry, since ARP replies and advertisements go to it. Needs
+// CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
+// is 4096 bytes: the MTU offered is at most 4096 less the Ethernet header. Built only when libxdp,
+// libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "netdev/raw_eth.h"
+
+namespace softrdma::netdev {
+
+class AfXdpNetdev : public RawEthNetdev {
+ public:
+  // Opens an XDP socket on queue `queue` of `ifname` for `local` (an IPv4 or IPv6 address
+  // configured on the interface), tagging frames with `vlan_tci` when given. nullptr with `error`
+  // set, e.g. "af_xdp:veth0: loading the XDP program: Operation not permitted (needs CAP_BPF and
+  // CAP_NET_ADMIN)".
+  static std::unique_ptr<AfXdpNetdev> open(const std::string& ifname, IpAddr local,
+                                           std::string& error, FaultConfig faults = {},
+                                           std::optional<std::uint16_t> vlan_tci = {},
+                                           std::uint32_t queue = 0);
+  ~AfXdpNetdev() override;
+  AfXdpNetdev(const AfXdpNetdev&) = delete;
+  AfXdpNetdev& operator=(const AfXdpNetdev&) = delete;
+
+  std::string name() const override { return "af_xdp:" + link_.ifname; }
+  std::string backend() const override { return "af_xdp"; }
+  // Takes frames from the RX ring and gives their chunks back to the fill ring.
+  std::size_t recv_batch(std::span<Packet* const> pkts) override;
+  // The XDP socket: readable when the RX ring holds frames (polling it also wakes the kernel).
+  int wait_fd() const override { return fd_; }
+  // Whether the socket is in zero-copy mode (the driver's own), else copy mode (veth, generic XDP).
+  bool zero_copy() const { return zero_copy_; }
+
+ protected:
+  void put_frames(std::span<const TxFrame> frames) override;
+  bool put_frame(const std::uint8_t* frame, std::size_t len) override;
+
+ private:
+  struct Xsk;  // libxdp/libbpf state
+  AfXdpNetdev();
+  // Copies the frames into TX chunks and has the kernel send them; returns how many (a prefix)
+  // found a chunk and a ring slot.
+  std::size_t push(std::span<const TxFrame> frames);
+  // Takes back the chunks of sent frames (tx_mu_ held).
+  void reclaim();
+  // Makes the kernel send what the TX ring holds (tx_mu_ held).
+  void kick();
+  // Gives received chunks back to the fill ring.
+  void refill();
+
+  std::unique_ptr<Xsk> x_;
+  int fd_ = -1;
+  bool zero_copy_ = false;
+  std::mutex tx_mu_;                         // one TX ring: senders take turns
+  std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
+  std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
+  std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed
+};
+
+}  // namespace softrdma::netdev

@@ -1,0 +1,337 @@
+#include "netdev/dpdk.h"
+
+#include <pthread.h>
+#include <rte_eal.h>
+#include <rte_errno.h>
+#include <rte_ethdev.h>
+#include <rte_lcore.h>
+#include <rte_mbuf.h>
+#include <rte_ring.h>
+#include <sched.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <vector>
+
+namespace softrdma::netdev {
+
+namespace {
+
+constexpr std::uint16_t kRxDesc = 512, kTxDesc = 512;
+constexpr std::uint32_t kPerQp = 64;  // mbufs in flight per QP (a send window's worth)
+constexpr std::uint32_t kPoolCache = 32;
+constexpr std::uint32_t kRingSize = 1024;
+constexpr std::uint16_t kBurst = 32;
+constexpr auto kIdleSleepMax = std::chrono::microseconds(1000);
+
+std::mutex eal_mu;
+bool eal_up = false;
+int pool_serial = 0;
+
+// The interface of a vdev's "iface=NAME" argument, or "".
+std::string iface_of(const std::string& device) {
+  const auto at = device.find("iface=");
+  if (at == std::string::npos) return "";
+  const auto end = device.find(',', at);
+  return device.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);
+}
+
+long free_hugepages() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string key; in >> key;) {
+    long v = 0;
+    if (key == "HugePages_Free:" && in >> v) return v;
+    in.ignore(1 << 10, '\n');
+  }
+  return 0;
+}
+
+bool is_vdev(const std::string& device) {
+  return device.rfind("net_", 0) == 0 || device.rfind("eth_", 0) == 0;
+}
+
+// Starts the EAL with `device` (or, when it is up already, hot-plugs `device`). The calling
+// thread keeps its CPU affinity.
+bool start_eal(const std::string& where, const std::string& device, std::string& error) {
+  std::lock_guard lock(eal_mu);
+  if (eal_up) {
+    if (int r = rte_dev_probe(device.c_str()); r < 0 && r != -EEXIST) {
+      error = where + ": adding the device: " + rte_strerror(-r);
+      return false;
+    }
+    return true;
+  }
+  cpu_set_t cpus;
+  CPU_ZERO(&cpus);
+  const bool have_cpus = pthread_getaffinity_np(pthread_self(), sizeof cpus, &cpus) == 0;
+  int first_cpu = 0;
+  while (have_cpus && first_cpu < CPU_SETSIZE && !CPU_ISSET(first_cpu, &cpus)) ++first_cpu;
+  std::vector<std::string> args = {"softrdma", "-l",
+                                   std::to_string(first_cpu < CPU_SETSIZE ? first_cpu : 0),
+                                   "--no-telemetry", "--log-level=error"};
+  // Without free hugepages: plain memory, and no shared files (--in-memory implies hugepages).
+  if (free_hugepages() == 0) {
+    args.insert(args.end(), {"--no-huge", "--no-shconf", "-m", "256"});
+  } else {
+    args.push_back("--in-memory");
+  }
+  if (is_vdev(device)) {
+    args.insert(args.end(), {"--no-pci", "--vdev", device});
+  } else {
+    args.insert(args.end(), {"-a", device});
+  }
+  if (const char* extra = std::getenv("SOFTRDMA_DPDK_ARGS")) {
+    std::istringstream in(extra);
+    for (std::string a; in >> a;) args.push_back(a);
+  }
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const int r = rte_eal_init(static_cast<int>(argv.size() - 1), argv.data());
+  if (have_cpus) pthread_setaffinity_np(pthread_self(), sizeof cpus, &cpus);
+  if (r < 0) {
+    error = where + ": EAL could not start: " + rte_strerror(rte_errno);
+    return false;
+  }
+  eal_up = true;
+  return true;
+}
+
+// The port of `device`: the vdev's name (devargs before the first comma) or the PCI address.
+bool find_port(const std::string& device, std::uint16_t& port) {
+  const std::string name = device.substr(0, device.find(','));
+  if (rte_eth_dev_get_port_by_name(name.c_str(), &port) == 0) return true;
+  for (std::uint16_t p = 0; p < RTE_MAX_ETHPORTS; ++p) {
+    if (!rte_eth_dev_is_valid_port(p)) continue;
+    rte_eth_dev_info info{};
+    if (rte_eth_dev_info_get(p, &info) == 0 && info.device && name == rte_dev_name(info.device)) {
+      port = p;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::optional<IpAddr> local,
+                                             std::string& error, FaultConfig faults,
+                                             std::optional<std::uint16_t> vlan_tci,
+                                             std::uint32_t expected_qps) {
+  std::unique_ptr<DpdkNetdev> d(new DpdkNetdev());
+  d->device_ = device;
+  const std::string where = "dpdk:" + device;
+  const std::string iface = iface_of(device);
+  IpAddr addr;
+  if (local) {
+    addr = *local;
+  } else if (iface.empty()) {
+    error = where + ": give the address (dpdk:DEVICE@ADDRESS)";
+    return nullptr;
+  } else if (!interface_ipv4(where, iface, addr, error)) {
+    return nullptr;
+  }
+  if (!start_eal(where, device, error)) return nullptr;
+  if (!find_port(device, d->port_)) {
+    error = where + ": no DPDK port for it (a PCI NIC must be bound to vfio-pci)";
+    return nullptr;
+  }
+  const int socket = rte_eth_dev_socket_id(d->port_);
+  rte_ether_addr mac{};
+  rte_eth_macaddr_get(d->port_, &mac);
+  std::memcpy(d->link_.mac.data(), mac.addr_bytes, 6);
+  std::uint16_t mtu = 1500;
+  rte_eth_dev_get_mtu(d->port_, &mtu);
+  d->link_.mtu = mtu;
+  d->link_.vlan_tci = vlan_tci;
+  if (!iface.empty()) {
+    d->link_.ifname = iface;
+    RawLink kernel;
+    if (read_link(where, iface, kernel, error)) {
+      d->link_.ifindex = kernel.ifindex;
+      d->link_.mtu = std::min(d->link_.mtu, kernel.mtu);
+    }
+  }
+
+  // The pool: a window of mbufs per QP, plus what the rings and caches hold.
+  const std::uint32_t qps = std::max<std::uint32_t>(1, expected_qps);
+  d->pool_size_ = qps * kPerQp + kRxDesc + kTxDesc + kRingSize + 2 * kPoolCache;
+  const std::uint32_t frame_max =
+      d->link_.mtu + wire::kEthernetLen + wire::kVlanTagLen + 4 /* FCS */;
+  const std::string pool_name =
+      "softrdma" + std::to_string(getpid()) + "_" + std::to_string(pool_serial++);
+  d->pool_ = rte_pktmbuf_pool_create(
+      pool_name.c_str(), d->pool_size_, kPoolCache, 0,
+      static_cast<std::uint16_t>(std::max<std::uint32_t>(frame_max, 2048) + RTE_PKTMBUF_HEADROOM),
+      socket);
+  if (!d->pool_) {
+    error =
+        where + ": mbuf pool of " + std::to_string(d->pool_size_) + ": " + rte_strerror(rte_errno);
+    return nullptr;
+  }
+  d->ring_ =
+      rte_ring_create((pool_name + "r").c_str(), kRingSize, socket, RING_F_SP_ENQ | RING_F_SC_DEQ);
+  if (!d->ring_) {
+    error = where + ": ring: " + rte_strerror(rte_errno);
+    return nullptr;
+  }
+  rte_eth_conf conf{};
+  if (int r = rte_eth_dev_configure(d->port_, 1, 1, &conf); r < 0) {
+    error = where + ": configuring the port: " + rte_strerror(-r);
+    return nullptr;
+  }
+  std::uint16_t rx_desc = kRxDesc, tx_desc = kTxDesc;
+  rte_eth_dev_adjust_nb_rx_tx_desc(d->port_, &rx_desc, &tx_desc);
+  if (int r = rte_eth_rx_queue_setup(d->port_, 0, rx_desc, static_cast<unsigned>(socket), nullptr,
+                                     d->pool_);
+      r < 0) {
+    error = where + ": receive queue: " + rte_strerror(-r);
+    return nullptr;
+  }
+  if (int r = rte_eth_tx_queue_setup(d->port_, 0, tx_desc, static_cast<unsigned>(socket), nullptr);
+      r < 0) {
+    error = where + ": send queue: " + rte_strerror(-r);
+    return nullptr;
+  }
+  // IPv6 neighbour solicitations go to a solicited-node group: let multicast in.
+  if (!addr.is_v4()) rte_eth_allmulticast_enable(d->port_);
+  if (int r = rte_eth_dev_start(d->port_); r < 0) {
+    error = where + ": starting the port: " + rte_strerror(-r);
+    return nullptr;
+  }
+  d->started_ = true;
+  d->event_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (d->event_fd_ < 0) {
+    error = where + ": eventfd: " + std::strerror(errno);
+    return nullptr;
+  }
+
+  NeighbourTable::Config nc;
+  // The kernel answers ARP for an address of its own on the vdev's interface (or a VLAN
+  // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
+  nc.answer_arp = iface.empty() || interface_with(addr).empty();
+  nc.resolver = NeighbourTable::Resolver::kOwnArp;
+  if (!d->start(where, addr, nc, faults, error)) return nullptr;
+  d->poller_ = std::thread([p = d.get()] { p->poll_loop(); });
+  return d;
+}
+
+DpdkNetdev::~DpdkNetdev() {
+  flush_faults();
+  stop_ = true;
+  if (poller_.joinable()) poller_.join();
+  if (ring_) {
+    void* m = nullptr;
+    while (rte_ring_sc_dequeue(ring_, &m) == 0) rte_pktmbuf_free(static_cast<rte_mbuf*>(m));
+    rte_ring_free(ring_);
+  }
+  if (started_) {
+    rte_eth_dev_stop(port_);
+    rte_eth_dev_info info{};
+    const bool have = rte_eth_dev_info_get(port_, &info) == 0 && info.device;
+    rte_eth_dev_close(port_);
+    if (have) rte_dev_remove(info.device);  // so that the device can be added again
+  }
+  if (pool_) rte_mempool_free(pool_);
+  if (event_fd_ >= 0) close(event_fd_);
+}
+
+void DpdkNetdev::poll_loop() {
+  pthread_setname_np(pthread_self(), "softrdma-dpdk");
+  std::array<rte_mbuf*, kBurst> burst;
+  auto idle = std::chrono::microseconds(0);
+  while (!stop_.load(std::memory_order_relaxed)) {
+    const std::uint16_t n = rte_eth_rx_burst(port_, 0, burst.data(), kBurst);
+    if (n == 0) {
+      // Nothing: sleep, longer each time, up to 1 ms (polling mode without a core to burn).
+      idle = std::min(kIdleSleepMax, idle + std::chrono::microseconds(20));
+      std::this_thread::sleep_for(idle);
+      continue;
+    }
+    idle = std::chrono::microseconds(0);
+    const unsigned put =
+        rte_ring_sp_enqueue_burst(ring_, reinterpret_cast<void**>(burst.data()), n, nullptr);
+    if (put < n) {
+      bump(counters_.rx_dropped, n - put);  // the progress thread is behind: lost
+      rte_pktmbuf_free_bulk(burst.data() + put, n - put);
+    }
+    const std::uint64_t one = 1;
+    if (put > 0) (void)!write(event_fd_, &one, sizeof one);
+  }
+}
+
+std::size_t DpdkNetdev::recv_batch(std::span<Packet* const> pkts) {
+  std::uint64_t ignored;
+  (void)!read(event_fd_, &ignored, sizeof ignored);
+  std::array<rte_mbuf*, kBurst> got;
+  std::size_t n = 0;
+  while (n < pkts.size()) {
+    const unsigned want = static_cast<unsigned>(std::min<std::size_t>(kBurst, pkts.size() - n));
+    const unsigned k =
+        rte_ring_sc_dequeue_burst(ring_, reinterpret_cast<void**>(got.data()), want, nullptr);
+    for (unsigned i = 0; i < k; ++i) {
+      rte_mbuf* m = got[i];
+      bool more = false;
+      // One segment holds a whole frame (the mbufs are sized for the MTU); a chained one is
+      // malformed, and take_frame counts it so (len != orig_len).
+      if (take_frame(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len, m->pkt_len, 0, *pkts[n],
+                     more)) {
+        ++n;
+      }
+    }
+    rte_pktmbuf_free_bulk(got.data(), k);
+    if (k < want) break;
+  }
+  if (rte_ring_count(ring_) > 0) {
+    const std::uint64_t one = 1;
+    (void)!write(event_fd_, &one, sizeof one);  // more is waiting: stay readable
+  }
+  return n;
+}
+
+std::size_t DpdkNetdev::send_mbufs(std::span<const TxFrame> frames) {
+  std::array<rte_mbuf*, kBurst> out;
+  std::size_t sent = 0;
+  std::lock_guard lock(tx_mu_);
+  for (std::size_t i = 0; i < frames.size();) {
+    const std::size_t m = std::min<std::size_t>(kBurst, frames.size() - i);
+    if (rte_pktmbuf_alloc_bulk(pool_, out.data(), static_cast<unsigned>(m)) != 0) break;
+    for (std::size_t k = 0; k < m; ++k) {
+      const TxFrame& f = frames[i + k];
+      auto* p = reinterpret_cast<std::uint8_t*>(
+          rte_pktmbuf_append(out[k], static_cast<std::uint16_t>(f.hdr_len + f.len)));
+      if (!p) continue;  // cannot happen: the mbufs hold an MTU-sized frame
+      std::memcpy(p, f.hdr, f.hdr_len);
+      if (f.len > 0) std::memcpy(p + f.hdr_len, f.data, f.len);
+    }
+    std::uint16_t done = 0;
+    for (int tries = 0; tries < 100 && done < m; ++tries) {
+      done =
+          static_cast<std::uint16_t>(done + rte_eth_tx_burst(port_, 0, out.data() + done,
+                                                             static_cast<std::uint16_t>(m - done)));
+    }
+    if (done < m) rte_pktmbuf_free_bulk(out.data() + done, static_cast<unsigned>(m - done));
+    sent += done;
+    if (done < m) break;
+    i += m;
+  }
+  return sent;
+}
+
+void DpdkNetdev::put_frames(std::span<const TxFrame> frames) {
+  count_sent(frames, send_mbufs(frames));
+}
+
+bool DpdkNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
+  const TxFrame f{frame, static_cast<std::uint32_t>(len), nullptr, 0};
+  return send_mbufs(std::span<const TxFrame>(&f, 1)) == 1;
+}
+
+}  // namespace softrdma::netdev

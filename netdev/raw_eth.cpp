@@ -1,0 +1,421 @@
+#include "netdev/raw_eth.h"
+
+#include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <linux/filter.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "netdev/icrc_pseudo.h"
+#include "wire/frame.h"
+#include "wire/roce_frame.h"
+
+namespace softrdma::netdev {
+
+namespace {
+
+constexpr std::uint8_t kIcmp6 = 58;
+
+// 01:00:5e + the group's low 23 bits (IPv4), or 33:33 + its low 32 bits (IPv6).
+wire::MacAddr multicast_mac(const IpAddr& group) {
+  const auto& b = group.bytes;
+  if (!group.is_v4()) return {0x33, 0x33, b[12], b[13], b[14], b[15]};
+  return {0x01, 0x00, 0x5E, static_cast<std::uint8_t>(b[13] & 0x7F), b[14], b[15]};
+}
+
+// Calls `f` with each IPv4 address (host order) configured on `ifname`, until it returns true.
+template <typename F>
+bool each_ipv4(const std::string& ifname, F f, int& err) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) {
+    err = errno;
+    return false;
+  }
+  bool found = false;
+  for (const ifaddrs* i = list; i && !found; i = i->ifa_next) {
+    if (i->ifa_name && ifname == i->ifa_name && i->ifa_addr && i->ifa_addr->sa_family == AF_INET) {
+      found = f(ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr));
+    }
+  }
+  freeifaddrs(list);
+  err = 0;
+  return found;
+}
+
+}  // namespace
+
+bool interface_ipv4(const std::string& where, const std::string& ifname, IpAddr& out,
+                    std::string& error) {
+  if (if_nametoindex(ifname.c_str()) == 0) {
+    error = where + ": no such interface";
+    return false;
+  }
+  int err = 0;
+  const bool found = each_ipv4(
+      ifname,
+      [&](std::uint32_t ip) {
+        out = IpAddr::v4(ip);
+        return true;
+      },
+      err);
+  if (err) {
+    error = where + ": getifaddrs: " + std::strerror(err);
+  } else if (!found) {
+    error = where + ": the interface has no IPv4 address";
+  }
+  return found;
+}
+
+std::string interface_with(const IpAddr& ip) {
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (const ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_name || !i->ifa_addr) continue;
+    if (i->ifa_addr->sa_family == AF_INET && ip.is_v4() &&
+        ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr) == ip.v4_host()) {
+      name = i->ifa_name;
+    } else if (i->ifa_addr->sa_family == AF_INET6 && !ip.is_v4() &&
+               std::memcmp(&reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                           ip.bytes.data(), 16) == 0) {
+      name = i->ifa_name;
+    }
+  }
+  freeifaddrs(list);
+  return name;
+}
+
+bool read_link(const std::string& where, const std::string& ifname, RawLink& link,
+               std::string& error) {
+  if (ifname.empty() || ifname.size() >= IFNAMSIZ) {
+    error = where + ": bad interface name";
+    return false;
+  }
+  link.ifname = ifname;
+  link.ifindex = static_cast<int>(if_nametoindex(ifname.c_str()));
+  if (link.ifindex == 0) {
+    error = where + ": no such interface";
+    return false;
+  }
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    error = where + ": socket: " + std::strerror(errno);
+    return false;
+  }
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  bool ok = ioctl(fd, SIOCGIFHWADDR, &ifr) == 0;
+  if (!ok) {
+    error = where + ": SIOCGIFHWADDR: " + std::strerror(errno);
+  } else if (ifr.ifr_hwaddr.sa_family != 1 /* ARPHRD_ETHER */) {
+    error = where + ": not an Ethernet interface";
+    ok = false;
+  } else {
+    std::memcpy(link.mac.data(), ifr.ifr_hwaddr.sa_data, 6);
+    if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
+      link.mtu = static_cast<std::uint32_t>(ifr.ifr_mtu);
+    }
+  }
+  close(fd);
+  return ok;
+}
+
+bool RawEthNetdev::start(const std::string& where, const IpAddr& local,
+                         NeighbourTable::Config neighbours, const FaultConfig& faults,
+                         std::string& error) {
+  addrs_[0] = local;
+  local4_ = local.is_v4() ? local.v4_host() : 0;
+  hdr_len_ = wire::kEthernetLen + (link_.vlan_tci ? wire::kVlanTagLen : 0) +
+             (local.is_v4() ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
+  // The kernel's neighbours of our address live on the interface that holds it (a VLAN
+  // interface over ours, say), else on ours.
+  const std::string owner = interface_with(local);
+  const int owner_index = owner.empty() ? 0 : static_cast<int>(if_nametoindex(owner.c_str()));
+  neighbours.ifname = owner_index ? owner : link_.ifname;
+  neighbours.ifindex = owner_index ? owner_index : link_.ifindex;
+  neighbours.mac = link_.mac;
+  neighbours.local = local;
+  neighbours.vlan_tci = link_.vlan_tci;
+  neighbours_ = std::make_unique<NeighbourTable>(
+      std::move(neighbours),
+      [this](const std::uint8_t* f, std::size_t len, bool data) { put_queued(f, len, data); },
+      counters_.tx_dropped);
+  if (faults.any()) faults_ = std::make_unique<FaultInjector>(faults, counters_);
+
+  udp_fd_ =
+      socket(local.is_v4() ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (udp_fd_ < 0) {
+    error = where + ": UDP socket: " + std::strerror(errno);
+    return false;
+  }
+  sock_filter reject_all = BPF_STMT(BPF_RET | BPF_K, 0);
+  sock_fprog reject{1, &reject_all};
+  setsockopt(udp_fd_, SOL_SOCKET, SO_ATTACH_FILTER, &reject, sizeof reject);
+  sockaddr_storage ss{};
+  socklen_t ss_len = 0;
+  if (local.is_v4()) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(kRoceV2Port);
+    sin->sin_addr.s_addr = htonl(local4_);
+    ss_len = sizeof(sockaddr_in);
+  } else {
+    const int on = 1;
+    setsockopt(udp_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(kRoceV2Port);
+    std::memcpy(&sin6->sin6_addr, local.bytes.data(), 16);
+    ss_len = sizeof(sockaddr_in6);
+  }
+  if (bind(udp_fd_, reinterpret_cast<sockaddr*>(&ss), ss_len) != 0 && errno != EADDRNOTAVAIL) {
+    error = where + ": " + local.str() + ":" + std::to_string(kRoceV2Port) + ": " +
+            std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+RawEthNetdev::~RawEthNetdev() {
+  if (udp_fd_ >= 0) close(udp_fd_);
+}
+
+void RawEthNetdev::flush_faults() {
+  if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit(p); });
+}
+
+void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
+                                 std::uint8_t* hdr) const {
+  const bool v4 = p.dst.is_v4();
+  const wire::Ethernet eth{dst, link_.mac, link_.vlan_tci,
+                           v4 ? wire::kEthertypeIpv4 : wire::kEthertypeIpv6};
+  const std::size_t eth_len = eth.header_len();
+  wire::build_ethernet(wire::MutBytes(hdr, eth_len), eth);
+  const std::size_t ip_len = v4 ? wire::kIpv4MinLen : wire::kIpv6Len;
+  wire::Udp udp;
+  udp.src_port = p.src_port;
+  udp.dst_port = p.dst_port;
+  udp.length = static_cast<std::uint16_t>(wire::kUdpLen + p.len);
+  udp.checksum = 0;
+  std::uint8_t* udp_hdr = hdr + eth_len + ip_len;
+  wire::build_udp(wire::MutBytes(udp_hdr, wire::kUdpLen), udp);
+  if (v4) {
+    wire::Ipv4 ip;
+    ip.tos = p.traffic_class;  // DSCP << 2 | ECN, as the QP's traffic class says
+    ip.total_len = static_cast<std::uint16_t>(wire::kIpv4MinLen + wire::kUdpLen + p.len);
+    ip.id = 0;
+    ip.df = true;
+    ip.ttl = p.hop_limit ? p.hop_limit : 64;
+    ip.protocol = wire::kIpProtoUdp;
+    ip.src = local4_;
+    ip.dst = p.dst.v4_host();
+    wire::build_ipv4(wire::MutBytes(hdr + eth_len, wire::kIpv4MinLen), ip);
+    return;
+  }
+  wire::Ipv6 ip;
+  ip.traffic_class = p.traffic_class;
+  ip.payload_len = udp.length;
+  ip.next_header = wire::kIpProtoUdp;
+  ip.hop_limit = p.hop_limit ? p.hop_limit : 64;
+  ip.src = addrs_[0].bytes;
+  ip.dst = p.dst.bytes;
+  wire::build_ipv6(wire::MutBytes(hdr + eth_len, wire::kIpv6Len), ip);
+  // IPv6 needs the UDP checksum (RFC 8200): pseudo-header, UDP header, datagram.
+  std::uint32_t sum = wire::checksum_add(0, wire::Bytes(ip.src));
+  sum = wire::checksum_add(sum, wire::Bytes(ip.dst));
+  sum += udp.length + wire::kIpProtoUdp;
+  sum = wire::checksum_add(sum, wire::Bytes(udp_hdr, wire::kUdpLen));
+  const std::uint16_t c = wire::checksum_fold(wire::checksum_add(sum, wire::Bytes(p.data, p.len)));
+  wire::store16(udp_hdr + 6, c ? c : 0xFFFF);
+}
+
+std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
+  const bool v4 = addrs_[0].is_v4();
+  const std::uint32_t ip_udp = (v4 ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
+  const std::uint32_t max_len =
+      std::min<std::uint32_t>(kMaxDatagram, link_.mtu > ip_udp ? link_.mtu - ip_udp : 0);
+  std::size_t n = 0;
+  for (Packet* p : pkts) {
+    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len ||
+        p->dst.is_v4() != v4) {
+      break;
+    }
+    p->src = addrs_[0];
+    fill_icrc(*p);
+    ++n;
+  }
+  return emit_batch(faults_.get(), pkts, n, counters_,
+                    [this](std::span<const Packet> p) { transmit(p); });
+}
+
+void RawEthNetdev::transmit(std::span<const Packet> pkts) {
+  constexpr std::size_t kChunk = 64;
+  const NeighbourTable::Clock::time_point now = NeighbourTable::Clock::now();
+  for (std::size_t i = 0; i < pkts.size(); i += kChunk) {
+    const std::size_t n = std::min(kChunk, pkts.size() - i);
+    std::array<std::array<std::uint8_t, kMaxHdrLen>, kChunk> hdrs;
+    std::array<TxFrame, kChunk> frames;
+    std::size_t m = 0;
+    for (std::size_t k = i; k < i + n; ++k) {
+      const Packet& p = pkts[k];
+      wire::MacAddr mac;
+      const bool group = is_multicast(p.dst);
+      if (group) mac = multicast_mac(p.dst);
+      const bool have = group || neighbours_->lookup(p.dst, mac, now);
+      build_headers(p, have ? mac : wire::MacAddr{}, hdrs[m].data());
+      if (!have) {
+        // Queue the whole frame until the neighbour answers (lookup() has asked).
+        std::vector<std::uint8_t> frame(hdr_len_ + p.len);
+        std::memcpy(frame.data(), hdrs[m].data(), hdr_len_);
+        std::memcpy(frame.data() + hdr_len_, p.data, p.len);
+        if (!neighbours_->enqueue(p.dst, std::move(frame), mac)) continue;
+        std::memcpy(hdrs[m].data(), mac.data(), 6);  // resolved meanwhile: send it now
+      }
+      frames[m] = TxFrame{hdrs[m].data(), static_cast<std::uint32_t>(hdr_len_), p.data, p.len};
+      ++m;
+    }
+    if (m > 0) put_frames(std::span<const TxFrame>(frames.data(), m));
+  }
+}
+
+void RawEthNetdev::count_sent(std::span<const TxFrame> frames, std::size_t sent) {
+  for (std::size_t i = 0; i < sent; ++i) {
+    bump(counters_.tx_packets);
+    bump(counters_.tx_bytes, frames[i].len);
+  }
+  if (sent < frames.size()) bump(counters_.tx_dropped, frames.size() - sent);
+}
+
+void RawEthNetdev::put_queued(const std::uint8_t* frame, std::size_t len, bool data) {
+  if (!put_frame(frame, len)) {
+    bump(counters_.tx_dropped);
+  } else if (data) {
+    bump(counters_.tx_packets);
+    bump(counters_.tx_bytes, len - hdr_len_);
+  }
+}
+
+bool RawEthNetdev::resolved(const IpAddr& ip) const {
+  return neighbours_->resolved(ip);
+}
+
+void RawEthNetdev::drop_rx(FaultEvent ev, std::atomic<std::uint64_t>& counter, const Packet& view) {
+  bump(counter);
+  if (observer_) observer_(ev, view);
+}
+
+bool RawEthNetdev::vlan_ours(const std::optional<std::uint16_t>& tci) const {
+  if (!tci) return !link_.vlan_tci || vlan_checked_below_;
+  return link_.vlan_tci && (*tci & 0xFFF) == (*link_.vlan_tci & 0xFFF);
+}
+
+bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std::uint32_t orig_len,
+                              std::uint32_t gso_size, Packet& out, bool& more) {
+  more = false;
+  Packet raw;
+  raw.dst = addrs_[0];
+  raw.data = const_cast<std::uint8_t*>(frame);
+  raw.len = raw.cap = len;
+  auto eth = wire::parse_ethernet(wire::Bytes(frame, len));
+  if (eth && !vlan_ours(eth->vlan_tci)) return false;  // another VLAN's: not for us
+  if (eth && eth->ethertype == wire::kEthertypeArp) {
+    neighbours_->handle_arp(frame, len);
+    return false;
+  }
+  if (eth && eth->ethertype == wire::kEthertypeIpv6 && len == orig_len &&
+      len > eth->header_len() + wire::kIpv6Len && frame[eth->header_len() + 6] == kIcmp6) {
+    take_nd(*eth, frame, len);
+    return false;
+  }
+  if (len != orig_len) {
+    drop_rx(FaultEvent::kRxMalformed, counters_.rx_malformed, raw);
+    return false;
+  }
+  auto parsed = wire::parse_frame(wire::Bytes(frame, len), 1 /* LINKTYPE_ETHERNET */);
+  if (!parsed || parsed->is_ipv6 == addrs_[0].is_v4() || !parsed->udp ||
+      (!parsed->is_ipv6 && wire::ipv4_header_checksum(parsed->ip_header) != 0)) {
+    drop_rx(FaultEvent::kRxMalformed, counters_.rx_malformed, raw);
+    return false;
+  }
+  const wire::FrameView& v = *parsed;
+  Packet view;
+  view.src = v.is_ipv6 ? IpAddr::v6(v.ipv6.src) : IpAddr::v4(v.ipv4.src);
+  view.dst = v.is_ipv6 ? IpAddr::v6(v.ipv6.dst) : IpAddr::v4(v.ipv4.dst);
+  view.src_port = v.udp->src_port;
+  view.dst_port = v.udp->dst_port;
+  view.traffic_class = v.is_ipv6 ? v.ipv6.traffic_class : v.ipv4.tos;
+  view.hop_limit = v.is_ipv6 ? v.ipv6.hop_limit : v.ipv4.ttl;
+  view.data = const_cast<std::uint8_t*>(v.payload.data());
+  view.len = static_cast<std::uint32_t>(v.payload.size());
+  const bool segmented = gso_size > 0 && view.len > gso_size;
+  if (segmented) {
+    // One segment of a GSO frame: the headers on the wire would be ours with its length.
+    view.data += seg_next_;
+    view.len = std::min(gso_size, view.len - seg_next_);
+    seg_next_ += view.len;
+    more = seg_next_ < v.payload.size();
+    if (!more) seg_next_ = 0;
+  }
+  view.cap = view.len;
+  if (view.dst != addrs_[0] || view.dst_port != kRoceV2Port) {
+    drop_rx(FaultEvent::kRxNotOurs, counters_.rx_not_ours, view);
+    return false;
+  }
+  if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+    drop_rx(FaultEvent::kRxMalformed, counters_.rx_malformed, view);
+    return false;
+  }
+  bool icrc_ok;
+  if (segmented) {
+    icrc_ok = check_icrc(view);
+  } else {
+    auto want = wire::expected_icrc(v);
+    icrc_ok = want && *want == wire::load32le(view.data + view.len - wire::kIcrcLen);
+    // A UDP GSO segment of a peer on the UDP backend: the kernel numbered its IPv4 ID after
+    // the sender had filled the ICRC for ID 0 (all it can know). Accept that one too.
+    if (!icrc_ok && !v.is_ipv6 && v.ipv4.id != 0) icrc_ok = check_icrc(view);
+  }
+  if (!icrc_ok) {
+    drop_rx(FaultEvent::kRxIcrc, counters_.rx_icrc_errors, view);
+    return false;
+  }
+  hand_over(view, out);
+  return true;
+}
+
+void RawEthNetdev::take_nd(const wire::Ethernet& eth, const std::uint8_t* frame, std::size_t len) {
+  const std::size_t hl = eth.header_len();
+  auto ip = wire::parse_ipv6(wire::Bytes(frame + hl, len - hl));
+  if (!ip || ip->hop_limit != 255) return;  // RFC 4861: ND comes from the link itself
+  const std::size_t icmp_len = std::min<std::size_t>(ip->payload_len, len - hl - wire::kIpv6Len);
+  const wire::Bytes icmp(frame + hl + wire::kIpv6Len, icmp_len);
+  if (wire::l4_checksum_ipv6(ip->src, ip->dst, kIcmp6, icmp) != 0) return;
+  neighbours_->handle_nd(IpAddr::v6(ip->src), IpAddr::v6(ip->dst), icmp.data(), icmp.size(),
+                         eth.src);
+}
+
+int RawEthNetdev::next_timeout_ms() const {
+  const int f = faults_ ? faults_->next_timeout_ms() : -1;
+  const int n = neighbours_->next_timeout_ms(NeighbourTable::Clock::now());
+  if (f < 0) return n;
+  return n < 0 ? f : std::min(f, n);
+}
+
+void RawEthNetdev::service() {
+  if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+  neighbours_->service(NeighbourTable::Clock::now());
+}
+
+void RawEthNetdev::set_fault_observer(FaultObserver observer) {
+  if (faults_) faults_->set_observer(observer);
+  observer_ = std::move(observer);
+}
+
+}  // namespace softrdma::netdev

@@ -1,0 +1,89 @@
+// The XDP program of the AF_XDP backend: UDP datagrams to our address (IPv4: not fragments, no IP
+// options; IPv6: no extension headers) and port 4791, in our VLAN (tagged with its ID, or untagged
+// when we have none), go to the AF_XDP socket of the receiving queue; every other frame (ARP,
+// neighbour discovery, other traffic, RoCEv2 for other addresses) passes to the kernel. Built
+// with clang -target bpf at build time and embedded in the library.
+#include <linux/bpf.h>
+#include <linux/if_ether.h>
+#include <linux/in.h>
+#include <linux/ip.h>
+#include <linux/ipv6.h>
+#include <linux/udp.h>
+
+// After the kernel's headers, which declare what the helpers use.
+#include <bpf/bpf_endian.h>
+#include <bpf/bpf_helpers.h>
+
+struct {
+  __uint(type, BPF_MAP_TYPE_XSKMAP);
+  __uint(max_entries, 64);
+  __type(key, __u32);
+  __type(value, __u32);
+} xsks_map SEC(".maps");
+
+// What is ours (AfXdpNetdev fills entry 0; addresses and port in network byte order).
+struct roce_config {
+  __u32 ipv6;      // 1: addr6 is our address, else addr4
+  __u32 addr4;
+  __u8 addr6[16];
+  __u32 port;      // the RoCEv2 UDP port, in its low 16 bits
+  __u32 vid;       // our VLAN ID, 0 for none
+};
+
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 1);
+  __type(key, __u32);
+  __type(value, struct roce_config);
+} roce_config SEC(".maps");
+
+struct vlan_tag {
+  __be16 tci;
+  __be16 proto;
+};
+
+SEC("xdp")
+int softrdma_roce_redirect(struct xdp_md* ctx) {
+  void* data = (void*)(long)ctx->data;
+  void* end = (void*)(long)ctx->data_end;
+  struct ethhdr* eth = data;
+  if ((void*)(eth + 1) > end) return XDP_PASS;
+  __be16 proto = eth->h_proto;
+  void* l3 = eth + 1;
+  __u32 vid = 0;
+  if (proto == bpf_htons(ETH_P_8021Q)) {
+    struct vlan_tag* tag = l3;
+    if ((void*)(tag + 1) > end) return XDP_PASS;
+    vid = bpf_ntohs(tag->tci) & 0xFFF;
+    proto = tag->proto;
+    l3 = tag + 1;
+  }
+  __u32 key = 0;
+  struct roce_config* cfg = bpf_map_lookup_elem(&roce_config, &key);
+  if (!cfg || vid != cfg->vid) return XDP_PASS;
+  struct udphdr* udp;
+  if (proto == bpf_htons(ETH_P_IP) && !cfg->ipv6) {
+    struct iphdr* ip = l3;
+    if ((void*)(ip + 1) > end) return XDP_PASS;
+    if (ip->ihl != 5 || ip->protocol != IPPROTO_UDP || (ip->frag_off & bpf_htons(0x3FFF)) ||
+        ip->daddr != cfg->addr4) {
+      return XDP_PASS;
+    }
+    udp = (void*)(ip + 1);
+  } else if (proto == bpf_htons(ETH_P_IPV6) && cfg->ipv6) {
+    struct ipv6hdr* ip6 = l3;
+    if ((void*)(ip6 + 1) > end) return XDP_PASS;
+    if (ip6->nexthdr != IPPROTO_UDP) return XDP_PASS;
+    for (int i = 0; i < 16; ++i) {
+      if (ip6->daddr.in6_u.u6_addr8[i] != cfg->addr6[i]) return XDP_PASS;
+    }
+    udp = (void*)(ip6 + 1);
+  } else {
+    return XDP_PASS;
+  }
+  if ((void*)(udp + 1) > end || udp->dest != (__be16)cfg->port) return XDP_PASS;
+  // No socket on this queue: pass it on.
+  return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+}
+
+char _license[] SEC("license") = "GPL";

@@ -1,0 +1,155 @@
+#!/usr/bin/env python3
+"""Acceptance: unmodified verbs programs over the raw backends across a veth pair.
+
+usage: backend_programs.py SOFTRDMA NAME SERVER/CLIENT...
+Creates two network namespaces (sr7-NAME-PID-a and -b) joined by a veth pair (10.97.N.1/24 and
+10.97.N.2/24, only inside them; N from NAME), runs ibv_rc_pingpong, ib_write_bw and ib_read_lat
+server/client pairs through `softrdma run --netdev BACKEND` for each SERVER/CLIENT pair of
+backends (af_packet, af_xdp, dpdk, udp, each with a 6 suffix for IPv6 addresses fd97:N::1 and
+fd97:N::2; the server in namespace a, the client in b), checks both exit 0, and always deletes
+the namespaces. Exits 77 (skipped, saying why) when not root, when
+`ip` or a program is missing, or when a backend cannot start on this machine for want of a
+privilege, a kernel feature or a build dependency."""
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+softrdma, name, pairs = sys.argv[1], sys.argv[2], [p.split("/") for p in sys.argv[3:]]
+SKIP = 77
+SUBNET = {"af_packet": 2, "af_xdp": 3, "dpdk": 4}.get(name, 5)
+
+if os.geteuid() != 0:
+    print("SKIP: needs root to create network namespaces and a veth pair")
+    sys.exit(SKIP)
+for tool in ("ip", "ibv_rc_pingpong", "ib_write_bw", "ib_read_lat"):
+    if shutil.which(tool) is None:
+        print(f"SKIP: {tool} is missing")
+        sys.exit(SKIP)
+
+prefix = f"sr7-{name}-{os.getpid()}"
+NS = {"a": prefix + "-a", "b": prefix + "-b"}
+IFACE = {"a": "veth0", "b": "veth1"}
+ADDR = {"a": f"10.97.{SUBNET}.1", "b": f"10.97.{SUBNET}.2"}
+ADDR6 = {"a": f"fd97:{SUBNET}::1", "b": f"fd97:{SUBNET}::2"}
+# Reasons a backend cannot start that are the machine's, not softrdma's.
+ENVIRONMENTAL = ("needs CAP_", "does not support", "a kernel without", "this build has no",
+                 "EAL could not start")
+
+
+def sh(*args):
+    subprocess.run(list(args), check=True, capture_output=True, text=True)
+
+
+def setup():
+    sh("ip", "netns", "add", NS["a"])
+    sh("ip", "netns", "add", NS["b"])
+    sh("ip", "link", "add", "veth0", "netns", NS["a"], "type", "veth", "peer", "name", "veth1",
+       "netns", NS["b"])
+    for side in ("a", "b"):
+        sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
+        sh("ip", "-n", NS[side], "addr", "add", ADDR6[side] + "/64", "dev", IFACE[side], "nodad")
+        sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
+        sh("ip", "-n", NS[side], "link", "set", "lo", "up")
+        if any(k.startswith("dpdk") for p in pairs for k in p):
+            # DPDK's af_packet PMD cannot split the peer's UDP GSO frames (a veth carries them
+            # whole; a NIC would have segmented them): have the kernel segment before the veth.
+            sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", "1")
+
+
+def cleanup():
+    for ns in NS.values():
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def netdev(side, kind):
+    v6 = kind.endswith("6")
+    kind = kind.rstrip("6")
+    addr = (ADDR6 if v6 else ADDR)[side]
+    if kind == "udp":
+        return f"udp:{addr}"
+    if kind == "dpdk":
+        return f"dpdk:net_af_packet{side},iface={IFACE[side]}@{addr}"
+    return f"{kind}:{IFACE[side]}:{addr}" if v6 else f"{kind}:{IFACE[side]}"
+
+
+
+
+
+def command(side, kind, program):
+    return ["ip", "netns", "exec", NS[side], softrdma, "run", "--netdev", netdev(side, kind),
+            "--", *program]
+
+
+def probe(side, kind):
+    """None when the backend starts in this namespace, else why it cannot (skip) or the
+    failure itself (fail)."""
+    env = dict(os.environ, SOFTRDMA_NETDEV=netdev(side, kind))
+    r = subprocess.run(["ip", "netns", "exec", NS[side], softrdma, "devices"], env=env,
+                       capture_output=True, text=True, timeout=60)
+    out = r.stdout + r.stderr
+    if r.returncode == 0 and f" {kind.rstrip('6')} " in out.replace("\t", " "):
+        return None
+    return out.strip() or f"exit {r.returncode}"
+
+
+failures = []
+
+
+def pair(label, server_kind, client_kind, program, timeout=120):
+    """The server in namespace a, the client in b, each on its backend."""
+    srv = subprocess.Popen(command("a", server_kind, program), stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    time.sleep(1.0)
+    try:
+        # The programs exchange their GIDs over TCP to the server's IPv4 address, whatever
+        # the devices' family (their servers listen on IPv4 only).
+        cli = subprocess.run(command("b", client_kind, program + [ADDR["a"]]),
+                             capture_output=True, text=True, timeout=timeout)
+        s_out, _ = srv.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        srv.communicate()
+        failures.append(f"{label}: timed out")
+        print(f"FAIL: {label}: timed out")
+        return
+    ok = srv.returncode == 0 and cli.returncode == 0
+    print(f"{'ok  ' if ok else 'FAIL'}: {label} (server {server_kind} exit {srv.returncode}, "
+          f"client {client_kind} exit {cli.returncode})")
+    if not ok:
+        failures.append(label)
+        print("---- server ----\n" + s_out[-2000:])
+        print("---- client ----\n" + (cli.stdout + cli.stderr)[-2000:])
+
+
+try:
+    setup()
+    for server_kind, client_kind in pairs:
+        for side, kind in (("a", server_kind), ("b", client_kind)):
+            why = probe(side, kind)
+            if why is not None and any(w in why for w in ENVIRONMENTAL):
+                print(f"SKIP: {kind} cannot start here: {why}")
+                sys.exit(SKIP)
+            if why is not None:
+                print(f"FAIL: {kind} does not start: {why}")
+                sys.exit(1)
+    programs = {
+        "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-p", "18515", "-n", "200"],
+        "ib_write_bw": ["ib_write_bw", "-p", "18516", "-s", "65536", "-n", "200"],
+        "ib_read_lat": ["ib_read_lat", "-p", "18517", "-s", "64", "-n", "200"],
+    }
+    for server_kind, client_kind in pairs:
+        for label, program in programs.items():
+            pair(f"{label} {server_kind}/{client_kind}", server_kind, client_kind, program)
+except subprocess.CalledProcessError as e:
+    print(f"SKIP: cannot set up the namespaces: {' '.join(e.cmd)}: {e.stderr.strip()}")
+    cleanup()
+    sys.exit(SKIP)
+finally:
+    cleanup()
+
+if failures:
+    print(f"{len(failures)} failed: {', '.join(failures)}")
+    sys.exit(1)
+print("all passed")
