@@ -34,7 +34,9 @@ void watch(int fd, std::uint32_t events) {
   }
 }
 
-void unwatch(int fd) { epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr); }
+void unwatch(int fd) {
+  epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr);
+}
 
 void close_tcp(CmId* id) {
   if (id->tcp_fd < 0) return;
@@ -161,13 +163,25 @@ void on_accepted(CmId* listener, int fd) {
           len = sizeof c->id.route.addr.dst_storage;
           getpeername(fd, &c->id.route.addr.dst_addr, &len);
           c->tcp_fd = fd;
-          c->responder_resources = static_cast<std::uint8_t>(std::min<int>(r.request.ord, 255));
-          c->initiator_depth = static_cast<std::uint8_t>(std::min<int>(r.request.ird, 255));
+          // RFC 6581 requests carry the initiator's IRD and ORD: our IRD must cover its ORD and
+          // our ORD must stay within its IRD. A revision 1 request (or a revision 2 one without
+          // the enhanced words) says nothing: offer the device's limits, as siw does, so that
+          // rdma_accept(NULL) leaves the QP able to issue READs (0 would mean none, ever).
+          int peer_ord = r.request.ord, peer_ird = r.request.ird;
+          if (!r.request.enhanced) {
+            ibv_device_attr da{};
+            if (ibv_query_device(agent_context(), &da) == 0) {
+              peer_ord = da.max_qp_rd_atom;
+              peer_ird = da.max_qp_init_rd_atom;
+            }
+          }
+          c->responder_resources = static_cast<std::uint8_t>(std::min(peer_ord, 255));
+          c->initiator_depth = static_cast<std::uint8_t>(std::min(peer_ird, 255));
           c->state = State::kReqRcvd;
           track(c);
           Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
           ev->ev.listen_id = &listener->id;
-          fill_conn(ev, r.request.private_data, r.request.ord, r.request.ird);
+          fill_conn(ev, r.request.private_data, peer_ord, peer_ird);
           c->events_out++;
           c->request_channel = listener->channel;
           ev->queued_on = listener->channel;
@@ -190,7 +204,8 @@ bool retry_refused(CmId* id) {
   sockaddr_storage any{};
   std::memcpy(&any, dst, addr_len(dst));
   reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;  // same offset for IPv6
-  const bool local = probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
+  const bool local =
+      probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
   if (probe >= 0) close(probe);
   if (!local) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
@@ -215,7 +230,9 @@ bool retry_refused(CmId* id) {
 
 }  // namespace
 
-bool iwarp_mode() { return agent_iwarp() != nullptr; }
+bool iwarp_mode() {
+  return agent_iwarp() != nullptr;
+}
 
 int iw_bind(CmId* id, const sockaddr* addr) {
   if (id->tcp_fd >= 0) return EINVAL;
@@ -279,9 +296,9 @@ int iw_accept(CmId* id, const rdma_conn_param* param) {
       if (id->tcp_fd == fd) close_tcp(id);
       id->state = State::kClosed;
       qp_to_err(id);
-      deliver(make_event(id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE
-                                                : RDMA_CM_EVENT_CONNECT_ERROR,
-                         -error));
+      deliver(make_event(
+          id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_CONNECT_ERROR,
+          -error));
     });
   });
   if (rc) {
@@ -347,11 +364,11 @@ bool iw_handle_fd(int fd, std::uint32_t events) {
     id->state = State::kClosed;
     if (!id->destroyed) {
       // As the kernel's iw_cm: refused or reset is REJECTED, a timeout UNREACHABLE.
-      const rdma_cm_event_type t =
-          (err == ECONNREFUSED || err == ECONNRESET) ? RDMA_CM_EVENT_REJECTED
-          : (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
-              ? RDMA_CM_EVENT_UNREACHABLE
-              : RDMA_CM_EVENT_CONNECT_ERROR;
+      const rdma_cm_event_type t = (err == ECONNREFUSED || err == ECONNRESET)
+                                       ? RDMA_CM_EVENT_REJECTED
+                                   : (err == ETIMEDOUT || err == EHOSTUNREACH || err == ENETUNREACH)
+                                       ? RDMA_CM_EVENT_UNREACHABLE
+                                       : RDMA_CM_EVENT_CONNECT_ERROR;
       deliver(make_event(id, t, -err));
     }
     return true;
