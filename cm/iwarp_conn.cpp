@@ -78,7 +78,7 @@ void hook_qp(CmId* id) {
 
 void fill_conn(Event* ev, const std::vector<std::uint8_t>& pdata, int rr, int id_depth) {
   const std::size_t n = std::min(pdata.size(), ev->private_data.size());
-  std::memcpy(ev->private_data.data(), pdata.data(), n);
+  if (n) std::memcpy(ev->private_data.data(), pdata.data(), n);  // data() may be null
   ev->ev.param.conn.private_data = n ? ev->private_data.data() : nullptr;
   ev->ev.param.conn.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(n, 255));
   ev->ev.param.conn.responder_resources = static_cast<std::uint8_t>(std::min(rr, 255));
