@@ -78,7 +78,7 @@ void hook_qp(CmId* id) {
 
 void fill_conn(Event* ev, const std::vector<std::uint8_t>& pdata, int rr, int id_depth) {
   const std::size_t n = std::min(pdata.size(), ev->private_data.size());
-  std::memcpy(ev->private_data.data(), pdata.data(), n);
+  if (n) std::memcpy(ev->private_data.data(), pdata.data(), n);  // data() may be null
   ev->ev.param.conn.private_data = n ? ev->private_data.data() : nullptr;
   ev->ev.param.conn.private_data_len = static_cast<std::uint8_t>(std::min<std::size_t>(n, 255));
   ev->ev.param.conn.responder_resources = static_cast<std::uint8_t>(std::min(rr, 255));
@@ -163,13 +163,25 @@ void on_accepted(CmId* listener, int fd) {
           len = sizeof c->id.route.addr.dst_storage;
           getpeername(fd, &c->id.route.addr.dst_addr, &len);
           c->tcp_fd = fd;
-          c->responder_resources = static_cast<std::uint8_t>(std::min<int>(r.request.ord, 255));
-          c->initiator_depth = static_cast<std::uint8_t>(std::min<int>(r.request.ird, 255));
+          // RFC 6581 requests carry the initiator's IRD and ORD: our IRD must cover its ORD and
+          // our ORD must stay within its IRD. A revision 1 request (or a revision 2 one without
+          // the enhanced words) says nothing: offer the device's limits, as siw does, so that
+          // rdma_accept(NULL) leaves the QP able to issue READs (0 would mean none, ever).
+          int peer_ord = r.request.ord, peer_ird = r.request.ird;
+          if (!r.request.enhanced) {
+            ibv_device_attr da{};
+            if (ibv_query_device(agent_context(), &da) == 0) {
+              peer_ord = da.max_qp_rd_atom;
+              peer_ird = da.max_qp_init_rd_atom;
+            }
+          }
+          c->responder_resources = static_cast<std::uint8_t>(std::min(peer_ord, 255));
+          c->initiator_depth = static_cast<std::uint8_t>(std::min(peer_ird, 255));
           c->state = State::kReqRcvd;
           track(c);
           Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
           ev->ev.listen_id = &listener->id;
-          fill_conn(ev, r.request.private_data, r.request.ord, r.request.ird);
+          fill_conn(ev, r.request.private_data, peer_ord, peer_ird);
           c->events_out++;
           c->request_channel = listener->channel;
           ev->queued_on = listener->channel;

@@ -134,6 +134,12 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
       rc = EINVAL;  // the Read's sink is one STag: one SGE (as siw's max_sge_rd)
       break;
     }
+    if (wr.opcode == WrOpcode::kRdmaRead && state_ == QpState::kRts && ord_ == 0) {
+      // The connection was set up with ORD 0: no Read Request may ever go out, and queued
+      // behind the ORD limit it would wait forever (siw fails such a READ too).
+      rc = EINVAL;
+      break;
+    }
     SendWqe& w = sq_.emplace_back();
     w.wr_id = wr.wr_id;
     w.opcode = wr.opcode;

@@ -414,10 +414,16 @@ def case_iwarp_trace():
             v = subprocess.run([tshark, "-r", f, "-V", "--disable-protocol", "rpcordma"],
                                capture_output=True, text=True).stdout
             name = f"iwarp trace {mpa} {os.path.basename(f)}"
-            expect("MPA ID Req Frame" in v or "Request frame" in v or "MPA Request" in v,
-                   f"{name}: MPA request decoded", v[:3000])
+            expect("Request frame header" in v and "Reply frame header" in v,
+                   f"{name}: MPA request and reply decoded", v[:3000])
+            rev = "1" if "rev=1" in mpa else "2"
+            expect(len(re.findall(rf"\bRevision: {rev}\b", v)) == 2,
+                   f"{name}: MPA revision {rev} both ways", v[:3000])
             expect("Malformed" not in v, f"{name}: nothing malformed", v[-3000:])
-            expect(re.search(r"RDMA Read Request|Read Request", v), f"{name}: RDMAP decoded", "")
+            # rping's exchange: SENDs, the server's READ of the client's buffer (the zero-length
+            # RTR of revision 2 is a Read Request too, so the response and WRITE matter), WRITE.
+            for op in ("Send", "Read Request", "Read Response", "Write"):
+                expect(re.search(rf"OpCode: {op} \(", v), f"{name}: RDMAP {op} decoded", "")
             if "crc" in mpa:
                 expect("Good CRC32" in v and "Bad CRC32" not in v, f"{name}: good CRCs", "")
             lint = subprocess.run([softrdma, "lint", f], capture_output=True, text=True)
