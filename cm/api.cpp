@@ -701,6 +701,15 @@ wait:
 int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
   if (!channel || !event) return fail(EINVAL);
   Channel* ch = cm::channel(channel);
+  {
+    std::unique_lock lock(mutex());
+    if (ch->closed) {
+      // Called on a channel already destroyed (an event thread racing the program's exit):
+      // as with a reader that was already waiting, the call stays blocked.
+      lock.unlock();
+      for (;;) pause();
+    }
+  }
   for (;;) {
     std::uint8_t b;
     ssize_t n = read(ch->ch.fd, &b, 1);

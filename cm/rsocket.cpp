@@ -19,6 +19,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -224,6 +225,13 @@ void drain(RSocket* s) {
       const ibv_wc& w = wc[i];
       const bool is_send = w.wr_id >= kSendTag;  // (an error completion's opcode is undefined)
       if (w.status != IBV_WC_SUCCESS) {
+        // Receives flushed after the peer ended its stream (its disconnect moved the QP to
+        // the error state): expected, and the data before the end is still to be read.
+        if (!is_send && s->eof && w.status == IBV_WC_WR_FLUSH_ERR) continue;
+        if (!s->broken && std::getenv("SOFTRDMA_RS_DEBUG")) {
+          std::fprintf(stderr, "rsocket %d: %s (wr_id %llx)\n", s->fd, ibv_wc_status_str(w.status),
+                       static_cast<unsigned long long>(w.wr_id));
+        }
         if (!s->broken) s->error = w.status == IBV_WC_WR_FLUSH_ERR ? ECONNRESET : EIO;
         s->broken = true;
         if (is_send) s->outstanding--;
@@ -626,7 +634,7 @@ int rpoll(pollfd* fds, nfds_t nfds, int timeout) {
         short rev = 0;
         if ((fds[i].events & POLLIN) && readable(s.get())) rev |= POLLIN;
         if ((fds[i].events & POLLOUT) && writable(s.get())) rev |= POLLOUT;
-        if (s->broken) rev |= POLLHUP;
+        if (s->broken && s->rx.empty()) rev |= POLLHUP;  // once what arrived has been read
         fds[i].revents = rev;
         real[i] = pollfd{s->ch->fd, POLLIN, 0};
       }

@@ -24,7 +24,7 @@ struct Conn {
     a.sin_family = AF_INET;
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     for (int i = 0; i < 50; ++i) {
-      a.sin_port = htons(static_cast<std::uint16_t>(40000 + rng() % 9000));
+      a.sin_port = htons(static_cast<std::uint16_t>(29000 + rng() % 3000));
       if (rbind(listener, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
           rlisten(listener, 4) == 0) {
         break;
