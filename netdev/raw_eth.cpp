@@ -378,9 +378,6 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
   } else {
     auto want = wire::expected_icrc(v);
     icrc_ok = want && *want == wire::load32le(view.data + view.len - wire::kIcrcLen);
-    // A UDP GSO segment of a peer on the UDP backend: the kernel numbered its IPv4 ID after
-    // the sender had filled the ICRC for ID 0 (all it can know). Accept that one too.
-    if (!icrc_ok && !v.is_ipv6 && v.ipv4.id != 0) icrc_ok = check_icrc(view);
   }
   if (!icrc_ok) {
     drop_rx(FaultEvent::kRxIcrc, counters_.rx_icrc_errors, view);

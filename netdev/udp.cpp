@@ -382,6 +382,24 @@ void UdpNetdev::transmit(std::span<const Packet> pkts) {
   }
 }
 
+bool UdpNetdev::gso_to(const IpAddr& dst) {
+  auto it = local_dst_.find(dst);
+  if (it != local_dst_.end()) return it->second;
+  // An address of this host (binding to it works) is reached without a wire: the kernel
+  // hands the whole GSO message over and nothing renumbers IPv4 IDs.
+  bool local = false;
+  sockaddr_storage ss{};
+  const socklen_t len = to_sockaddr(dst, 0, scope_id_, ss);
+  int probe = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (probe >= 0) {
+    local = bind(probe, reinterpret_cast<sockaddr*>(&ss), len) == 0;
+    close(probe);
+  }
+  if (local_dst_.size() > 4096) local_dst_.clear();
+  local_dst_[dst] = local;
+  return local;
+}
+
 void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
   // Runs of equal-sized datagrams to one destination leave as one message with
   // UDP_SEGMENT (GSO): the kernel cuts it into the same datagrams on the wire,
@@ -400,7 +418,7 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
     const Packet& p = pkts[i];
     std::size_t j = i + 1;
     std::size_t bytes = p.len;
-    if (gso_) {
+    if (gso_ && gso_to(p.dst)) {
       while (j < n && j - i < kMaxSegments && pkts[j - 1].len == p.len && pkts[j].len <= p.len &&
              bytes + pkts[j].len <= kMaxGsoBytes && pkts[j].dst == p.dst &&
              pkts[j].dst_port == p.dst_port && pkts[j].traffic_class == p.traffic_class &&

@@ -94,6 +94,10 @@ class UdpNetdev : public Netdev {
   bool v4_ = true;
   bool gro_ = false;
   bool gso_ = true;  // UDP_SEGMENT on send; off after the kernel refuses it
+  // UDP GSO only to addresses of this host: segments the kernel cuts for a wire get IPv4 IDs
+  // 1, 2, ... after the ICRC was computed for ID 0, so a NIC would drop them (ICRC errors).
+  bool gso_to(const IpAddr& dst);
+  std::map<IpAddr, bool> local_dst_;  // send path only (one progress pass at a time)
   int rx_fd_ = -1;
   int epfd_ = -1;
   int pend_efd_ = -1;
