@@ -130,6 +130,19 @@ void fill_ud_ah(CmId* id, ibv_ah_attr& ah) {
 
 // ---- receiving
 
+// The listener for a request to (port space, port, address): specific or wildcard binds,
+// UD ones for SIDR requests, connected ones for REQs.
+CmId* find_listener(std::uint16_t ps, std::uint16_t port, const wire::Gid16& dst, bool ud) {
+  for (CmId* id : agent().ids) {
+    if (id->state == State::kListen && !id->destroyed && id->id.ps == ps &&
+        ntohs(rdma_get_src_port(&id->id)) == port && (id->id.qp_type == IBV_QPT_UD) == ud &&
+        (id->wildcard || gid_of(&id->id.route.addr.src_addr) == dst)) {
+      return id;
+    }
+  }
+  return nullptr;
+}
+
 // The IP CM header's IPv4 form has zeros where an IPv4-mapped GID has 0xFFFF.
 void normalize(wire::IpCmHeader& h) {
   if (h.ip_version != 4) return;
@@ -163,17 +176,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   }
   const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
   const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
-  CmId* listener = nullptr;
-  for (CmId* id : a.ids) {
-    if (id->state != State::kListen || id->destroyed || id->id.ps != ps ||
-        ntohs(rdma_get_src_port(&id->id)) != port || id->id.qp_type == IBV_QPT_UD) {
-      continue;
-    }
-    if (id->wildcard || gid_of(&id->id.route.addr.src_addr) == hdr->dst_addr) {
-      listener = id;
-      break;
-    }
-  }
+  CmId* listener = find_listener(ps, port, hdr->dst_addr, false);
   if (!listener) {
     reject(wire::rej_reason::kInvalidServiceId);
     return;
@@ -186,28 +189,11 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
     drop("REQ beyond the listen backlog (the sender retransmits)");
     return;
   }
-  auto* c = new CmId;
-  c->id.verbs = a.ctx;
-  c->id.context = listener->id.context;
-  c->id.ps = listener->id.ps;
-  c->id.qp_type = listener->id.qp_type;
-  c->id.port_num = 1;
-  c->id.pd = a.pd;
-  c->listener = listener;
-  c->ep_qp_attr = listener->ep_qp_attr;
-  if (listener->sync) {
-    auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
-    if (!ch) {
-      delete c;
-      drop("no event channel for a new connection");
-      return;
-    }
-    c->channel = ch;
-    c->sync = true;
-  } else {
-    c->channel = listener->channel;
+  CmId* c = new_child(listener);
+  if (!c) {
+    drop("no event channel for a new connection");
+    return;
   }
-  c->id.channel = &c->channel->ch;
   sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
   sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
   std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
@@ -231,7 +217,6 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   c->state = State::kReqRcvd;
   track(c);
   Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-  ev->ev.listen_id = &listener->id;
   copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
                wire::kReqPrivate - wire::kIpCmHeaderSize, false);
   auto& p = ev->ev.param.conn;
@@ -242,16 +227,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   p.rnr_retry_count = m.rnr_retry_count;
   p.srq = m.srq;
   p.qp_num = m.local_qpn;
-  // The request is queued on the listener's channel (a sync listener's own).
-  ev->ev.id = &c->id;
-  Channel* deliver_to = listener->channel;
-  c->request_channel = deliver_to;
-  c->events_out++;
-  ev->owner = c;
-  ev->queued_on = deliver_to;
-  deliver_to->queue.push_back(ev);
-  std::uint8_t one = 1;
-  (void)!write(deliver_to->write_fd, &one, 1);
+  offer_request(c, listener, ev);
 }
 
 void on_rep(const wire::CmRep& m) {
@@ -406,36 +382,16 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
   }
   const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
   const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
-  CmId* listener = nullptr;
-  for (CmId* id : a.ids) {
-    if (id->state == State::kListen && !id->destroyed && id->id.ps == ps &&
-        ntohs(rdma_get_src_port(&id->id)) == port && id->id.qp_type == IBV_QPT_UD &&
-        (id->wildcard || gid_of(&id->id.route.addr.src_addr) == hdr->dst_addr)) {
-      listener = id;
-      break;
-    }
-  }
+  CmId* listener = find_listener(ps, port, hdr->dst_addr, true);
   if (!listener) {
     answer_status(wire::sidr_status::kUnsupportedServiceId);
     return;
   }
-  auto* c = new CmId;
-  c->id.verbs = a.ctx;
-  c->id.context = listener->id.context;
-  c->id.ps = listener->id.ps;
-  c->id.qp_type = IBV_QPT_UD;
-  c->id.port_num = 1;
-  c->id.pd = a.pd;
-  c->listener = listener;
-  c->channel = listener->channel;
-  if (listener->sync) {
-    auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
-    if (ch) {
-      c->channel = ch;
-      c->sync = true;
-    }
+  CmId* c = new_child(listener);
+  if (!c) {
+    drop("no event channel for a new connection");
+    return;
   }
-  c->id.channel = &c->channel->ch;
   sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
   sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
   std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
@@ -446,16 +402,10 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
   c->state = State::kSidrReqRcvd;
   track(c);
   Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-  ev->ev.listen_id = &listener->id;
   copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
                wire::kSidrReqPrivate - wire::kIpCmHeaderSize, true);
   fill_ud_ah(c, ev->ev.param.ud.ah_attr);
-  c->events_out++;
-  c->request_channel = listener->channel;
-  ev->queued_on = listener->channel;
-  listener->channel->queue.push_back(ev);
-  std::uint8_t one = 1;
-  (void)!write(listener->channel->write_fd, &one, 1);
+  offer_request(c, listener, ev);
 }
 
 void on_sidr_rep(const wire::CmSidrRep& m) {
@@ -774,6 +724,41 @@ void deliver(Event* ev) {
 
 void track(CmId* id) {
   agent().ids.push_back(id);
+}
+
+CmId* new_child(CmId* listener) {
+  auto* c = new CmId;
+  c->id.verbs = agent().ctx;
+  c->id.context = listener->id.context;
+  c->id.ps = listener->id.ps;
+  c->id.qp_type = listener->id.qp_type;
+  c->id.port_num = 1;
+  c->id.pd = agent().pd;
+  c->listener = listener;
+  c->ep_qp_attr = listener->ep_qp_attr;
+  c->channel = listener->channel;
+  if (listener->sync) {  // librdmacm migrates a sync listener's requests to sync ids
+    auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
+    if (!ch) {
+      delete c;
+      return nullptr;
+    }
+    c->channel = ch;
+    c->sync = true;
+  }
+  c->id.channel = &c->channel->ch;
+  return c;
+}
+
+void offer_request(CmId* child, CmId* listener, Event* ev) {
+  ev->ev.listen_id = &listener->id;
+  Channel* ch = listener->channel;
+  child->request_channel = ch;
+  child->events_out++;
+  ev->queued_on = ch;
+  ch->queue.push_back(ev);
+  std::uint8_t one = 1;
+  (void)!write(ch->write_fd, &one, 1);
 }
 
 void untrack(CmId* id) {

@@ -5,8 +5,8 @@
 #pragma once
 
 #include <functional>
-#include <vector>
 #include <string>
+#include <vector>
 
 #include "cm/state.h"
 
@@ -33,6 +33,13 @@ const std::vector<CmId*>& agent_ids();
 // Events.
 Event* make_event(CmId* id, rdma_cm_event_type type, int status);
 void deliver(Event* ev);  // queues on the id's channel and makes its fd readable
+
+// A new passive id for a request that came to `listener`: its events go to the listener's
+// channel, or to a channel of its own for a sync listener. nullptr if that cannot be made.
+// The caller tracks it and offers the request.
+CmId* new_child(CmId* listener);
+// Queues `child`'s CONNECT_REQUEST `ev` on its listener's channel.
+void offer_request(CmId* child, CmId* listener, Event* ev);
 
 // Ids known to the agent (every live CmId).
 void track(CmId* id);

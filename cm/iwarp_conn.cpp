@@ -137,27 +137,11 @@ void on_accepted(CmId* listener, int fd) {
             close(fd);  // a broken or late request: nobody to offer it to
             return;
           }
-          auto* c = new CmId;
-          c->id.verbs = agent_context();
-          c->id.context = listener->id.context;
-          c->id.ps = listener->id.ps;
-          c->id.qp_type = listener->id.qp_type;
-          c->id.port_num = 1;
-          c->id.pd = agent_pd();
-          c->listener = listener;
-          c->ep_qp_attr = listener->ep_qp_attr;
-          c->channel = listener->channel;
-          if (listener->sync) {
-            auto* ch = reinterpret_cast<Channel*>(rdma_create_event_channel());
-            if (!ch) {
-              close(fd);
-              delete c;
-              return;
-            }
-            c->channel = ch;
-            c->sync = true;
+          CmId* c = new_child(listener);
+          if (!c) {
+            close(fd);
+            return;
           }
-          c->id.channel = &c->channel->ch;
           socklen_t len = sizeof c->id.route.addr.src_storage;
           getsockname(fd, &c->id.route.addr.src_addr, &len);
           len = sizeof c->id.route.addr.dst_storage;
@@ -180,14 +164,8 @@ void on_accepted(CmId* listener, int fd) {
           c->state = State::kReqRcvd;
           track(c);
           Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
-          ev->ev.listen_id = &listener->id;
           fill_conn(ev, r.request.private_data, peer_ord, peer_ird);
-          c->events_out++;
-          c->request_channel = listener->channel;
-          ev->queued_on = listener->channel;
-          listener->channel->queue.push_back(ev);
-          std::uint8_t one = 1;
-          (void)!write(listener->channel->write_fd, &one, 1);
+          offer_request(c, listener, ev);
         });
       });
 }

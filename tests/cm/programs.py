@@ -65,6 +65,16 @@ def finish(p, timeout=60):
     return p.returncode, out
 
 
+def wait_tcp(port, timeout=15):
+    """Waits until a kernel TCP socket listens on `port` (qperf's own control port)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tcp_listening(port):
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def wait_bound(port, timeout=15):
     """Waits until some process listens on rdma_cm port `port`. softrdma's registry of
     bound ports is a set of abstract unix sockets (listed in /proc/net/unix); the holder's
@@ -178,7 +188,7 @@ def case_perftest():
 def case_qperf():
     p = str(port())
     srv = start(["qperf", "-lp", p])
-    time.sleep(0.5)
+    expect(wait_tcp(p), "qperf server up")
     cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_bw", "rc_lat"])
     crc, cout = finish(cli, 60)
     srv.send_signal(signal.SIGTERM)
@@ -387,7 +397,7 @@ def case_iwarp_qperf():
         iwarp(mpa)
         p = str(port())
         srv = start(["qperf", "-lp", p])
-        time.sleep(0.5)
+        expect(wait_tcp(p), "qperf server up")
         cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_bw", "rc_lat",
                      "rc_rdma_read_bw"])
         crc, cout = finish(cli, 60)
