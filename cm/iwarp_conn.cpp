@@ -99,7 +99,10 @@ void start_mpa(CmId* id) {
         id->tcp_fd = -1;  // the QP owns the socket now
         id->state = State::kEstablished;
         Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
-        fill_conn(ev, r.private_data, r.peer_ord, r.peer_ird);
+        // A revision 1 reply carries no IRD/ORD: report our own, as siw does.
+        const bool told = r.peer_ord || r.peer_ird;
+        fill_conn(ev, r.private_data, told ? r.peer_ord : id->responder_resources,
+                  told ? r.peer_ird : id->initiator_depth);
         deliver(ev);
         return;
       }
