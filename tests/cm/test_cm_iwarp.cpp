@@ -97,7 +97,12 @@ TEST(CmIwarpRev1, AcceptWithoutParamsTakesTheOfferedDepthsAndReadsWork) {
   ibv_mr* smr = rdma_reg_msgs(child, sbuf, sizeof sbuf);
   ASSERT_NE(smr, nullptr);
   ASSERT_EQ(rdma_accept(child, nullptr), 0);  // as rping's server
-  rdma_ack_cm_event(expect_event(cch, RDMA_CM_EVENT_ESTABLISHED));
+  rdma_cm_event* est = expect_event(cch, RDMA_CM_EVENT_ESTABLISHED);
+  ASSERT_NE(est, nullptr);
+  // The revision 1 reply carries no IRD/ORD: the client reports its own (as siw does).
+  EXPECT_EQ(est->param.conn.responder_resources, 1);
+  EXPECT_EQ(est->param.conn.initiator_depth, 1);
+  rdma_ack_cm_event(est);
   rdma_ack_cm_event(expect_event(sch, RDMA_CM_EVENT_ESTABLISHED));
 
   // The server READs the client's buffer and waits on its completion channel.
