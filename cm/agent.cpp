@@ -264,25 +264,12 @@ void on_rep(const wire::CmRep& m) {
     id->state = State::kClosed;
     return;
   }
-  if (!id->id.qp) {
-    id->state = State::kRepRcvd;
-    Event* ev = make_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
-    fill(ev);
-    deliver(ev);
-    return;
-  }
-  int rc = qp_to_rtr_rts(id);
-  if (rc) {
-    send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
-    id->state = State::kClosed;
-    qp_to_err(id);
-    Event* ev = make_event(id, RDMA_CM_EVENT_CONNECT_ERROR, -rc);
-    deliver(ev);
-    return;
-  }
-  send_rtu(id);
-  id->state = State::kEstablished;
-  Event* ev = make_event(id, RDMA_CM_EVENT_ESTABLISHED, 0);
+  // As librdmacm: the application's thread, when it takes this event, moves a QP on the id
+  // to RTR and RTS, sends the RTU and sees ESTABLISHED (rdma_get_cm_event). This thread never
+  // touches an application's QP: the application may destroy it at any time.
+  id->state = State::kRepRcvd;
+  Event* ev = make_event(id, RDMA_CM_EVENT_CONNECT_RESPONSE, 0);
+  ev->establish = true;
   fill(ev);
   deliver(ev);
 }
@@ -310,9 +297,8 @@ void on_rej(const wire::CmRej& m) {
   }
   id->waiting = false;
   id->state = State::kClosed;
-  qp_to_err(id);
   if (id->destroyed) return;
-  Event* ev = make_event(id, RDMA_CM_EVENT_REJECTED, m.reason);
+  Event* ev = make_event(id, RDMA_CM_EVENT_REJECTED, m.reason);  // QP to ERR when taken
   copy_private(ev, m.private_data.data(), m.private_data.size(), false);
   deliver(ev);
 }
@@ -329,7 +315,6 @@ void on_mra(const wire::CmMra& m) {
 
 void disconnected(CmId* id) {
   id->waiting = false;
-  qp_to_err(id);
   enter_timewait(id);
   if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 }
@@ -486,7 +471,6 @@ void on_timeout(CmId* id) {
     case State::kRepSent:
     case State::kSidrReqSent:
       id->state = State::kClosed;
-      qp_to_err(id);
       if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
       break;
     case State::kDreqSent:

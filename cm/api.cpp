@@ -148,6 +148,31 @@ bool source_for(const sockaddr* dst, sockaddr_storage& out) {
   return ok;
 }
 
+// What librdmacm does on the application's thread as it hands an event out: a connect
+// response for an id with a QP brings the QP up and sends the RTU (then ESTABLISHED); a
+// rejection moves the id's QP to the error state. Caller holds the lock.
+void take_event(Event* e) {
+  CmId* id = e->owner;
+  if (e->establish && id->state == State::kRepRcvd) {
+    e->establish = false;
+    if (!id->id.qp) return;  // CONNECT_RESPONSE: the application calls rdma_establish
+    const int rc = qp_to_rtr_rts(id);
+    if (rc) {
+      send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
+      id->state = State::kClosed;
+      qp_to_err(id);
+      e->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
+      e->ev.status = -rc;
+      return;
+    }
+    send_rtu(id);
+    id->state = State::kEstablished;
+    e->ev.event = RDMA_CM_EVENT_ESTABLISHED;
+    return;
+  }
+  if (e->ev.event == RDMA_CM_EVENT_REJECTED && !iwarp_mode()) qp_to_err(id);
+}
+
 ibv_mtu active_mtu() {
   ibv_port_attr pa{};
   if (agent_context() && ibv_query_port(agent_context(), 1, &pa) == 0) return pa.active_mtu;
@@ -255,10 +280,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
     case State::kEstablished:
     case State::kRepSent:
     case State::kRepRcvd:
-      if (id->qp_type != IBV_QPT_UD) {
-        qp_to_err(c);
-        send_dreq(c);
-      }
+      if (id->qp_type != IBV_QPT_UD) send_dreq(c);  // id->qp may be gone: not touched
       break;
     case State::kReqRcvd:
       send_rej(c, wire::rej_reason::kConsumerDefined, nullptr, 0);
@@ -720,11 +742,21 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
       // waits, then exit): so does this one.
       for (;;) pause();
     }
-    if (n < 0) return -1;  // EAGAIN on a non-blocking channel
-    std::lock_guard lock(mutex());
-    if (ch->closed) {
-      errno = EBADF;
-      return -1;
+    if (n < 0) {
+      if (errno == EBADF) {  // destroyed while this call began: stay blocked, as above
+        std::unique_lock lock(mutex());
+        if (ch->closed) {
+          lock.unlock();
+          for (;;) pause();
+        }
+        errno = EBADF;
+      }
+      return -1;  // EAGAIN on a non-blocking channel
+    }
+    std::unique_lock lock(mutex());
+    if (ch->closed) {  // destroyed after the byte was read: stay blocked, as above
+      lock.unlock();
+      for (;;) pause();
     }
     if (ch->queue.empty()) {  // the byte of an event dropped by rdma_destroy_id
       if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
@@ -733,6 +765,7 @@ int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
     Event* e = ch->queue.front();
     ch->queue.pop_front();
     e->queued_on = nullptr;
+    take_event(e);
     *event = &e->ev;
     return 0;
   }

@@ -108,7 +108,6 @@ void start_mpa(CmId* id) {
       }
       if (id->tcp_fd == fd) close_tcp(id);
       id->state = State::kClosed;
-      qp_to_err(id);
       Event* ev;
       if (r.kind == iwarp::ConnectResult::Kind::kRejected) {
         ev = make_event(id, RDMA_CM_EVENT_REJECTED, -ECONNREFUSED);
@@ -276,7 +275,6 @@ int iw_accept(CmId* id, const rdma_conn_param* param) {
       }
       if (id->tcp_fd == fd) close_tcp(id);
       id->state = State::kClosed;
-      qp_to_err(id);
       deliver(make_event(
           id, error == ETIMEDOUT ? RDMA_CM_EVENT_UNREACHABLE : RDMA_CM_EVENT_CONNECT_ERROR,
           -error));

@@ -27,6 +27,7 @@ struct Event {
   std::array<std::uint8_t, 256> private_data{};
   struct CmId* owner = nullptr;
   struct Channel* queued_on = nullptr;  // until rdma_get_cm_event hands it out
+  bool establish = false;               // a REP for an id with a QP: taken, it becomes ESTABLISHED
 };
 
 struct Channel {
