@@ -582,7 +582,13 @@ void Device::progress_loop() {
   while (!stop_) {
     int timeout = -1;
     {
-      std::lock_guard lock(progress_mutex_);
+      // An application thread in a pass is making progress for us: don't queue behind it
+      // (a blocked lock costs a futex wake-up and a context switch per pass).
+      std::unique_lock lock(progress_mutex_, std::try_to_lock);
+      if (!lock.owns_lock()) {
+        sched_yield();
+        continue;
+      }
       const auto deadline = step();
       if (last_step_received_) linger_until = Clock::now() + kLinger;
       if (!active_.empty()) {
