@@ -49,8 +49,10 @@ class IwarpTrace : public testing::TestWithParam<TraceConfig> {};
 TEST_P(IwarpTrace, TsharkDecodesItAndLintAcceptsIt) {
   if (std::string(SOFTRDMA_TSHARK).empty()) GTEST_SKIP() << "tshark is not installed";
   const TraceConfig c = GetParam();
-  const std::string path = testing::TempDir() + "iwarp_trace_" + std::to_string(c.revision) +
-                           (c.crc ? "c" : "") + (c.markers ? "m" : "") + ".pcapng";
+  // The pid keeps concurrent runs (two builds' suites, say) off each other's file.
+  const std::string path = testing::TempDir() + "iwarp_trace_" + std::to_string(getpid()) + "_" +
+                           std::to_string(c.revision) + (c.crc ? "c" : "") +
+                           (c.markers ? "m" : "") + ".pcapng";
   std::string error;
   pcap::PcapngOptions opts;
   opts.per_process_name = false;
