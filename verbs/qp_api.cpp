@@ -1,6 +1,6 @@
 // Queue pair creation, state changes, queries and destruction.
-#include <cerrno>
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 
 #include "verbs/objects.h"
@@ -26,8 +26,7 @@ constexpr uint64_t kSendOps =
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
     IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
 
-void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a,
-                 std::uint32_t qpn) {
+void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a, std::uint32_t qpn) {
   ibv_qp& qp = s->qpx.qp_base;
   qp.context = context;
   qp.qp_context = a->qp_context;
@@ -110,42 +109,21 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
                                       soft(a->recv_cq)->rxe, a->srq ? soft(a->srq)->rxe : nullptr,
                                       cap, a->sq_sig_all != 0, &err, qpn);
   if (!q) return fail<ibv_qp>(err);
-  a->cap.max_send_wr = cap.max_send_wr;
-  a->cap.max_recv_wr = cap.max_recv_wr;
-  a->cap.max_send_sge = cap.max_send_sge;
-  a->cap.max_recv_sge = cap.max_recv_sge;
-  a->cap.max_inline_data = cap.max_inline_data;
+  copy_cap(cap, a->cap);
   auto* s = new SoftQp{};
   s->rxe = q;
   s->ctx = soft(context);
   q->user = s;
-  ibv_qp& qp = s->qpx.qp_base;
-  qp.context = context;
-  qp.qp_context = a->qp_context;
-  qp.pd = a->pd;
-  qp.send_cq = a->send_cq;
-  qp.recv_cq = a->recv_cq;
-  qp.srq = a->srq;
-  qp.handle = q->qpn();
-  qp.qp_num = q->qpn();
-  qp.state = IBV_QPS_RESET;
-  qp.qp_type = a->qp_type;
-  pthread_mutex_init(&qp.mutex, nullptr);
-  pthread_cond_init(&qp.cond, nullptr);
-  fill_qp_ex_ops(&s->qpx);
-  s->qpx.comp_mask = 0;
-  return &qp;
+  init_ibv_qp(s, context, a, q->qpn());
+  return &s->qpx.qp_base;
 }
 
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* a) {
   return create_qp_common(context, a);
 }
 
-}  // namespace
-
-extern "C" {
-
-ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+// ibv_create_qp's attributes on `pd`; `qpn` as create_qp_common. Reports the capabilities.
+ibv_qp* create_qp_plain(ibv_pd* pd, ibv_qp_init_attr* attr, std::uint32_t qpn) {
   ibv_qp_init_attr_ex a{};
   a.qp_context = attr->qp_context;
   a.send_cq = attr->send_cq;
@@ -156,29 +134,30 @@ ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   a.sq_sig_all = attr->sq_sig_all;
   a.comp_mask = IBV_QP_INIT_ATTR_PD;
   a.pd = pd;
-  ibv_qp* qp = create_qp_common(pd->context, &a);
+  ibv_qp* qp = create_qp_common(pd->context, &a, qpn);
   if (qp) attr->cap = a.cap;
   return qp;
 }
 
+}  // namespace
+
+extern "C" {
+
+ibv_qp* ibv_create_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
+  return create_qp_plain(pd, attr, 0);
+}
+
 // softrdma's own: the GSI QP (number 1, UD) that librdmacm sends CM MADs on. A UD QP
-// in every other respect; EBUSY when the process already has one.
+// in every other respect (without an SRQ); EBUSY when the process already has one.
 ibv_qp* softrdma_create_gsi_qp(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!pd || !attr || attr->qp_type != IBV_QPT_UD) {
     errno = EINVAL;
     return nullptr;
   }
-  ibv_qp_init_attr_ex a{};
-  a.qp_context = attr->qp_context;
-  a.send_cq = attr->send_cq;
-  a.recv_cq = attr->recv_cq;
-  a.cap = attr->cap;
-  a.qp_type = IBV_QPT_UD;
-  a.sq_sig_all = attr->sq_sig_all;
-  a.comp_mask = IBV_QP_INIT_ATTR_PD;
-  a.pd = pd;
-  ibv_qp* qp = create_qp_common(pd->context, &a, 1);
-  if (qp) attr->cap = a.cap;
+  ibv_qp_init_attr gsi = *attr;
+  gsi.srq = nullptr;
+  ibv_qp* qp = create_qp_plain(pd, &gsi, 1);
+  if (qp) attr->cap = gsi.cap;
   return qp;
 }
 
