@@ -41,6 +41,23 @@ void put_private(std::uint8_t* dst, const std::uint8_t* pdata, std::size_t len, 
   if (pdata && len) std::memcpy(dst, pdata, std::min(len, room));
 }
 
+// A REQ's or SIDR_REQ's private data: the IP CM header (the id's addresses and source
+// port), then as much of the caller's private data as fits.
+void put_request_private(CmId* id, std::span<std::uint8_t> out, const std::uint8_t* pdata,
+                         std::size_t len) {
+  wire::IpCmHeader h;
+  h.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
+  h.src_port = ntohs(rdma_get_src_port(&id->id));
+  h.src_addr = gid_of(&id->id.route.addr.src_addr);
+  h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
+  if (h.ip_version == 4) {  // the IPv4 form keeps the address in the last four bytes only
+    h.src_addr[10] = h.src_addr[11] = 0;
+    h.dst_addr[10] = h.dst_addr[11] = 0;
+  }
+  wire::build_ip_cm_header(out, h);
+  put_private(out.data() + wire::kIpCmHeaderSize, pdata, len, out.size() - wire::kIpCmHeaderSize);
+}
+
 struct Agent {
   bool started = false;
   int start_errno = 0;
@@ -150,13 +167,61 @@ void normalize(wire::IpCmHeader& h) {
   h.dst_addr[10] = h.dst_addr[11] = 0xFF;
 }
 
+// The passive id a (retransmitted) request from `src` with this comm/request ID made.
+CmId* find_passive(std::uint32_t remote_comm_id, const wire::Gid16& src) {
+  for (CmId* id : agent().ids) {
+    if (id->listener && id->remote_comm_id == remote_comm_id && id->peer_gid == src) return id;
+  }
+  return nullptr;
+}
+
+// Where a REQ or SIDR_REQ goes: the listener of its IP CM service and address, and a new
+// passive id for it, addressed from the IP CM header at the start of `pdata` (which holds at
+// least that header). `refused`: no listener takes it (the caller answers so); no child and
+// not refused: `admit` turned it down, or no id could be made (dropped, counted).
+struct Incoming {
+  CmId* listener = nullptr;
+  CmId* child = nullptr;
+  bool refused = false;
+};
+
+template <class Admit>
+Incoming incoming(std::uint64_t service_id, const std::uint8_t* pdata, const wire::Gid16& src,
+                  bool ud, Admit admit) {
+  Incoming in;
+  auto hdr = wire::parse_ip_cm_header(wire::Bytes(pdata, wire::kIpCmHeaderSize));
+  if (!wire::is_ip_cm_service(service_id) || !hdr) {
+    in.refused = true;
+    return in;
+  }
+  normalize(hdr.value());
+  const auto ps = static_cast<std::uint16_t>(service_id >> 16);
+  const auto port = static_cast<std::uint16_t>(service_id & 0xFFFF);
+  in.listener = find_listener(ps, port, hdr->dst_addr, ud);
+  if (!in.listener) {
+    in.refused = true;
+    return in;
+  }
+  if (!admit(in.listener)) return in;
+  CmId* c = new_child(in.listener);
+  if (!c) {
+    drop("no event channel for a new connection");
+    return in;
+  }
+  sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
+  sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
+  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, agent().gsi.gid().data(), 16);
+  std::memcpy(c->id.route.addr.addr.ibaddr.dgid.raw, src.data(), 16);
+  c->peer_gid = src;
+  in.child = c;
+  return in;
+}
+
 void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   auto& a = agent();
-  for (CmId* id : a.ids) {  // a retransmitted REQ
-    if (id->listener && id->remote_comm_id == m.local_comm_id && id->peer_gid == src) {
-      if (id->state == State::kRepSent && id->answer_sent) send_mad(id, src);
-      return;
-    }
+  if (CmId* id = find_passive(m.local_comm_id, src)) {  // a retransmitted REQ
+    if (id->state == State::kRepSent && id->answer_sent) send_mad(id, src);
+    return;
   }
   auto reject = [&](std::uint16_t reason) {
     wire::CmRej rej;
@@ -168,38 +233,19 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
     wire::build_cm_rej(mad, tid, rej);
     a.gsi.send(src, mad.data(), m.primary.traffic_class);
   };
-  auto hdr = wire::parse_ip_cm_header(m.private_data);
-  if (hdr) normalize(hdr.value());
-  if (!wire::is_ip_cm_service(m.service_id) || !hdr) {
-    reject(wire::rej_reason::kInvalidServiceId);
-    return;
-  }
-  const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
-  const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
-  CmId* listener = find_listener(ps, port, hdr->dst_addr, false);
-  if (!listener) {
-    reject(wire::rej_reason::kInvalidServiceId);
-    return;
-  }
-  int pending = 0;
-  for (Event* e : listener->channel->queue) {
-    if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.listen_id == &listener->id) ++pending;
-  }
-  if (pending >= std::max(listener->backlog, 1)) {
+  const Incoming in = incoming(m.service_id, m.private_data.data(), src, false, [](CmId* l) {
+    int pending = 0;
+    for (Event* e : l->channel->queue) {
+      if (e->ev.event == RDMA_CM_EVENT_CONNECT_REQUEST && e->ev.listen_id == &l->id) ++pending;
+    }
+    if (pending < std::max(l->backlog, 1)) return true;
     drop("REQ beyond the listen backlog (the sender retransmits)");
-    return;
-  }
-  CmId* c = new_child(listener);
-  if (!c) {
-    drop("no event channel for a new connection");
-    return;
-  }
-  sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
-  sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
-  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
-  std::memcpy(c->id.route.addr.addr.ibaddr.dgid.raw, src.data(), 16);
+    return false;
+  });
+  if (in.refused) reject(wire::rej_reason::kInvalidServiceId);
+  if (!in.child) return;
+  CmId* c = in.child;
   c->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
-  c->peer_gid = src;
   c->tos = m.primary.traffic_class;
   c->remote_comm_id = m.local_comm_id;
   c->local_comm_id = random_u32();
@@ -227,7 +273,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   p.rnr_retry_count = m.rnr_retry_count;
   p.srq = m.srq;
   p.qp_num = m.local_qpn;
-  offer_request(c, listener, ev);
+  offer_request(c, in.listener, ev);
 }
 
 void on_rep(const wire::CmRep& m) {
@@ -344,11 +390,9 @@ void on_drep(const wire::CmDrep& m) {
 
 void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t tid) {
   auto& a = agent();
-  for (CmId* id : a.ids) {
-    if (id->listener && id->remote_comm_id == m.request_id && id->peer_gid == src) {
-      if (id->answer_sent) send_mad(id, src);
-      return;
-    }
+  if (CmId* id = find_passive(m.request_id, src)) {  // a retransmitted SIDR_REQ
+    if (id->answer_sent) send_mad(id, src);
+    return;
   }
   auto answer_status = [&](std::uint8_t status) {
     wire::CmSidrRep rep;
@@ -359,29 +403,11 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
     wire::build_cm_sidr_rep(mad, tid, rep);
     a.gsi.send(src, mad.data(), 0);
   };
-  auto hdr = wire::parse_ip_cm_header(m.private_data);
-  if (hdr) normalize(hdr.value());
-  if (!wire::is_ip_cm_service(m.service_id) || !hdr) {
-    answer_status(wire::sidr_status::kUnsupportedServiceId);
-    return;
-  }
-  const auto ps = static_cast<std::uint16_t>(m.service_id >> 16);
-  const auto port = static_cast<std::uint16_t>(m.service_id & 0xFFFF);
-  CmId* listener = find_listener(ps, port, hdr->dst_addr, true);
-  if (!listener) {
-    answer_status(wire::sidr_status::kUnsupportedServiceId);
-    return;
-  }
-  CmId* c = new_child(listener);
-  if (!c) {
-    drop("no event channel for a new connection");
-    return;
-  }
-  sockaddr_of(hdr->dst_addr, port, c->id.route.addr.src_storage);
-  sockaddr_of(hdr->src_addr, hdr->src_port, c->id.route.addr.dst_storage);
-  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, a.gsi.gid().data(), 16);
-  std::memcpy(c->id.route.addr.addr.ibaddr.dgid.raw, src.data(), 16);
-  c->peer_gid = src;
+  const Incoming in =
+      incoming(m.service_id, m.private_data.data(), src, true, [](CmId*) { return true; });
+  if (in.refused) answer_status(wire::sidr_status::kUnsupportedServiceId);
+  if (!in.child) return;
+  CmId* c = in.child;
   c->remote_comm_id = m.request_id;
   c->tid = tid;
   c->state = State::kSidrReqRcvd;
@@ -390,7 +416,7 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
   copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
                wire::kSidrReqPrivate - wire::kIpCmHeaderSize, true);
   fill_ud_ah(c, ev->ev.param.ud.ah_attr);
-  offer_request(c, listener, ev);
+  offer_request(c, in.listener, ev);
 }
 
 void on_sidr_rep(const wire::CmSidrRep& m) {
@@ -856,19 +882,7 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.primary.packet_rate = 0x10;  // 100 Gb/s-class, informational
   m.primary.subnet_local = true;
   m.primary.local_ack_timeout = id->ack_timeout;
-  wire::IpCmHeader h;
-  const sockaddr* src = &id->id.route.addr.src_addr;
-  h.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
-  h.src_port = ntohs(rdma_get_src_port(&id->id));
-  h.src_addr = gid_of(src);
-  h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
-  if (h.ip_version == 4) {  // the IPv4 form keeps the address in the last four bytes only
-    h.src_addr[10] = h.src_addr[11] = 0;
-    h.dst_addr[10] = h.dst_addr[11] = 0;
-  }
-  wire::build_ip_cm_header(m.private_data, h);
-  put_private(m.private_data.data() + wire::kIpCmHeaderSize, pdata, len,
-              wire::kReqPrivate - wire::kIpCmHeaderSize);
+  put_request_private(id, m.private_data, pdata, len);
   wire::build_cm_req(id->last_mad, id->tid, m);
   id->state = State::kReqSent;
   return send_and_wait(id);
@@ -933,19 +947,7 @@ int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.request_id = id->local_comm_id;
   m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
                                         ntohs(rdma_get_dst_port(&id->id)));
-  wire::IpCmHeader h;
-  const sockaddr* src = &id->id.route.addr.src_addr;
-  h.ip_version = id->id.route.addr.dst_addr.sa_family == AF_INET6 ? 6 : 4;
-  h.src_port = ntohs(rdma_get_src_port(&id->id));
-  h.src_addr = gid_of(src);
-  h.dst_addr = gid_of(&id->id.route.addr.dst_addr);
-  if (h.ip_version == 4) {
-    h.src_addr[10] = h.src_addr[11] = 0;
-    h.dst_addr[10] = h.dst_addr[11] = 0;
-  }
-  wire::build_ip_cm_header(m.private_data, h);
-  put_private(m.private_data.data() + wire::kIpCmHeaderSize, pdata, len,
-              wire::kSidrReqPrivate - wire::kIpCmHeaderSize);
+  put_request_private(id, m.private_data, pdata, len);
   wire::build_cm_sidr_req(id->last_mad, id->tid, m);
   id->state = State::kSidrReqSent;
   return send_and_wait(id);
