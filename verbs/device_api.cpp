@@ -70,42 +70,11 @@ std::uint64_t iwarp_node_guid(iwarp::Device& d) {
   return v;
 }
 
-void fill_iwarp_device_attr(iwarp::Device& d, ibv_device_attr& a) {
-  const rxe::DeviceAttr& r = d.attr();
+// The attributes both devices take from their engine's limits.
+void fill_common_attr(const rxe::DeviceAttr& r, std::uint64_t node_guid, ibv_device_attr& a) {
   std::memset(&a, 0, sizeof a);
   std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
-  a.node_guid = htobe64(iwarp_node_guid(d));
-  a.sys_image_guid = a.node_guid;
-  a.max_mr_size = r.max_mr_size;
-  a.page_size_cap = r.page_size_cap;
-  a.vendor_id = r.vendor_id;
-  a.vendor_part_id = r.vendor_part_id + 1;
-  a.hw_ver = r.hw_ver;
-  a.max_qp = static_cast<int>(r.max_qp);
-  a.max_qp_wr = static_cast<int>(r.max_qp_wr);
-  a.device_cap_flags = IBV_DEVICE_MEM_MGT_EXTENSIONS;
-  a.max_sge = static_cast<int>(r.max_sge);
-  a.max_sge_rd = static_cast<int>(r.max_sge_rd);
-  a.max_cq = static_cast<int>(r.max_cq);
-  a.max_cqe = static_cast<int>(r.max_cqe);
-  a.max_mr = static_cast<int>(r.max_mr);
-  a.max_pd = static_cast<int>(r.max_pd);
-  a.max_qp_rd_atom = static_cast<int>(r.max_qp_rd_atom);
-  a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
-  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
-  a.atomic_cap = IBV_ATOMIC_NONE;  // no RFC 7306
-  a.max_srq = static_cast<int>(r.max_srq);
-  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
-  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
-  a.max_pkeys = 0;
-  a.phys_port_cnt = 1;
-}
-
-void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
-  const rxe::DeviceAttr& r = d.attr();
-  std::memset(&a, 0, sizeof a);
-  std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
-  a.node_guid = htobe64(d.node_guid());
+  a.node_guid = htobe64(node_guid);
   a.sys_image_guid = a.node_guid;
   a.max_mr_size = r.max_mr_size;
   a.page_size_cap = r.page_size_cap;
@@ -114,9 +83,6 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   a.hw_ver = r.hw_ver;
   a.max_qp = static_cast<int>(r.max_qp);
   a.max_qp_wr = static_cast<int>(r.max_qp_wr);
-  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_PORT_ACTIVE_EVENT;
   a.max_sge = static_cast<int>(r.max_sge);
   a.max_sge_rd = static_cast<int>(r.max_sge_rd);
   a.max_cq = static_cast<int>(r.max_cq);
@@ -124,20 +90,36 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   a.max_mr = static_cast<int>(r.max_mr);
   a.max_pd = static_cast<int>(r.max_pd);
   a.max_qp_rd_atom = static_cast<int>(r.max_qp_rd_atom);
-  a.max_ee_rd_atom = 0;
-  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
   a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
+  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
+  a.max_srq = static_cast<int>(r.max_srq);
+  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
+  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
+  a.phys_port_cnt = 1;
+}
+
+void fill_iwarp_device_attr(iwarp::Device& d, ibv_device_attr& a) {
+  fill_common_attr(d.attr(), iwarp_node_guid(d), a);
+  a.vendor_part_id += 1;
+  a.device_cap_flags = IBV_DEVICE_MEM_MGT_EXTENSIONS;
+  a.atomic_cap = IBV_ATOMIC_NONE;  // no RFC 7306
+  a.max_pkeys = 0;
+}
+
+void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
+  const rxe::DeviceAttr& r = d.attr();
+  fill_common_attr(r, d.node_guid(), a);
+  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
+                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
+                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_PORT_ACTIVE_EVENT;
+  a.max_ee_rd_atom = 0;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);
   a.max_mcast_qp_attach = static_cast<int>(r.max_mcast_qp_attach);
   a.max_total_mcast_qp_attach = static_cast<int>(r.max_total_mcast_qp_attach);
   a.max_ah = static_cast<int>(r.max_ah);
-  a.max_srq = static_cast<int>(r.max_srq);
-  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
-  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
   a.max_pkeys = r.max_pkeys;
   a.local_ca_ack_delay = r.local_ca_ack_delay;
-  a.phys_port_cnt = 1;
 }
 
 int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
