@@ -132,20 +132,23 @@ wire::Gid16 peer_for(CmId* c, const sockaddr* dst,
   return gid_of(dst);
 }
 
-// The source address the kernel would pick to reach `dst` (port 0); false when none.
-bool source_for(const sockaddr* dst, sockaddr_storage& out) {
-  if (is_multicast(dst)) return false;
+// Asks the kernel's routing for `dst` (a unicast address): 0 and the source address it would
+// pick (port 0) in `out`, or the errno of an address with no route.
+int route_to(const sockaddr* dst, sockaddr_storage& out) {
   int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return false;
+  if (fd < 0) return errno;
   sockaddr_storage probe{};
   std::memcpy(&probe, dst, addr_len(dst));
   set_port(reinterpret_cast<sockaddr*>(&probe), 4791);
   socklen_t len = sizeof out;
-  const bool ok = connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst)) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&out), &len) == 0;
+  int err = 0;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst)) != 0 ||
+      getsockname(fd, reinterpret_cast<sockaddr*>(&out), &len) != 0) {
+    err = errno;
+  }
   close(fd);
-  if (ok) set_port(reinterpret_cast<sockaddr*>(&out), 0);
-  return ok;
+  if (!err) set_port(reinterpret_cast<sockaddr*>(&out), 0);
+  return err;
 }
 
 // What librdmacm does on the application's thread as it hands an event out: a connect
@@ -337,29 +340,23 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   {
     std::lock_guard lock(mutex());
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
+    // A unicast destination must be routable from here (this host's addresses always are).
+    sockaddr_storage routed{};
+    const int route_err = is_multicast(dst_addr) ? EHOSTUNREACH : route_to(dst_addr, routed);
+    const int status = is_multicast(dst_addr) ? 0 : -route_err;
     if (c->registry_fd < 0 && c->tcp_fd < 0) {
       sockaddr_storage src{};
       if (src_addr) {
         std::memcpy(&src, src_addr, addr_len(src_addr));
-      } else if (!source_for(dst_addr, src)) {  // the kernel's choice, else the device's
-        sockaddr_of(agent_gid(), 0, src);
+      } else if (route_err == 0) {
+        src = routed;  // the kernel's choice
+      } else {
+        sockaddr_of(agent_gid(), 0, src);  // else the device's
       }
       int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));
       if (rc) return fail(rc);
     }
     std::memcpy(&id->route.addr.dst_storage, dst_addr, addr_len(dst_addr));
-    int status = 0;
-    if (!is_multicast(dst_addr) && !registry::is_local(dst_addr)) {
-      // Another host: it must at least be routable from here.
-      int fd = socket(dst_addr->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      sockaddr_storage probe{};
-      std::memcpy(&probe, dst_addr, addr_len(dst_addr));
-      set_port(reinterpret_cast<sockaddr*>(&probe), 4791);
-      if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst_addr)) != 0) {
-        status = -errno;
-      }
-      if (fd >= 0) close(fd);
-    }
     Event* ev;
     if (status) {
       ev = make_event(c, RDMA_CM_EVENT_ADDR_ERROR, status);

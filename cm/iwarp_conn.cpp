@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "cm/agent.h"
+#include "cm/registry.h"
 #include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
@@ -180,13 +181,7 @@ bool retry_refused(CmId* id) {
   const auto now = Clock::now();
   if (id->iw_refused_since == Clock::time_point{}) id->iw_refused_since = now;
   if (now - id->iw_refused_since > std::chrono::milliseconds(250)) return false;
-  int probe = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);  // is dst ours?
-  sockaddr_storage any{};
-  std::memcpy(&any, dst, addr_len(dst));
-  reinterpret_cast<sockaddr_in*>(&any)->sin_port = 0;  // same offset for IPv6
-  const bool local =
-      probe >= 0 && bind(probe, reinterpret_cast<sockaddr*>(&any), addr_len(dst)) == 0;
-  if (probe >= 0) close(probe);
+  const bool local = registry::is_local(dst);
   if (!local) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
