@@ -47,9 +47,6 @@ bool parse_mpa_spec(const std::string& spec, MpaParams& out, std::string& error,
       else if (val == "send") out.rtr = RtrType::kZeroSend;
       else if (val == "none") out.rtr = RtrType::kNone;
       else ok = false;
-    } else if (key == "ird" || key == "ord") {
-      ok = number(val, 0, 0x3FFF, n);
-      (key == "ird" ? out.ird : out.ord) = static_cast<std::uint16_t>(n);
     } else if (key == "fpdu") {
       ok = number(val, 64, 1u << 20, n);
       tx->max_fpdu = n;
@@ -58,7 +55,7 @@ bool parse_mpa_spec(const std::string& spec, MpaParams& out, std::string& error,
       tx->corrupt_nth = n;
     } else {
       error = "unknown MPA setting '" + key +
-              "' (expected rev, crc, markers, rtr, ird, ord, fpdu, corrupt_fpdu)";
+              "' (expected rev, crc, markers, rtr, fpdu, corrupt_fpdu; IRD and ORD come from rdma_cm's responder_resources and initiator_depth)";
       return false;
     }
     if (!ok) {

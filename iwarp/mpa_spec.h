@@ -1,5 +1,5 @@
 // The MPA settings a user gives softrdma (SOFTRDMA_MPA / `softrdma run --mpa`):
-// "rev=1|2,crc,markers,rtr=read|write|send|none,ird=N,ord=N" (any subset, any order;
+// "rev=1|2,crc,markers,rtr=read|write|send|none" (any subset, any order;
 // "crc=0"/"markers=0" turn them off). Parsed into iwarp::MpaParams. Two device settings ride
 // along: "fpdu=N" (largest FPDU in bytes; default the TCP MSS) and "corrupt_fpdu=N" (fault
 // injection: flip a byte of the Nth FPDU each QP sends, after its CRC is computed).
