@@ -28,19 +28,21 @@ qperf_value() {  # qperf_value TEST MSG_SIZE -> number in MB/s or us
   echo "$out" | awk '/=/{v=$3; u=$4; if (u=="GB/sec") v*=1000; if (u=="KB/sec") v/=1000; if (u=="ms") v*=1000; if (u=="ns") v/=1000; print v; exit}'
 }
 
-perftest_value() {  # perftest_value PROGRAM SIZE -> MB/s (bw) or average usec (lat)
+perftest_value() {  # perftest_value PROGRAM SIZE [RUN_OPTION...] -> MB/s (bw) or average usec (lat)
   local p; p=$(port)
-  "$softrdma" run "${run_opts[@]}" -- timeout 120 "$1" "${pt_opts[@]}" -p "$p" -s "$2" \
+  local prog=$1 size=$2
+  shift 2
+  "$softrdma" run "${run_opts[@]}" "$@" -- timeout 120 "$prog" "${pt_opts[@]}" -p "$p" -s "$size" \
     -D "$secs" >/dev/null 2>&1 &
   local srv=$!
   sleep 0.5
   local out
-  out=$("$softrdma" run "${run_opts[@]}" -- timeout 120 "$1" "${pt_opts[@]}" -p "$p" -s "$2" \
-    -D "$secs" 127.0.0.1 2>&1 || true)
+  out=$("$softrdma" run "${run_opts[@]}" "$@" -- timeout 120 "$prog" "${pt_opts[@]}" -p "$p" \
+    -s "$size" -D "$secs" 127.0.0.1 2>&1 || true)
   wait $srv 2>/dev/null || true
-  case "$1" in
-    *_bw) echo "$out" | awk -v s="$2" '$1==s && NF>=4 {print $4; exit}' ;;
-    *) echo "$out" | awk -v s="$2" '$1==s && NF>=3 {print $3; exit}' ;;  # t_avg with -D
+  case "$prog" in
+    *_bw) echo "$out" | awk -v s="$size" '$1==s && NF>=4 {print $4; exit}' ;;
+    *) echo "$out" | awk -v s="$size" '$1==s && NF>=3 {print $3; exit}' ;;  # t_avg with -D
   esac
 }
 
@@ -49,6 +51,10 @@ tcp_lat=$(qperf_value tcp_lat 2)
 write_bw=$(perftest_value ib_write_bw 65536)
 write_lat=$(perftest_value ib_write_lat 2)
 send_lat=$(perftest_value ib_send_lat 2)
+if [ "$transport" = roce ]; then  # for comparison: host-local rings off, the kernel's UDP path
+  write_bw_kernel=$(perftest_value ib_write_bw 65536 --local kernel)
+  write_lat_kernel=$(perftest_value ib_write_lat 2 --local kernel)
+fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
 printf '%-36s %12s\n' "measure ($transport)" "value"
@@ -57,6 +63,10 @@ printf '%-36s %9s MB/s\n' "ib_write_bw on softrdma (64 KiB)" "$write_bw"
 printf '%-36s %9s us\n' "qperf tcp_lat (2 B, one way)" "$tcp_lat"
 printf '%-36s %9s us\n' "ib_write_lat on softrdma (2 B)" "$write_lat"
 printf '%-36s %9s us\n' "ib_send_lat on softrdma (2 B)" "$send_lat"
+if [ "$transport" = roce ]; then
+  printf '%-36s %9s MB/s\n' "  same, --local kernel: ib_write_bw" "$write_bw_kernel"
+  printf '%-36s %9s us\n' "  same, --local kernel: ib_write_lat" "$write_lat_kernel"
+fi
 echo
 if [ "$transport" = iwarp ]; then bw_t=">= 0.9"; lat_t="<= 1.2"; else bw_t=">= 1.5"; lat_t="<= 0.5"; fi
 echo "bandwidth ratio  ib_write_bw / tcp_bw  = $(ratio "$write_bw" "$tcp_bw")   (target $bw_t)"

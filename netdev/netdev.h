@@ -133,6 +133,10 @@ class Netdev {
   virtual int next_timeout_ms() const { return -1; }
   // Releases delayed packets that are due. Cheap; call it in every progress loop.
   virtual void service() {}
+  // Called by the receiving thread before it blocks on wait_fd(): backends that are not woken by
+  // the kernel (shared-memory rings) ask their peers for a wake-up here. False when datagrams
+  // arrived meanwhile: receive again instead of blocking.
+  virtual bool prepare_sleep() { return true; }
   // Installs (or, with an empty function, removes) the observer of injected faults and receive
   // drops. Set it before traffic starts. Backends without faults or drops ignore it.
   virtual void set_fault_observer(FaultObserver observer) { (void)observer; }

@@ -88,6 +88,7 @@ class TracingNetdev : public Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
+  bool prepare_sleep() override { return inner_->prepare_sleep(); }
   int join_group(const IpAddr& group) override;
   int leave_group(const IpAddr& group) override;
   // Observers set on the tracer are called after it has recorded the event.

@@ -154,7 +154,7 @@ UdpNetdev::Sock::~Sock() {
 }
 
 std::unique_ptr<UdpNetdev> UdpNetdev::open(IpAddr local, std::string& error, FaultConfig faults,
-                                           std::uint16_t port) {
+                                           std::uint16_t port, bool host_local) {
   std::unique_ptr<UdpNetdev> d(new UdpNetdev());
   const std::string where = "udp:" + endpoint(local, port);
   auto fail = [&](const std::string& what) {
@@ -191,11 +191,17 @@ std::unique_ptr<UdpNetdev> UdpNetdev::open(IpAddr local, std::string& error, Fau
   d->buf_size_ = d->gro_ ? kGroBufSize : kMaxDatagram;
   d->rx_bufs_.resize(d->buf_size_ * kRecvBatch);
   if (faults.any()) d->faults_ = std::make_unique<FaultInjector>(faults, d->counters_);
+  if (host_local) {
+    // Without it (the name is taken, no memfd): the kernel's path only; still a working device.
+    std::string why;
+    d->shm_ = ShmLinks::open(local, port, d->epfd_, d->counters_, why);
+  }
   return d;
 }
 
 UdpNetdev::~UdpNetdev() {
   if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit(p); });
+  shm_.reset();
   {
     std::lock_guard lock(send_mu_);
     send_socks_.clear();
@@ -371,10 +377,20 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
 }
 
 void UdpNetdev::transmit(std::span<const Packet> pkts) {
+  ShmLinks::Batch shm(shm_.get());
   std::size_t i = 0;
   while (i < pkts.size()) {
+    if (shm.send(pkts[i])) {
+      bump(counters_.tx_packets);
+      bump(counters_.tx_bytes, pkts[i].len);
+      ++i;
+      continue;
+    }
     std::size_t j = i + 1;
-    while (j < pkts.size() && j - i < kSendChunk && pkts[j].src_port == pkts[i].src_port) ++j;
+    while (j < pkts.size() && j - i < kSendChunk && pkts[j].src_port == pkts[i].src_port &&
+           !shm.takes(pkts[j])) {
+      ++j;
+    }
     std::shared_ptr<Sock> sock;
     if (pkts[i].src_port != port_) sock = send_socket(pkts[i].src_port);
     send_chunk(sock ? sock->fd : rx_fd_, &pkts[i], j - i);
@@ -547,6 +563,15 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
     if (deliver(pending_.front().view, pending_.front().expect, *pkts[n])) ++n;
     pending_.pop_front();
   }
+  if (shm_ && shm_->settling() && pending_.empty()) {
+    const std::size_t before = n;
+    read_socket(rx_fd_, addrs_[0], pkts, n);
+    if (n == before) shm_->settled();
+  }
+  if (shm_ && pending_.empty()) {
+    shm_->recv(pkts, n,
+               [this](const Packet& view, Packet& out) { return deliver(view, addrs_[0], out); });
+  }
   read_socket(rx_fd_, addrs_[0], pkts, n);
   if (have_groups_.load(std::memory_order_acquire)) {
     std::lock_guard lock(group_mu_);
@@ -647,6 +672,10 @@ int UdpNetdev::next_timeout_ms() const {
 
 void UdpNetdev::service() {
   if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+}
+
+bool UdpNetdev::prepare_sleep() {
+  return !shm_ || shm_->prepare_sleep();
 }
 
 void UdpNetdev::set_fault_observer(FaultObserver observer) {

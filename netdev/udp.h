@@ -13,15 +13,18 @@
 
 #include "netdev/faults.h"
 #include "netdev/netdev.h"
+#include "netdev/shm_link.h"
 
 namespace softrdma::netdev {
 
 class UdpNetdev : public Netdev {
  public:
   // Binds local:port. nullptr with `error` set (e.g. "udp:127.0.0.1:4791: Address already in
-  // use") when the socket cannot be set up.
+  // use") when the socket cannot be set up. With `host_local` (the default), datagrams between
+  // softrdma devices of this host go through shared-memory rings instead of the kernel
+  // (netdev/shm_link.h); without, and toward every other address, through the kernel.
   static std::unique_ptr<UdpNetdev> open(IpAddr local, std::string& error, FaultConfig faults = {},
-                                         std::uint16_t port = kRoceV2Port);
+                                         std::uint16_t port = kRoceV2Port, bool host_local = true);
   ~UdpNetdev() override;
   UdpNetdev(const UdpNetdev&) = delete;
   UdpNetdev& operator=(const UdpNetdev&) = delete;
@@ -41,6 +44,7 @@ class UdpNetdev : public Netdev {
   int wait_fd() const override { return epfd_; }
   int next_timeout_ms() const override;
   void service() override;
+  bool prepare_sleep() override;
   void set_fault_observer(FaultObserver observer) override;
   // IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) groups, on the interface that owns the local address:
   // one more socket per group, bound to group:port with SO_REUSEADDR and SO_REUSEPORT (several
@@ -58,6 +62,8 @@ class UdpNetdev : public Netdev {
   // Send sockets kept open, one per source port; beyond this the least recently used closes.
   static constexpr std::size_t kMaxSendSockets = 64;
   std::size_t send_sockets() const;
+  // The host-local path: null when off (or when its socket could not be set up).
+  const ShmLinks* host_local() const { return shm_.get(); }
 
  private:
   struct Sock {
@@ -103,6 +109,7 @@ class UdpNetdev : public Netdev {
   int pend_efd_ = -1;
   std::unique_ptr<FaultInjector> faults_;
   FaultObserver observer_;  // receive drops; set before traffic starts
+  std::unique_ptr<ShmLinks> shm_;
 
   mutable std::mutex send_mu_;
   std::map<std::uint16_t, SendEntry> send_socks_;

@@ -16,7 +16,7 @@ namespace softrdma::rxe {
 namespace {
 constexpr std::size_t kBatch = 64;
 thread_local bool t_in_step = false;  // this thread is inside Device::step
-}
+}  // namespace
 
 Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu) {
   Mtu best = Mtu::k256;
@@ -31,7 +31,8 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
   for (const netdev::IpAddr& a : netdev_->addresses()) gids_.push_back(a.bytes);
   std::random_device rd;
   node_guid_ = (std::uint64_t{rd()} << 32) | rd();
-  node_guid_ = (node_guid_ & 0x00FFFFFFFFFFFFFFull) | (std::uint64_t{0x02} << 56);  // locally administered
+  node_guid_ =
+      (node_guid_ & 0x00FFFFFFFFFFFFFFull) | (std::uint64_t{0x02} << 56);  // locally administered
   tx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
   rx_bufs_.assign(kBatch, std::vector<std::uint8_t>(netdev::kMaxDatagram));
   tx_pkts_.resize(kBatch);
@@ -119,7 +120,9 @@ std::shared_ptr<Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length, std
   return mr;
 }
 
-int Device::dereg_mr(std::uint32_t lkey) { return mrs_.remove(lkey) ? 0 : EINVAL; }
+int Device::dereg_mr(std::uint32_t lkey) {
+  return mrs_.remove(lkey) ? 0 : EINVAL;
+}
 
 Cq* Device::create_cq(std::uint32_t cqe, int* err) {
   if (cqe == 0 || cqe > attr_.max_cqe) {
@@ -148,8 +151,8 @@ int Device::destroy_cq(Cq* cq) {
   return 0;
 }
 
-Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                        std::uint32_t limit, int* err) {
+Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                        int* err) {
   if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge || limit > max_wr) {
     *err = EINVAL;
     return nullptr;
@@ -157,8 +160,9 @@ Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
   std::lock_guard lock(objects_mutex_);
   srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
   Srq* srq = srqs_.back().get();
-  srq->set_limit_event(
-      [this, srq] { async_event({AsyncEventType::kSrqLimitReached, nullptr, nullptr, srq}); });
+  srq->set_limit_event([this, srq] {
+    async_event({AsyncEventType::kSrqLimitReached, nullptr, nullptr, srq});
+  });
   *err = 0;
   return srq;
 }
@@ -171,8 +175,7 @@ int Device::destroy_srq(Srq* srq) {
     }
   }
   std::lock_guard lock(objects_mutex_);
-  auto it =
-      std::find_if(srqs_.begin(), srqs_.end(), [&](const auto& p) { return p.get() == srq; });
+  auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](const auto& p) { return p.get() == srq; });
   if (it == srqs_.end()) return EINVAL;
   srqs_.erase(it);
   return 0;
@@ -343,7 +346,9 @@ netdev::Packet* Device::tx_packet() {
   return p;
 }
 
-void Device::tx_commit() { ++tx_count_; }
+void Device::tx_commit() {
+  ++tx_count_;
+}
 
 void Device::tx_flush() {
   if (tx_count_ == 0) return;
@@ -594,11 +599,12 @@ void Device::progress_loop() {
       if (!active_.empty()) {
         timeout = 0;
       } else if (deadline != Clock::time_point::max()) {
-        const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                            deadline - Clock::now())
-                            .count();
+        const auto ms =
+            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
       }
+      // Shared-memory peers write no fd unless asked to before we block.
+      if (timeout != 0 && !netdev_->prepare_sleep()) timeout = 0;
     }
     const int nt = netdev_->next_timeout_ms();
     if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;

@@ -1,7 +1,5 @@
 #include "verbs/engine.h"
 
-#include "iwarp/mpa_spec.h"
-
 #include <unistd.h>
 
 #include <cerrno>
@@ -11,6 +9,7 @@
 #include <fstream>
 #include <mutex>
 
+#include "iwarp/mpa_spec.h"
 #include "netdev/af_packet.h"
 #ifdef SOFTRDMA_HAVE_AF_XDP
 #include "netdev/af_xdp.h"
@@ -111,6 +110,12 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     unsigned v = 0;
     if (!number(key, value, 1, 65536, v, error)) return false;
     cfg.dpdk_qps = v;
+  } else if (key == "local") {
+    if (value != "rings" && value != "kernel") {
+      error = "bad value '" + value + "' for local (expected rings or kernel)";
+      return false;
+    }
+    cfg.local_rings = value == "rings";
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -160,6 +165,7 @@ class MtuOverride : public netdev::Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
+  bool prepare_sleep() override { return inner_->prepare_sleep(); }
   void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
   int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
   int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }
@@ -206,11 +212,12 @@ bool load_config(Config& cfg, std::string& error) {
     }
   }
   const std::pair<const char*, const char*> vars[] = {
-      {"SOFTRDMA_DEVICE", "device"}, {"SOFTRDMA_NETDEV", "netdev"},
-      {"SOFTRDMA_FAULTS", "faults"}, {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"},     {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+      {"SOFTRDMA_DEVICE", "device"},       {"SOFTRDMA_NETDEV", "netdev"},
+      {"SOFTRDMA_FAULTS", "faults"},       {"SOFTRDMA_MTU", "mtu"},
+      {"SOFTRDMA_PCAP", "pcap"},           {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
       {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
-      {"SOFTRDMA_VLAN", "vlan"},     {"SOFTRDMA_DPDK_QPS", "dpdk_qps"}};
+      {"SOFTRDMA_VLAN", "vlan"},           {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
+      {"SOFTRDMA_LOCAL", "local"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -249,7 +256,7 @@ bool Engine::start(std::string& error) {
     for (int attempt = 0; attempt < 256 && !nd; ++attempt) {
       address_ = netdev::IpAddr::v4(0x7F010000u | lid);
       std::string why;
-      nd = netdev::UdpNetdev::open(address_, why, faults);
+      nd = netdev::UdpNetdev::open(address_, why, faults, netdev::kRoceV2Port, cfg_.local_rings);
       if (!nd) {
         error = why;
         lid = static_cast<std::uint16_t>(lid % kMaxUnicastLid + 1);
@@ -261,7 +268,7 @@ bool Engine::start(std::string& error) {
       error = "SOFTRDMA_NETDEV: bad address in '" + cfg_.netdev + "'";
       return false;
     }
-    nd = netdev::UdpNetdev::open(address_, error, faults);
+    nd = netdev::UdpNetdev::open(address_, error, faults, netdev::kRoceV2Port, cfg_.local_rings);
     if (!nd) return false;
   } else if (cfg_.netdev.rfind("af_packet:", 0) == 0 || cfg_.netdev.rfind("af_xdp:", 0) == 0) {
     std::string iface, addr;

@@ -26,10 +26,11 @@ struct Config {
   std::string mpa;                 // iWARP MPA settings, see iwarp/mpa_spec.h
   std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
   std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
+  bool local_rings = true;  // udp: softrdma devices of this host meet in shared-memory rings
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
-// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps); the environment
+// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local); the environment
 // wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 

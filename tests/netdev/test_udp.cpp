@@ -54,7 +54,8 @@ std::unique_ptr<UdpNetdev> open_at(const char* addr, std::uint16_t& port, FaultC
   std::string err;
   for (int k = 0; k < 20; ++k) {
     port = test_port(k);
-    if (auto d = UdpNetdev::open(ip(addr), err, f, port)) return d;
+    // The kernel's path: these tests are about it (test_shm_link.cpp tests the rings).
+    if (auto d = UdpNetdev::open(ip(addr), err, f, port, false)) return d;
   }
   ADD_FAILURE() << err;
   return nullptr;
@@ -423,11 +424,11 @@ TEST(Udp, Ipv6Loopback) {
   for (int k = 0; k < 20 && !(a && b); ++k) {
     pa = test_port(k);
     pb = static_cast<std::uint16_t>(pa + 1);
-    a = UdpNetdev::open(ip("::1"), err, {}, pa);
+    a = UdpNetdev::open(ip("::1"), err, {}, pa, false);
     if (!a && (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL)) {
       GTEST_SKIP() << "no IPv6 loopback here: " << err;
     }
-    b = a ? UdpNetdev::open(ip("::1"), err, {}, pb) : nullptr;
+    b = a ? UdpNetdev::open(ip("::1"), err, {}, pb, false) : nullptr;
   }
   ASSERT_TRUE(a && b) << err;
   EXPECT_EQ(a->name(), "udp:[::1]:" + std::to_string(pa));

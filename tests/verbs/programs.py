@@ -134,6 +134,7 @@ elif case == "bad_options":
     for args, msg in [(["--netdev", "bogus"], "unknown backend"),
                       (["--faults", "drop=2"], "probability"),
                       (["--mtu", "12"], "mtu"),
+                      (["--local", "shared"], "rings or kernel"),
                       (["--frobnicate", "1"], "unknown option")]:
         rc, out = run_one([*args, "--", "true"])
         expect(rc == 2 and msg in out, f"softrdma run {args}: exit 2 with '{msg}'", out)
@@ -159,6 +160,22 @@ elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
     args = [prog, "-p", port, "-s", "65536", "-n", "300"]
     check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"], client_only=True,
                timeout=240, run_opts=("--faults", "drop=0.01"))
+elif case == "local_kernel":
+    # The kernel's UDP path between devices of this host (--local kernel on both sides), and a
+    # device with rings against one without: it finds no ring listener and keeps to the kernel.
+    port = str(free_port())
+    args = ["ib_write_bw", "-p", port, "-s", "65536", "-n", "300"]
+    check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"], client_only=True,
+               run_opts=("--local", "kernel"))
+    port = str(free_port())
+    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "2000"]
+    srv = subprocess.Popen([softrdma, "run", "--local", "kernel", "--", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    rc, out = run_one(["--", *args, "127.0.0.1"], timeout=60)
+    s_out, _ = srv.communicate(timeout=60)
+    expect(rc == 0 and srv.returncode == 0 and re.search(r"2000 iters in", out),
+           "rc_pingpong between a ring device and a kernel-only one", out + s_out)
 elif case == "multi_process":
     # Two ib_write_bw pairs and an ibv_rc_pingpong pair at once: six processes, each
     # with its own device, on one host.

@@ -40,7 +40,7 @@ int run_usage(const char* why) {
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
                "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
-               "                    [--vlan ID] [--dpdk-qps N]\n"
+               "                    [--vlan ID] [--dpdk-qps N] [--local rings|kernel]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
@@ -58,7 +58,8 @@ int cmd_run(int argc, char** argv) {
                                                       {"--transport", "SOFTRDMA_TRANSPORT"},
                                                       {"--mpa", "SOFTRDMA_MPA"},
                                                       {"--vlan", "SOFTRDMA_VLAN"},
-                                                      {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"}};
+                                                      {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
+                                                      {"--local", "SOFTRDMA_LOCAL"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -122,7 +123,8 @@ int cmd_devices(int argc, char**) {
   if (!e) return 1;  // the reason was printed
   rxe::Device& d = e->device();
   std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "device", "node GUID", "backend", "address");
-  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------", "-------");
+  std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------",
+              "-------");
   std::printf("    %-16s\t%016llx\t%-10s\t%s (LID %u)\n", d.name().c_str(),
               static_cast<unsigned long long>(d.node_guid()), d.netdev().backend().c_str(),
               e->address().str().c_str(), e->lid());

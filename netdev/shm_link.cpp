@@ -1,0 +1,409 @@
+#include "netdev/shm_link.h"
+
+#include <poll.h>
+#include <sched.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+namespace softrdma::netdev {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr std::uint64_t kHelloMagic = 0x6f6c6c65486d7253ull;  // "SrmHello"
+constexpr std::uint32_t kHelloVersion = 1;
+constexpr auto kRetry = std::chrono::seconds(1);         // a destination with no listener
+constexpr auto kCheck = std::chrono::milliseconds(100);  // how often a sender looks for HUP
+constexpr auto kFullWait = std::chrono::milliseconds(100);
+constexpr auto kControlEvery = std::chrono::milliseconds(1);
+constexpr std::size_t kMaxOut = 256;
+constexpr std::size_t kMaxIn = 256;
+
+struct Hello {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t ring_bytes;
+};
+
+socklen_t abstract_name(const IpAddr& addr, std::uint16_t port, sockaddr_un& sun) {
+  sun = {};
+  sun.sun_family = AF_UNIX;
+  const std::string name = "softrdma-shm/" + std::to_string(port) + "/" + addr.str();
+  std::memcpy(sun.sun_path + 1, name.data(), name.size());  // sun_path[0] = 0: abstract
+  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+}
+
+bool hung_up(int fd) {
+  pollfd p{fd, POLLRDHUP, 0};
+  return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+}
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+}  // namespace
+
+void ShmLinks::Out::reset() {
+  if (ring) ring->publish();
+  ring.reset();
+  close_fd(conn);
+  close_fd(bell);
+  state = State::kNone;
+  dirty = false;
+  retry_at = Clock::now() + kRetry;
+}
+
+std::unique_ptr<ShmLinks> ShmLinks::open(const IpAddr& addr, std::uint16_t port, int epfd,
+                                         AtomicCounters& counters, std::string& error) {
+  std::unique_ptr<ShmLinks> l(new ShmLinks(counters));
+  auto fail = [&](const char* what) {
+    error = std::string("host-local rings: ") + what + ": " + std::strerror(errno);
+    return nullptr;
+  };
+  l->epfd_ = epfd;
+  l->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (l->listen_fd_ < 0) return fail("socket");
+  sockaddr_un sun;
+  const socklen_t len = abstract_name(addr, port, sun);
+  if (bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&sun), len) != 0) return fail("bind");
+  if (listen(l->listen_fd_, 64) != 0) return fail("listen");
+  l->ctl_ep_ = epoll_create1(EPOLL_CLOEXEC);
+  if (l->ctl_ep_ < 0) return fail("epoll_create1");
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = l->listen_fd_;
+  if (epoll_ctl(l->ctl_ep_, EPOLL_CTL_ADD, l->listen_fd_, &ev) != 0) return fail("epoll_ctl");
+  ev.data.fd = l->ctl_ep_;
+  if (epoll_ctl(epfd, EPOLL_CTL_ADD, l->ctl_ep_, &ev) != 0) return fail("epoll_ctl");
+  return l;
+}
+
+ShmLinks::~ShmLinks() {
+  {
+    std::lock_guard lock(send_mu_);
+    for (auto& [k, o] : out_) o.reset();
+  }
+  while (!in_.empty()) drop_in(in_.size() - 1);
+  if (ctl_ep_ >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, ctl_ep_, nullptr);
+  close_fd(ctl_ep_);
+  close_fd(listen_fd_);
+}
+
+std::size_t ShmLinks::outbound_up() const {
+  std::lock_guard lock(const_cast<std::mutex&>(send_mu_));
+  return static_cast<std::size_t>(std::count_if(out_.begin(), out_.end(), [](const auto& e) {
+    const Out& o = e.second;
+    return o.ring && (o.state == Out::State::kUp || o.ring->attached()) && !o.ring->closed();
+  }));
+}
+
+// --- send side
+
+ShmLinks::Batch::Batch(ShmLinks* links) : links_(links) {
+  if (links_) lock_ = std::unique_lock(links_->send_mu_);
+}
+
+ShmLinks::Batch::~Batch() {
+  if (!links_) return;
+  links_->publish_all();
+  for (Out* o : links_->stalled_) o->stalled = false;
+  links_->stalled_.clear();
+}
+
+bool ShmLinks::Batch::takes(const Packet& p) {
+  if (!links_) return false;
+  Out* o = links_->route(p);
+  return o && o->state == Out::State::kUp;
+}
+
+bool ShmLinks::Batch::send(const Packet& p) {
+  if (!links_) return false;
+  Out* o = links_->route(p);
+  if (!o || o->state != Out::State::kUp) return false;
+  if (o->ring->push(p)) {
+    if (!o->dirty) {
+      o->dirty = true;
+      links_->dirty_.push_back(o);
+    }
+    return true;
+  }
+  if (o->stalled) {  // it stayed full earlier in this batch: lose the rest without waiting
+    bump(links_->counters_.tx_dropped);
+    return true;
+  }
+  // Full: let the receiver see what is there, and wait for room (it has been woken).
+  const auto give_up = Clock::now() + kFullWait;
+  for (;;) {
+    links_->publish_all();
+    if (o->ring->closed() || hung_up(o->conn)) {
+      o->reset();
+      return false;  // the receiver is gone: the kernel's path (and its ICMP) from now on
+    }
+    if (Clock::now() >= give_up) {
+      o->stalled = true;
+      links_->stalled_.push_back(o);
+      bump(links_->counters_.tx_dropped);
+      return true;
+    }
+    sched_yield();
+    if (o->ring->push(p)) {
+      o->dirty = true;
+      links_->dirty_.push_back(o);
+      return true;
+    }
+  }
+}
+
+void ShmLinks::publish_all() {
+  for (Out* o : dirty_) {
+    o->dirty = false;
+    if (o->ring && o->ring->publish()) {
+      const std::uint64_t one = 1;
+      [[maybe_unused]] ssize_t r = write(o->bell, &one, sizeof one);
+    }
+  }
+  dirty_.clear();
+}
+
+ShmLinks::Out* ShmLinks::route(const Packet& p) {
+  const Key k{p.dst, p.dst_port};
+  Out* o;
+  if (last_out_ && k == last_key_) {
+    o = last_out_;
+  } else {
+    if (is_multicast(p.dst)) return nullptr;
+    auto it = out_.find(k);
+    if (it == out_.end()) {
+      if (out_.size() >= kMaxOut) return nullptr;
+      it = out_.emplace(k, Out{}).first;
+    }
+    o = &it->second;
+    last_key_ = k;
+    last_out_ = o;
+  }
+  switch (o->state) {
+    case Out::State::kUp: {
+      if (o->ring->closed()) {
+        o->reset();
+        return o;
+      }
+      const auto now = Clock::now();
+      if (now < o->next_check) return o;
+      o->next_check = now + kCheck;
+      if (hung_up(o->conn)) o->reset();  // the receiver died without closing the ring
+      return o;
+    }
+    case Out::State::kPending:
+      if (o->ring->attached()) {
+        o->state = Out::State::kUp;
+        return o;
+      }
+      if (Clock::now() >= o->next_check) {
+        o->next_check = Clock::now() + kCheck;
+        if (hung_up(o->conn)) o->reset();  // refused by the receiver
+      }
+      return o;
+    case Out::State::kNone:
+      if (Clock::now() >= o->retry_at) connect(k, *o);
+      return o;
+  }
+  return o;
+}
+
+void ShmLinks::connect(const Key& k, Out& o) {
+  o.retry_at = Clock::now() + kRetry;
+  o.conn = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  sockaddr_un sun;
+  const socklen_t len = abstract_name(k.addr, k.port, sun);
+  if (o.conn < 0 || ::connect(o.conn, reinterpret_cast<sockaddr*>(&sun), len) != 0) {
+    close_fd(o.conn);  // nobody listens: not a softrdma device of this host
+    return;
+  }
+  std::string error;
+  o.ring = ShmRing::create(ShmRing::kDefaultBytes, error);
+  // The bell is an eventfd (a pipe would raise SIGPIPE in the sender once the receiver is gone).
+  o.bell = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  if (!o.ring || o.bell < 0) {
+    o.reset();
+    return;
+  }
+  Hello h{kHelloMagic, kHelloVersion, static_cast<std::uint32_t>(o.ring->bytes())};
+  iovec iov{&h, sizeof h};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = SOL_SOCKET;
+  c->cmsg_type = SCM_RIGHTS;
+  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
+  const int fds[2] = {o.ring->fd(), o.bell};
+  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  if (sendmsg(o.conn, &m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
+    o.reset();
+    return;
+  }
+  o.state = Out::State::kPending;
+  o.next_check = Clock::now() + kCheck;
+}
+
+// --- receive side
+
+void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver) {
+  const std::size_t start = n;
+  const std::size_t rings = in_.size();
+  for (std::size_t r = 0; r < rings && n < pkts.size(); ++r) {
+    In& in = in_[(next_in_ + r) % rings];
+    if (!in.ring) continue;  // no hello yet
+    Packet view;
+    while (n < pkts.size() && in.ring->peek(view)) {
+      if (deliver(view, *pkts[n])) ++n;
+      in.ring->consume();
+    }
+    in.ring->release();
+    if (in.ring->broken() && !in.closing) {
+      bump(counters_.rx_malformed);  // the rest of that ring is lost; its sender is told
+      in.closing = true;
+      in.ring->close();
+    }
+  }
+  if (rings) next_in_ = (next_in_ + 1) % rings;
+  const auto now = Clock::now();
+  if (n == start || now >= next_control_) {
+    next_control_ = now + kControlEvery;
+    control();
+  }
+}
+
+bool ShmLinks::prepare_sleep() {
+  // Only the thread that sleeps asks for wake-ups and silences the bells that answered; threads
+  // that merely poll leave both alone, or the sleeper could miss a datagram.
+  bool ready = true;
+  for (In& in : in_) {
+    if (!in.ring) continue;
+    if (in.ring->wake_taken()) in.bell_pending = true;
+    if (in.bell_pending) {
+      std::uint64_t v;
+      if (read(in.bell, &v, sizeof v) == sizeof v || errno != EAGAIN) in.bell_pending = false;
+    }
+    if (!in.closing && !in.ring->arm()) ready = false;
+  }
+  return ready;
+}
+
+void ShmLinks::control() {
+  std::array<epoll_event, 16> evs;
+  const int k = epoll_wait(ctl_ep_, evs.data(), static_cast<int>(evs.size()), 0);
+  for (int e = 0; e < k; ++e) {
+    const int fd = evs[static_cast<std::size_t>(e)].data.fd;
+    if (fd == listen_fd_) {
+      for (;;) {
+        const int c = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (c < 0) break;
+        if (in_.size() >= kMaxIn) {
+          close(c);  // the sender sees the hang-up and keeps to the kernel's path
+          continue;
+        }
+        epoll_event ev{};
+        ev.events = EPOLLIN | EPOLLRDHUP;
+        ev.data.fd = c;
+        if (epoll_ctl(ctl_ep_, EPOLL_CTL_ADD, c, &ev) != 0) {
+          close(c);
+          continue;
+        }
+        In in;
+        in.conn = c;
+        in_.push_back(std::move(in));
+      }
+      continue;
+    }
+    auto it = std::find_if(in_.begin(), in_.end(), [&](const In& in) { return in.conn == fd; });
+    if (it == in_.end()) continue;
+    if (!it->ring) {
+      accept_hello(*it);
+    } else {
+      char b;
+      if (::recv(fd, &b, 1, MSG_DONTWAIT) == 0 ||
+          (evs[static_cast<std::size_t>(e)].events & (EPOLLHUP | EPOLLRDHUP | EPOLLERR))) {
+        it->closing = true;  // the sender is gone: read what it left, then let go
+        it->ring->close();
+        epoll_ctl(ctl_ep_, EPOLL_CTL_DEL, fd, nullptr);
+      }
+    }
+  }
+  // Let go of rings whose sender is gone once they are read out, and of refused senders.
+  for (std::size_t i = in_.size(); i-- > 0;) {
+    In& in = in_[i];
+    if (in.conn < 0 || (in.closing && (in.ring->broken() || in.ring->empty()))) drop_in(i);
+  }
+}
+
+void ShmLinks::accept_hello(In& in) {
+  Hello h{};
+  iovec iov{&h, sizeof h};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr m{};
+  m.msg_iov = &iov;
+  m.msg_iovlen = 1;
+  m.msg_control = cbuf;
+  m.msg_controllen = sizeof cbuf;
+  const ssize_t r = recvmsg(in.conn, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (r < 0 && errno == EAGAIN) return;
+  int fds[2] = {-1, -1};
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+        c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
+      std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+    }
+  }
+  std::string error;
+  if (r == sizeof h && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && h.magic == kHelloMagic &&
+      h.version == kHelloVersion && fds[0] >= 0 && fds[1] >= 0) {
+    in.ring = ShmRing::attach(fds[0], error);  // takes fds[0]
+    fds[0] = -1;
+    in.bell = fds[1];
+    fds[1] = -1;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = in.bell;
+    if (in.ring && epoll_ctl(epfd_, EPOLL_CTL_ADD, in.bell, &ev) == 0) {
+      in.ring->set_attached();
+      in.ring->arm();  // the receiving thread may be asleep already, with no request on it
+      settling_ = true;
+      return;
+    }
+  }
+  // Not a sender we understand: hang up (it keeps to the kernel's path).
+  for (int fd : fds) {
+    if (fd >= 0) close(fd);
+  }
+  in.ring.reset();
+  close_fd(in.bell);
+  epoll_ctl(ctl_ep_, EPOLL_CTL_DEL, in.conn, nullptr);
+  close_fd(in.conn);
+}
+
+void ShmLinks::drop_in(std::size_t i) {
+  In& in = in_[i];
+  if (in.ring) in.ring->close();
+  if (in.bell >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, in.bell, nullptr);
+  if (in.conn >= 0) epoll_ctl(ctl_ep_, EPOLL_CTL_DEL, in.conn, nullptr);
+  close_fd(in.bell);
+  close_fd(in.conn);
+  in_.erase(in_.begin() + static_cast<std::ptrdiff_t>(i));
+  if (next_in_ >= in_.size()) next_in_ = 0;
+}
+
+}  // namespace softrdma::netdev

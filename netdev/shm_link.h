@@ -1,0 +1,116 @@
+// The host-local path of the udp backend: a device sends to another softrdma device of this host
+// (same network namespace) through a shared-memory ring instead of the kernel's UDP stack. The
+// datagrams are the same bytes, ICRC included; only the kernel is left out.
+//
+// Set-up: every device listens on the abstract unix socket "softrdma-shm/<port>/<address>". A
+// sender with datagrams for that address and port connects and hands over a ring (ShmRing, a
+// sealed memfd) and a bell (an eventfd it writes when the receiver sleeps). Until the receiver
+// has mapped the ring, and again whenever the path breaks (either side gone, a broken ring), the
+// datagrams take the kernel's path; a destination nobody listens for is tried again each second.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "netdev/netdev.h"
+#include "netdev/shm_ring.h"
+
+namespace softrdma::netdev {
+
+class ShmLinks {
+ public:
+  // Listens for senders to addr:port and adds its fds to `epfd` (the backend's wait fd).
+  // nullptr with `error` set when the socket cannot be set up (e.g. the name is taken).
+  static std::unique_ptr<ShmLinks> open(const IpAddr& addr, std::uint16_t port, int epfd,
+                                        AtomicCounters& counters, std::string& error);
+  ~ShmLinks();  // inbound rings are closed (their senders go back to the kernel's path)
+  ShmLinks(const ShmLinks&) = delete;
+  ShmLinks& operator=(const ShmLinks&) = delete;
+
+  // --- send side: one Batch at a time (it holds the send lock); any thread.
+  class Batch {
+   public:
+    explicit Batch(ShmLinks* links);  // links may be null: takes nothing
+    ~Batch();                         // makes the datagrams visible, rings sleeping receivers
+    Batch(const Batch&) = delete;
+    Batch& operator=(const Batch&) = delete;
+    // Whether p's destination is reached through a ring now.
+    bool takes(const Packet& p);
+    // Puts p in its destination's ring; false when it goes the kernel's way instead. A ring that
+    // stays full for 100 ms loses the datagram (counted in tx_dropped), as a full wire would.
+    bool send(const Packet& p);
+
+   private:
+    ShmLinks* links_;
+    std::unique_lock<std::mutex> lock_;
+  };
+
+  // --- receive side: one thread at a time (the backend's receiving thread).
+  // Hands datagrams from the inbound rings, in turn, to `deliver` (which checks and copies one
+  // into pkts[n] and says whether it did) while the batch has room. Accepts new senders when idle.
+  using Deliver = std::function<bool(const Packet& view, Packet& out)>;
+  void recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver);
+  // Before the receiving thread blocks on the wait fd: asks every sender for a wake-up. False
+  // (do not block) when datagrams are already waiting.
+  bool prepare_sleep();
+
+  // A ring was just attached: its sender's last datagrams through the kernel may still be queued
+  // in the socket. Read the socket first until it is found empty (settled()), so the switch does
+  // not reorder them.
+  bool settling() const { return settling_; }
+  void settled() { settling_ = false; }
+
+  std::size_t inbound() const { return in_.size(); }  // rings mapped (receive thread)
+  std::size_t outbound_up() const;                    // rings in use to send
+
+ private:
+  struct Out {
+    enum class State { kNone, kPending, kUp } state = State::kNone;
+    int conn = -1, bell = -1;
+    std::unique_ptr<ShmRing> ring;
+    std::chrono::steady_clock::time_point retry_at{}, next_check{};
+    bool dirty = false;    // pushed, not yet published
+    bool stalled = false;  // stayed full for kFullWait in this batch
+    void reset();
+  };
+  struct In {
+    int conn = -1, bell = -1;
+    std::unique_ptr<ShmRing> ring;
+    bool closing = false, bell_pending = false;
+  };
+  struct Key {
+    IpAddr addr;
+    std::uint16_t port;
+    auto operator<=>(const Key&) const = default;
+  };
+  ShmLinks(AtomicCounters& counters) : counters_(counters) {}
+  Out* route(const Packet& p);  // the link for p's destination, set up or advanced as needed
+  void connect(const Key& k, Out& o);
+  void publish_all();
+  void control();  // accepts senders, reads their rings and bells, notices the ones gone
+  void accept_hello(In& in);
+  void drop_in(std::size_t i);
+
+  AtomicCounters& counters_;
+  int listen_fd_ = -1, ctl_ep_ = -1, epfd_ = -1;
+  // Send side.
+  std::mutex send_mu_;
+  std::map<Key, Out> out_;
+  Key last_key_{};
+  Out* last_out_ = nullptr;
+  std::vector<Out*> dirty_, stalled_;
+  // Receive side.
+  std::vector<In> in_;
+  std::size_t next_in_ = 0;
+  bool settling_ = false;
+  std::chrono::steady_clock::time_point next_control_{};
+};
+
+}  // namespace softrdma::netdev

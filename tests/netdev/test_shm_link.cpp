@@ -1,0 +1,318 @@
+// The udp backend's host-local path: shared-memory rings between devices of this host.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <numeric>
+#include <thread>
+
+#include "helpers.h"
+#include "netdev/shm_ring.h"
+#include "netdev/udp.h"
+
+namespace softrdma::netdev {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using test::make_datagram;
+using test::OwnedPacket;
+using test::RecvBatch;
+using test::seq_of;
+
+IpAddr ip(const char* s) {
+  IpAddr a;
+  EXPECT_TRUE(IpAddr::parse(s, a)) << s;
+  return a;
+}
+
+std::uint16_t test_port(int k) {
+  return static_cast<std::uint16_t>(20000 + (getpid() * 11 + k * 5) % 20000);
+}
+
+std::unique_ptr<UdpNetdev> open_at(const char* addr, std::uint16_t& port, bool host_local = true,
+                                   int base = 0) {
+  std::string err;
+  for (int k = base; k < base + 20; ++k) {
+    port = test_port(k);
+    if (auto d = UdpNetdev::open(ip(addr), err, {}, port, host_local)) return d;
+  }
+  ADD_FAILURE() << err;
+  return nullptr;
+}
+
+OwnedPacket datagram(std::uint32_t seq, std::size_t len, const char* src, const char* dst,
+                     std::uint16_t dst_port) {
+  OwnedPacket p(make_datagram(seq, len), ip(src), ip(dst), 0xC000);
+  p.pkt.dst_port = dst_port;
+  p.pkt.traffic_class = static_cast<std::uint8_t>(seq % 64 << 2);
+  p.pkt.hop_limit = static_cast<std::uint8_t>(64 - seq % 8);
+  return p;
+}
+
+bool send_one(UdpNetdev& d, OwnedPacket& p) {
+  Packet* ptr = &p.pkt;
+  return d.send_batch(std::span(&ptr, 1)) == 1;
+}
+
+// Receives like a progress thread: poll the device, and block on its wait fd (after
+// prepare_sleep) when there is nothing, for at most `ms` in all.
+std::vector<std::uint32_t> receive(UdpNetdev& d, std::size_t want, int ms) {
+  std::vector<std::uint32_t> seqs;
+  RecvBatch rb(64);
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  while (seqs.size() < want && Clock::now() < until) {
+    const std::size_t n = d.recv_batch(rb.span());
+    for (std::size_t i = 0; i < n; ++i) seqs.push_back(seq_of(rb.ptrs[i]->data));
+    if (n == 0 && d.prepare_sleep()) {
+      pollfd p{d.wait_fd(), POLLIN, 0};
+      poll(&p, 1, 50);
+    }
+  }
+  return seqs;
+}
+
+// Sends datagram 0 from a to b until a's ring to b is in use (the first ones go through the
+// kernel while b maps the ring).
+bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
+  for (int i = 0; i < 100 && a.host_local()->outbound_up() == 0; ++i) {
+    auto p = datagram(0, 10, "127.0.0.1", "127.0.0.2", pb);
+    if (!send_one(a, p)) return false;
+    receive(b, 1, 100);
+  }
+  receive(b, 100, 50);  // what is left
+  return a.host_local()->outbound_up() == 1;
+}
+
+TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa);
+  auto b = open_at("127.0.0.2", pb, true, 20);
+  ASSERT_TRUE(a && b && a->host_local() && b->host_local());
+  // The first datagram goes the kernel's way while the receiver maps the ring. Datagrams sent
+  // meanwhile keep their order across the switch.
+  for (std::uint32_t s = 0; s < 300; ++s) {
+    auto p = datagram(s, 1000, "127.0.0.1", "127.0.0.2", pb);
+    ASSERT_TRUE(send_one(*a, p));
+    if (s % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    if (s == 0) {
+      EXPECT_EQ(receive(*b, 1, 2000), std::vector<std::uint32_t>{0});
+    }
+  }
+  std::vector<std::uint32_t> in_order(299);
+  std::iota(in_order.begin(), in_order.end(), 1);
+  EXPECT_EQ(receive(*b, 299, 2000), in_order);
+  EXPECT_EQ(b->host_local()->inbound(), 1u);
+  EXPECT_EQ(a->host_local()->outbound_up(), 1u);
+  const std::uint64_t before = b->counters().rx_packets;
+
+  constexpr std::uint32_t kTotal = 20000;  // about 40 MiB: the 4 MiB ring wraps many times
+  std::thread rx([&] {
+    std::uint32_t next = 300;
+    RecvBatch rb(64);
+    const auto until = Clock::now() + std::chrono::seconds(20);
+    while (next < kTotal && Clock::now() < until) {
+      const std::size_t n = b->recv_batch(rb.span());
+      for (std::size_t i = 0; i < n; ++i) {
+        const Packet& p = *rb.ptrs[i];
+        const std::uint32_t seq = seq_of(p.data);
+        ASSERT_EQ(seq, next) << "rings keep order";
+        const auto want = make_datagram(seq, seq % 4097);
+        ASSERT_EQ(p.len, want.size());
+        ASSERT_TRUE(std::equal(want.begin(), want.end() - 4, p.data)) << seq;
+        EXPECT_EQ(p.src, ip("127.0.0.1"));
+        EXPECT_EQ(p.dst, ip("127.0.0.2"));
+        EXPECT_EQ(p.dst_port, pb);
+        EXPECT_EQ(p.traffic_class, static_cast<std::uint8_t>(seq % 64 << 2));
+        EXPECT_EQ(p.hop_limit, 64 - seq % 8);
+        ++next;
+      }
+      if (n == 0 && b->prepare_sleep()) {
+        pollfd pf{b->wait_fd(), POLLIN, 0};
+        poll(&pf, 1, 100);
+      }
+    }
+    EXPECT_EQ(next, kTotal);
+  });
+  for (std::uint32_t s = 300; s < kTotal; s += 32) {
+    std::vector<OwnedPacket> pkts;
+    std::vector<Packet*> ptrs;
+    pkts.reserve(32);
+    for (std::uint32_t k = s; k < std::min(s + 32, kTotal); ++k) {
+      pkts.push_back(datagram(k, k % 4097, "127.0.0.1", "127.0.0.2", pb));
+    }
+    for (auto& p : pkts) ptrs.push_back(&p.pkt);
+    ASSERT_EQ(a->send_batch(ptrs), ptrs.size());
+  }
+  rx.join();
+  EXPECT_EQ(a->host_local()->outbound_up(), 1u);
+  const Counters ca = a->counters(), cb = b->counters();
+  EXPECT_EQ(ca.tx_packets, kTotal);
+  EXPECT_EQ(cb.rx_packets - before, kTotal - 300);
+  EXPECT_EQ(ca.tx_dropped + cb.rx_icrc_errors + cb.rx_malformed, 0u);
+}
+
+TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa);
+  auto b = open_at("127.0.0.2", pb, true, 20);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(link_up(*a, *b, pb));
+  // Now the receiver blocks on its wait fd with no timeout to speak of; every datagram must
+  // wake it (a missed wake-up shows as a 10 s wait).
+  std::atomic<int> got{0};
+  std::thread rx([&] {
+    RecvBatch rb(8);
+    while (got < 200) {
+      const std::size_t n = b->recv_batch(rb.span());
+      got += static_cast<int>(n);
+      if (n == 0 && b->prepare_sleep()) {
+        pollfd pf{b->wait_fd(), POLLIN, 0};
+        if (poll(&pf, 1, 10000) == 0) break;
+      }
+    }
+  });
+  for (std::uint32_t s = 1; s <= 200; ++s) {
+    auto p = datagram(s, 2, "127.0.0.1", "127.0.0.2", pb);
+    const auto t0 = Clock::now();
+    ASSERT_TRUE(send_one(*a, p));
+    while (got < static_cast<int>(s) && Clock::now() - t0 < std::chrono::seconds(5)) {
+      std::this_thread::yield();
+    }
+    ASSERT_EQ(got.load(), static_cast<int>(s)) << "datagram " << s << " did not wake the receiver";
+  }
+  rx.join();
+  EXPECT_EQ(b->host_local()->inbound(), 1u);
+}
+
+TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa);
+  auto b = open_at("127.0.0.2", pb, true, 20);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(link_up(*a, *b, pb));
+  auto p1 = datagram(1, 10, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, p1));
+  ASSERT_EQ(receive(*b, 1, 2000), std::vector<std::uint32_t>{1});
+  ASSERT_EQ(a->host_local()->outbound_up(), 1u);
+  b.reset();
+  // A device that does not use rings takes the address: datagrams reach it through the kernel.
+  std::string err;
+  auto c = UdpNetdev::open(ip("127.0.0.2"), err, {}, pb, false);
+  ASSERT_TRUE(c) << err;
+  auto p2 = datagram(2, 10, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, p2));
+  EXPECT_EQ(receive(*c, 1, 2000), std::vector<std::uint32_t>{2});
+  EXPECT_EQ(a->host_local()->outbound_up(), 0u);
+}
+
+TEST(ShmLink, OffMeansTheKernelOnly) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa, false);
+  auto b = open_at("127.0.0.2", pb, true, 20);
+  ASSERT_TRUE(a && b);
+  EXPECT_EQ(a->host_local(), nullptr);
+  for (std::uint32_t s = 0; s < 5; ++s) {
+    auto p = datagram(s, 10, "127.0.0.1", "127.0.0.2", pb);
+    ASSERT_TRUE(send_one(*a, p));
+  }
+  EXPECT_EQ(receive(*b, 5, 2000).size(), 5u);
+  EXPECT_EQ(b->host_local()->inbound(), 0u);
+}
+
+// --- the ring itself
+
+Packet view_of(OwnedPacket& p) {
+  return p.pkt;
+}
+
+TEST(ShmRing, KeepsOrderAcrossWrapsAndRefusesWhenFull) {
+  std::string err;
+  auto prod = ShmRing::create(ShmRing::kMinBytes, err);
+  ASSERT_TRUE(prod) << err;
+  auto cons = ShmRing::attach(dup(prod->fd()), err);
+  ASSERT_TRUE(cons) << err;
+  std::uint32_t pushed = 0, popped = 0;
+  for (int round = 0; round < 50; ++round) {
+    while (true) {
+      auto p = datagram(pushed, pushed * 37 % 3000, "10.0.0.1", "10.0.0.2", 4791);
+      if (!prod->push(view_of(p))) break;
+      ++pushed;
+    }
+    EXPECT_GT(pushed, popped) << "an empty ring takes a datagram";
+    EXPECT_FALSE(prod->publish()) << "nobody asked for a wake-up";
+    Packet v;
+    // Read half of what is there, so the next round writes across the end.
+    const std::uint32_t stop = popped + (pushed - popped) / 2 + 1;
+    while (popped < stop && cons->peek(v)) {
+      ASSERT_EQ(seq_of(v.data), popped);
+      ASSERT_EQ(v.len, make_datagram(popped, popped * 37 % 3000).size());
+      cons->consume();
+      ++popped;
+    }
+    cons->release();
+  }
+  EXPECT_FALSE(cons->broken());
+}
+
+TEST(ShmRing, WakeUpIsAskedOnlyByASleepingConsumer) {
+  std::string err;
+  auto prod = ShmRing::create(ShmRing::kMinBytes, err);
+  auto cons = ShmRing::attach(dup(prod->fd()), err);
+  ASSERT_TRUE(prod && cons) << err;
+  EXPECT_TRUE(cons->arm());
+  auto p = datagram(1, 10, "10.0.0.1", "10.0.0.2", 4791);
+  ASSERT_TRUE(prod->push(view_of(p)));
+  EXPECT_TRUE(prod->publish()) << "the consumer sleeps: ring its bell";
+  EXPECT_TRUE(cons->wake_taken());
+  EXPECT_FALSE(cons->wake_taken());
+  EXPECT_FALSE(cons->arm()) << "a datagram is waiting: do not sleep";
+  ASSERT_TRUE(prod->push(view_of(p)));
+  EXPECT_TRUE(prod->publish()) << "the request stood";
+  EXPECT_FALSE(prod->publish()) << "and was taken once";
+  Packet v;
+  while (cons->peek(v)) cons->consume();
+  cons->release();
+  EXPECT_TRUE(cons->wake_taken());
+  EXPECT_TRUE(cons->arm()) << "empty: sleep";
+}
+
+TEST(ShmRing, ACorruptRecordBreaksTheRingWithoutReadingOutsideIt) {
+  std::string err;
+  auto prod = ShmRing::create(ShmRing::kMinBytes, err);
+  auto cons = ShmRing::attach(dup(prod->fd()), err);
+  ASSERT_TRUE(prod && cons) << err;
+  auto p = datagram(1, 100, "10.0.0.1", "10.0.0.2", 4791);
+  ASSERT_TRUE(prod->push(view_of(p)));
+  prod->publish();
+  // Overwrite the record's size with one reaching past the end of the ring.
+  const std::size_t map_len = 256 + prod->bytes();
+  void* m = mmap(nullptr, map_len, PROT_READ | PROT_WRITE, MAP_SHARED, prod->fd(), 0);
+  ASSERT_NE(m, MAP_FAILED);
+  const std::uint32_t huge = 0x7FFFFFC0;
+  std::memcpy(static_cast<std::uint8_t*>(m) + 256, &huge, sizeof huge);
+  Packet v;
+  EXPECT_FALSE(cons->peek(v));
+  EXPECT_TRUE(cons->broken());
+  munmap(m, map_len);
+}
+
+TEST(ShmRing, AttachRefusesAnUnsealedOrForeignFile) {
+  std::string err;
+  const int fd = memfd_create("not-a-ring", MFD_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(ftruncate(fd, 256 + ShmRing::kMinBytes), 0);
+  EXPECT_EQ(ShmRing::attach(fd, err), nullptr);
+  EXPECT_NE(err.find("sealed"), std::string::npos) << err;
+  const int fd2 = memfd_create("zeros", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  ASSERT_EQ(ftruncate(fd2, 256 + ShmRing::kMinBytes), 0);
+  ASSERT_EQ(fcntl(fd2, F_ADD_SEALS, F_SEAL_SHRINK), 0);
+  EXPECT_EQ(ShmRing::attach(fd2, err), nullptr);
+  EXPECT_NE(err.find("bad header"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace softrdma::netdev
