@@ -22,7 +22,9 @@ constexpr std::uint64_t kHelloMagic = 0x6f6c6c65486d7253ull;  // "SrmHello"
 constexpr std::uint32_t kHelloVersion = 1;
 constexpr auto kRetry = std::chrono::seconds(1);         // a destination with no listener
 constexpr auto kCheck = std::chrono::milliseconds(100);  // how often a sender looks for HUP
-constexpr auto kFullWait = std::chrono::milliseconds(100);
+constexpr auto kFullWait = std::chrono::milliseconds(10);  // then drop, as a full wire would
+constexpr auto kFullNap = std::chrono::microseconds(20);
+constexpr auto kCheckWhileFull = std::chrono::milliseconds(1);
 constexpr auto kControlEvery = std::chrono::milliseconds(1);
 constexpr std::size_t kMaxOut = 256;
 constexpr std::size_t kMaxIn = 256;
@@ -142,20 +144,29 @@ bool ShmLinks::Batch::send(const Packet& p) {
     return true;
   }
   // Full: let the receiver see what is there, and wait for room (it has been woken).
-  const auto give_up = Clock::now() + kFullWait;
-  for (;;) {
+  const auto start = Clock::now();
+  auto next_check = start;
+  for (int round = 0;; ++round) {
     links_->publish_all();
-    if (o->ring->closed() || hung_up(o->conn)) {
+    const auto now = Clock::now();
+    if (o->ring->closed() || (now >= next_check && hung_up(o->conn))) {
       o->reset();
       return false;  // the receiver is gone: the kernel's path (and its ICMP) from now on
     }
-    if (Clock::now() >= give_up) {
+    if (now >= next_check) next_check = now + kCheckWhileFull;
+    if (now - start >= kFullWait) {
       o->stalled = true;
       links_->stalled_.push_back(o);
       bump(links_->counters_.tx_dropped);
       return true;
     }
-    sched_yield();
+    // The receiver needs a core to make room: give ours away, for longer once yielding
+    // did not help (on two cores a spinning sender would hold the receiver's).
+    if (round < 8) {
+      sched_yield();
+    } else {
+      std::this_thread::sleep_for(kFullNap);
+    }
     if (o->ring->push(p)) {
       o->dirty = true;
       links_->dirty_.push_back(o);

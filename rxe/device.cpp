@@ -3,6 +3,7 @@
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -566,7 +567,25 @@ Clock::time_point Device::step() {
   return deadline;
 }
 
+namespace {
+// A program polling its CQ calls poll_progress at least this often...
+constexpr std::int64_t kPollGapNs = 5'000;
+// ... and once it has done so for this long, the progress thread leaves the work to it,
+constexpr std::int64_t kPollRunNs = 200'000;
+// looking again after this nap.
+constexpr auto kProgressNap = std::chrono::microseconds(50);
+
+std::int64_t now_ns() {
+  return Clock::now().time_since_epoch().count();
+}
+}  // namespace
+
 void Device::poll_progress() {
+  const std::int64_t now = now_ns();
+  if (now - app_poll_last_ns_.load(std::memory_order_relaxed) > kPollGapNs) {
+    app_poll_run_ns_.store(now, std::memory_order_relaxed);
+  }
+  app_poll_last_ns_.store(now, std::memory_order_relaxed);
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   step();
@@ -584,14 +603,44 @@ void Device::progress_loop() {
   // most of the latency. Bounded; an idle device sleeps in epoll.
   constexpr auto kLinger = std::chrono::microseconds(15);
   auto linger_until = Clock::time_point::min();
+  // Naps are short: let the kernel end them on time rather than up to 50 µs late.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+  // Sleeps in epoll for at most `max`: a kick, a datagram or a ring's bell ends it sooner.
+  bool have_pwait2 = true;
+  auto wait = [&](std::chrono::nanoseconds max) {
+    const timespec ts{static_cast<time_t>(max.count() / 1'000'000'000),
+                      static_cast<long>(max.count() % 1'000'000'000)};
+    planned_wake_ns_.store((Clock::now() + max).time_since_epoch().count(),
+                           std::memory_order_relaxed);
+    if (have_pwait2 &&
+        epoll_pwait2(epoll_fd_, events.data(), static_cast<int>(events.size()), &ts, nullptr) < 0 &&
+        errno == ENOSYS) {
+      have_pwait2 = false;  // before Linux 5.11: whole milliseconds, rounded up
+    }
+    if (!have_pwait2) {
+      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(max).count();
+      epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), static_cast<int>(ms));
+    }
+    planned_wake_ns_.store(0, std::memory_order_relaxed);
+  };
   while (!stop_) {
+    // An application that has polled without pause for a while sends, receives and fires
+    // timers in its own passes: contending with it would only take a core from it. Then
+    // this thread naps (still woken by kicks, datagrams and bells) instead of spinning.
+    const std::int64_t now = now_ns();
+    const bool app_drives = now - app_poll_last_ns_.load(std::memory_order_relaxed) < kPollGapNs &&
+                            now - app_poll_run_ns_.load(std::memory_order_relaxed) > kPollRunNs;
     int timeout = -1;
     {
       // An application thread in a pass is making progress for us: don't queue behind it
       // (a blocked lock costs a futex wake-up and a context switch per pass).
       std::unique_lock lock(progress_mutex_, std::try_to_lock);
       if (!lock.owns_lock()) {
-        sched_yield();
+        if (app_drives) {
+          wait(kProgressNap);
+        } else {
+          sched_yield();
+        }
         continue;
       }
       const auto deadline = step();
@@ -604,22 +653,20 @@ void Device::progress_loop() {
         timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
       }
       // Shared-memory peers write no fd unless asked to before we block.
-      if (timeout != 0 && !netdev_->prepare_sleep()) timeout = 0;
+      if ((timeout != 0 || app_drives) && !netdev_->prepare_sleep()) timeout = 0;
     }
     const int nt = netdev_->next_timeout_ms();
     if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
     if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
+    if (app_drives) {  // (timers are at least a millisecond away, or the application's)
+      wait(kProgressNap);
+      continue;
+    }
     if (timeout > 0 && Clock::now() < linger_until) {
       sched_yield();
       continue;
     }
-    if (timeout > 0) {
-      planned_wake_ns_.store(
-          (Clock::now() + std::chrono::milliseconds(timeout)).time_since_epoch().count(),
-          std::memory_order_relaxed);
-      epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), timeout);
-      planned_wake_ns_.store(0, std::memory_order_relaxed);
-    }
+    if (timeout > 0) wait(std::chrono::milliseconds(timeout));
   }
 }
 

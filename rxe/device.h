@@ -176,6 +176,10 @@ class Device {
   // When the sleeping progress thread means to wake (steady-clock ns): a pass on
   // another thread that arms an earlier timer wakes it.
   std::atomic<std::int64_t> planned_wake_ns_{0};
+  // Application threads calling poll_progress (steady-clock ns): the last call, and when the
+  // current run of calls (no gap longer than kPollGap) began. While a run goes on the progress
+  // thread naps instead of contending for the pass: the application does its work.
+  std::atomic<std::int64_t> app_poll_last_ns_{0}, app_poll_run_ns_{0};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };
