@@ -135,8 +135,16 @@ class Netdev {
   virtual void service() {}
   // Called by the receiving thread before it blocks on wait_fd(): backends that are not woken by
   // the kernel (shared-memory rings) ask their peers for a wake-up here. False when datagrams
-  // arrived meanwhile: receive again instead of blocking.
-  virtual bool prepare_sleep() { return true; }
+  // arrived meanwhile: receive again instead of blocking. wake_me false, before a short nap that
+  // needs no wake-up: only silence what woke the thread before, and ask for nothing.
+  virtual bool prepare_sleep(bool wake_me = true) {
+    (void)wake_me;
+    return true;
+  }
+  // Tracing asks for it before traffic starts: every datagram send_batch takes and recv_batch
+  // returns then carries its real ICRC. Otherwise a backend may leave the ICRC out where nothing
+  // can corrupt a datagram (the udp backend's host-local rings), as a NIC offloads it.
+  virtual void require_icrc() {}
   // Installs (or, with an empty function, removes) the observer of injected faults and receive
   // drops. Set it before traffic starts. Backends without faults or drops ignore it.
   virtual void set_fault_observer(FaultObserver observer) { (void)observer; }

@@ -20,8 +20,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kHelloMagic = 0x6f6c6c65486d7253ull;  // "SrmHello"
 constexpr std::uint32_t kHelloVersion = 1;
-constexpr auto kRetry = std::chrono::seconds(1);         // a destination with no listener
-constexpr auto kCheck = std::chrono::milliseconds(100);  // how often a sender looks for HUP
+constexpr auto kRetry = std::chrono::seconds(1);           // a destination with no listener
+constexpr auto kCheck = std::chrono::milliseconds(100);    // how often a sender looks for HUP
 constexpr auto kFullWait = std::chrono::milliseconds(10);  // then drop, as a full wire would
 constexpr auto kFullNap = std::chrono::microseconds(20);
 constexpr auto kCheckWhileFull = std::chrono::milliseconds(1);
@@ -33,6 +33,22 @@ struct Hello {
   std::uint64_t magic;
   std::uint32_t version;
   std::uint32_t ring_bytes;
+};
+
+// A Hello with room for two fds (the ring, the bell) as SCM_RIGHTS, to send or to receive.
+struct HelloMessage {
+  Hello hello{};
+  iovec iov{&hello, sizeof hello};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
+  msghdr m{};
+  HelloMessage() {
+    m.msg_iov = &iov;
+    m.msg_iovlen = 1;
+    m.msg_control = cbuf;
+    m.msg_controllen = sizeof cbuf;
+  }
+  HelloMessage(const HelloMessage&) = delete;
+  HelloMessage& operator=(const HelloMessage&) = delete;
 };
 
 socklen_t abstract_name(const IpAddr& addr, std::uint16_t port, sockaddr_un& sun) {
@@ -128,11 +144,11 @@ bool ShmLinks::Batch::takes(const Packet& p) {
   return o && o->state == Out::State::kUp;
 }
 
-bool ShmLinks::Batch::send(const Packet& p) {
+bool ShmLinks::Batch::send(const Packet& p, bool icrc_filled) {
   if (!links_) return false;
   Out* o = links_->route(p);
   if (!o || o->state != Out::State::kUp) return false;
-  if (o->ring->push(p)) {
+  if (o->ring->push(p, icrc_filled)) {
     if (!o->dirty) {
       o->dirty = true;
       links_->dirty_.push_back(o);
@@ -167,7 +183,7 @@ bool ShmLinks::Batch::send(const Packet& p) {
     } else {
       std::this_thread::sleep_for(kFullNap);
     }
-    if (o->ring->push(p)) {
+    if (o->ring->push(p, icrc_filled)) {
       o->dirty = true;
       links_->dirty_.push_back(o);
       return true;
@@ -248,21 +264,15 @@ void ShmLinks::connect(const Key& k, Out& o) {
     o.reset();
     return;
   }
-  Hello h{kHelloMagic, kHelloVersion, static_cast<std::uint32_t>(o.ring->bytes())};
-  iovec iov{&h, sizeof h};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  HelloMessage msg;
+  msg.hello = Hello{kHelloMagic, kHelloVersion, static_cast<std::uint32_t>(o.ring->bytes())};
+  cmsghdr* c = CMSG_FIRSTHDR(&msg.m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(2 * sizeof(int));
   const int fds[2] = {o.ring->fd(), o.bell};
   std::memcpy(CMSG_DATA(c), fds, sizeof fds);
-  if (sendmsg(o.conn, &m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof h)) {
+  if (sendmsg(o.conn, &msg.m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(Hello))) {
     o.reset();
     return;
   }
@@ -279,8 +289,9 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
     In& in = in_[(next_in_ + r) % rings];
     if (!in.ring) continue;  // no hello yet
     Packet view;
-    while (n < pkts.size() && in.ring->peek(view)) {
-      if (deliver(view, *pkts[n])) ++n;
+    bool icrc_filled = true;
+    while (n < pkts.size() && in.ring->peek(view, icrc_filled)) {
+      if (deliver(view, icrc_filled, *pkts[n])) ++n;
       in.ring->consume();
     }
     in.ring->release();
@@ -298,7 +309,7 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
   }
 }
 
-bool ShmLinks::prepare_sleep() {
+bool ShmLinks::prepare_sleep(bool wake_me) {
   // Only the thread that sleeps asks for wake-ups and silences the bells that answered; threads
   // that merely poll leave both alone, or the sleeper could miss a datagram.
   bool ready = true;
@@ -309,7 +320,7 @@ bool ShmLinks::prepare_sleep() {
       std::uint64_t v;
       if (read(in.bell, &v, sizeof v) == sizeof v || errno != EAGAIN) in.bell_pending = false;
     }
-    if (!in.closing && !in.ring->arm()) ready = false;
+    if (wake_me && !in.closing && !in.ring->arm()) ready = false;
   }
   return ready;
 }
@@ -362,14 +373,9 @@ void ShmLinks::control() {
 }
 
 void ShmLinks::accept_hello(In& in) {
-  Hello h{};
-  iovec iov{&h, sizeof h};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &iov;
-  m.msg_iovlen = 1;
-  m.msg_control = cbuf;
-  m.msg_controllen = sizeof cbuf;
+  HelloMessage msg;
+  msghdr& m = msg.m;
+  const Hello& h = msg.hello;
   const ssize_t r = recvmsg(in.conn, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (r < 0 && errno == EAGAIN) return;
   int fds[2] = {-1, -1};

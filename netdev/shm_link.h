@@ -44,8 +44,8 @@ class ShmLinks {
     // Whether p's destination is reached through a ring now.
     bool takes(const Packet& p);
     // Puts p in its destination's ring; false when it goes the kernel's way instead. A ring that
-    // stays full for 100 ms loses the datagram (counted in tx_dropped), as a full wire would.
-    bool send(const Packet& p);
+    // stays full for 10 ms loses the datagram (counted in tx_dropped), as a full wire would.
+    bool send(const Packet& p, bool icrc_filled);
 
    private:
     ShmLinks* links_;
@@ -54,12 +54,13 @@ class ShmLinks {
 
   // --- receive side: one thread at a time (the backend's receiving thread).
   // Hands datagrams from the inbound rings, in turn, to `deliver` (which checks and copies one
-  // into pkts[n] and says whether it did) while the batch has room. Accepts new senders when idle.
-  using Deliver = std::function<bool(const Packet& view, Packet& out)>;
+  // into pkts[n] and says whether it did; icrc_filled: false when the sender left the ICRC out)
+  // while the batch has room. Accepts new senders when idle.
+  using Deliver = std::function<bool(const Packet& view, bool icrc_filled, Packet& out)>;
   void recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver);
-  // Before the receiving thread blocks on the wait fd: asks every sender for a wake-up. False
-  // (do not block) when datagrams are already waiting.
-  bool prepare_sleep();
+  // Before the receiving thread blocks on the wait fd: silences the bells that rang and asks every
+  // sender for a wake-up (unless !wake_me). False (do not block) when datagrams are waiting.
+  bool prepare_sleep(bool wake_me = true);
 
   // A ring was just attached: its sender's last datagrams through the kernel may still be queued
   // in the socket. Read the socket first until it is found empty (settled()), so the switch does

@@ -26,8 +26,10 @@ struct Record {
   std::uint8_t dst[16];
   std::uint16_t src_port, dst_port;
   std::uint8_t traffic_class, hop_limit;
-  std::uint8_t reserved[2];
+  std::uint8_t flags;  // kNoIcrc
+  std::uint8_t reserved;
 };
+constexpr std::uint8_t kNoIcrc = 1;  // the sender left the ICRC out
 static_assert(sizeof(Record) == 48);
 
 std::uint64_t record_size(std::uint32_t len) {
@@ -123,7 +125,7 @@ ShmRing::~ShmRing() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-bool ShmRing::push(const Packet& p) {
+bool ShmRing::push(const Packet& p, bool icrc_filled) {
   if (p.len > kMaxDatagram) return false;
   const std::uint64_t need = record_size(p.len);
   std::uint64_t pos = tail_ & (bytes_ - 1);
@@ -147,6 +149,7 @@ bool ShmRing::push(const Packet& p) {
   r.dst_port = p.dst_port;
   r.traffic_class = p.traffic_class;
   r.hop_limit = p.hop_limit;
+  r.flags = icrc_filled ? 0 : kNoIcrc;
   std::memcpy(data() + pos, &r, sizeof r);
   std::memcpy(data() + pos + sizeof r, p.data, p.len);
   tail_ += need;
@@ -175,7 +178,7 @@ void ShmRing::close() {
   hdr()->closed.store(1, std::memory_order_release);
 }
 
-bool ShmRing::peek(Packet& view) {
+bool ShmRing::peek(Packet& view, bool& icrc_filled) {
   while (!broken_) {
     if (head_ == tail_seen_) {
       tail_seen_ = hdr()->tail.load(std::memory_order_acquire);
@@ -201,6 +204,7 @@ bool ShmRing::peek(Packet& view) {
     view.dst_port = r.dst_port;
     view.traffic_class = r.traffic_class;
     view.hop_limit = r.hop_limit;
+    icrc_filled = !(r.flags & kNoIcrc);
     view.data = data() + pos + sizeof r;
     view.len = r.len;
     view.cap = r.len;

@@ -34,8 +34,9 @@ class ShmRing {
   std::size_t bytes() const { return bytes_; }
 
   // --- producer
-  // Copies the datagram in (not yet visible). False when there is no room for it now.
-  bool push(const Packet& p);
+  // Copies the datagram in (not yet visible), noting whether its ICRC was computed. False when
+  // there is no room for it now.
+  bool push(const Packet& p, bool icrc_filled);
   // Makes the pushed datagrams visible. True when the consumer sleeps and asked for a wake-up
   // (the caller then rings its bell); the request is taken, so one producer rings once.
   bool publish();
@@ -45,7 +46,7 @@ class ShmRing {
   // --- consumer
   // The next datagram as a view into the ring (valid until consume()), or false when the ring
   // is empty or broken. src, dst, ports, traffic class and hop limit come from the record.
-  bool peek(Packet& view);
+  bool peek(Packet& view, bool& icrc_filled);
   void consume();  // drops the datagram peek() returned
   void release();  // hands the space of consumed datagrams back to the producer
   bool broken() const { return broken_; }

@@ -308,6 +308,7 @@ TracingNetdev::TracingNetdev(std::unique_ptr<Netdev> inner, TraceConfig cfg)
   }
   if (!writer_) return;
   iface_ = writer_->add_interface(cfg_.device, 1 /* LINKTYPE_ETHERNET */, cfg_.snaplen);
+  inner_->require_icrc();  // a trace shows each datagram as it is on a wire
   inner_->set_fault_observer([this](FaultEvent e, const Packet& p) { on_event(e, p); });
 }
 

@@ -88,7 +88,8 @@ class TracingNetdev : public Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
-  bool prepare_sleep() override { return inner_->prepare_sleep(); }
+  bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
+  void require_icrc() override { inner_->require_icrc(); }
   int join_group(const IpAddr& group) override;
   int leave_group(const IpAddr& group) override;
   // Observers set on the tracer are called after it has recorded the event.

@@ -369,7 +369,7 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
       have_last = true;
     }
     p->src_port = last_used;
-    fill_icrc(*p);
+    if (!icrc_deferred()) fill_icrc(*p);
     ++n;
   }
   return emit_batch(faults_.get(), pkts, n, counters_,
@@ -380,7 +380,7 @@ void UdpNetdev::transmit(std::span<const Packet> pkts) {
   ShmLinks::Batch shm(shm_.get());
   std::size_t i = 0;
   while (i < pkts.size()) {
-    if (shm.send(pkts[i])) {
+    if (shm.send(pkts[i], !icrc_deferred())) {
       bump(counters_.tx_packets);
       bump(counters_.tx_bytes, pkts[i].len);
       ++i;
@@ -390,6 +390,9 @@ void UdpNetdev::transmit(std::span<const Packet> pkts) {
     while (j < pkts.size() && j - i < kSendChunk && pkts[j].src_port == pkts[i].src_port &&
            !shm.takes(pkts[j])) {
       ++j;
+    }
+    if (icrc_deferred()) {
+      for (std::size_t k = i; k < j; ++k) fill_icrc(pkts[k]);  // the kernel's path: a real wire
     }
     std::shared_ptr<Sock> sock;
     if (pkts[i].src_port != port_) sock = send_socket(pkts[i].src_port);
@@ -537,7 +540,7 @@ void UdpNetdev::set_pending_signal(bool on) {
   pending_signaled_ = on;
 }
 
-bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out) {
+bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled) {
   if (view.dst != expect) {
     bump(counters_.rx_not_ours);
     if (observer_) observer_(FaultEvent::kRxNotOurs, view);
@@ -548,12 +551,13 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out) {
     if (observer_) observer_(FaultEvent::kRxMalformed, view);
     return false;
   }
-  if (!check_icrc(view)) {
+  if (icrc_filled && !check_icrc(view)) {
     bump(counters_.rx_icrc_errors);
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
   }
   hand_over(view, out);
+  if (!icrc_filled && icrc_always_) fill_icrc(out);
   return true;
 }
 
@@ -569,8 +573,9 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
     if (n == before) shm_->settled();
   }
   if (shm_ && pending_.empty()) {
-    shm_->recv(pkts, n,
-               [this](const Packet& view, Packet& out) { return deliver(view, addrs_[0], out); });
+    shm_->recv(pkts, n, [this](const Packet& view, bool icrc_filled, Packet& out) {
+      return deliver(view, addrs_[0], out, icrc_filled);
+    });
   }
   read_socket(rx_fd_, addrs_[0], pkts, n);
   if (have_groups_.load(std::memory_order_acquire)) {
@@ -674,8 +679,8 @@ void UdpNetdev::service() {
   if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
 }
 
-bool UdpNetdev::prepare_sleep() {
-  return !shm_ || shm_->prepare_sleep();
+bool UdpNetdev::prepare_sleep(bool wake_me) {
+  return !shm_ || shm_->prepare_sleep(wake_me);
 }
 
 void UdpNetdev::set_fault_observer(FaultObserver observer) {

@@ -44,7 +44,8 @@ class UdpNetdev : public Netdev {
   int wait_fd() const override { return epfd_; }
   int next_timeout_ms() const override;
   void service() override;
-  bool prepare_sleep() override;
+  bool prepare_sleep(bool wake_me = true) override;
+  void require_icrc() override { icrc_always_ = true; }
   void set_fault_observer(FaultObserver observer) override;
   // IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) groups, on the interface that owns the local address:
   // one more socket per group, bound to group:port with SO_REUSEADDR and SO_REUSEPORT (several
@@ -87,7 +88,9 @@ class UdpNetdev : public Netdev {
   std::shared_ptr<Sock> make_send_socket(std::uint16_t src_port) const;
   void transmit(std::span<const Packet> pkts);
   void send_chunk(int fd, const Packet* pkts, std::size_t n);
-  bool deliver(const Packet& view, const IpAddr& expect, Packet& out);
+  // icrc_filled false: a host-local datagram whose sender left the ICRC out (not checked; filled
+  // in when tracing asks for it).
+  bool deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled = true);
   // Reads datagrams from `fd` (bound to `bound`) while pending_ is empty and the batch has room.
   void read_socket(int fd, const IpAddr& bound, std::span<Packet* const> pkts, std::size_t& n);
   void set_multicast_send_options(int fd) const;
@@ -110,6 +113,10 @@ class UdpNetdev : public Netdev {
   std::unique_ptr<FaultInjector> faults_;
   FaultObserver observer_;  // receive drops; set before traffic starts
   std::unique_ptr<ShmLinks> shm_;
+  bool icrc_always_ = false;  // require_icrc(): tracing
+  // Datagrams leave send_batch without their ICRC, computed in transmit only for the kernel's
+  // path: nothing can corrupt them in a ring (no faults configured) and nobody traces them.
+  bool icrc_deferred() const { return shm_ && !faults_ && !icrc_always_; }
 
   mutable std::mutex send_mu_;
   std::map<std::uint16_t, SendEntry> send_socks_;

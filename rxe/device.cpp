@@ -516,7 +516,6 @@ void Device::release_held_wcs() {
 
 Clock::time_point Device::step() {
   t_in_step = true;
-  const std::uint64_t rx_before = rx_packets_.load(std::memory_order_relaxed);
   // Drain the wake-up first, then take the kicks: a kick that lands in
   // between writes the eventfd again, so none is lost.
   if (kick_signaled_.exchange(false, std::memory_order_acq_rel)) {
@@ -557,7 +556,6 @@ Clock::time_point Device::step() {
   t_in_step = false;
   release_held_wcs();
   netdev_->service();
-  last_step_received_ = rx_packets_.load(std::memory_order_relaxed) != rx_before;
   // (epoll sleeps in whole milliseconds, rounded up: allow for that.)
   if (deadline != Clock::time_point::max() &&
       (deadline + std::chrono::milliseconds(2)).time_since_epoch().count() <
@@ -597,12 +595,6 @@ void Device::poll_progress() {
 
 void Device::progress_loop() {
   std::vector<epoll_event> events(4);
-  // After receiving, poll a little longer before sleeping — yielding the core on
-  // every empty pass, so a spinning application keeps running: the next packet of a
-  // ping-pong usually comes within that time, and catching it without a wake-up is
-  // most of the latency. Bounded; an idle device sleeps in epoll.
-  constexpr auto kLinger = std::chrono::microseconds(15);
-  auto linger_until = Clock::time_point::min();
   // Naps are short: let the kernel end them on time rather than up to 50 µs late.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
   // Sleeps in epoll for at most `max`: a kick, a datagram or a ring's bell ends it sooner.
@@ -644,7 +636,6 @@ void Device::progress_loop() {
         continue;
       }
       const auto deadline = step();
-      if (last_step_received_) linger_until = Clock::now() + kLinger;
       if (!active_.empty()) {
         timeout = 0;
       } else if (deadline != Clock::time_point::max()) {
@@ -652,18 +643,19 @@ void Device::progress_loop() {
             std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
         timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
       }
-      // Shared-memory peers write no fd unless asked to before we block.
-      if ((timeout != 0 || app_drives) && !netdev_->prepare_sleep()) timeout = 0;
+      const int nt = netdev_->next_timeout_ms();
+      if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
+      if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
+      // Shared-memory peers write no fd unless asked to, just before we block; not for a nap
+      // (their bells would cost both sides a system call per datagram).
+      if (app_drives) {
+        netdev_->prepare_sleep(false);
+      } else if (timeout > 0 && !netdev_->prepare_sleep()) {
+        timeout = 0;
+      }
     }
-    const int nt = netdev_->next_timeout_ms();
-    if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
-    if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
     if (app_drives) {  // (timers are at least a millisecond away, or the application's)
       wait(kProgressNap);
-      continue;
-    }
-    if (timeout > 0 && Clock::now() < linger_until) {
-      sched_yield();
       continue;
     }
     if (timeout > 0) wait(std::chrono::milliseconds(timeout));

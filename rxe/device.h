@@ -121,7 +121,6 @@ class Device {
   std::vector<HeldWc> held_wcs_;  // receive completions of the current pass
   void release_held_wcs();
   void signal_kick();  // wakes the progress thread
-  bool last_step_received_ = false;  // the last pass received a packet
   void rx_step();
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
   void rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw);

@@ -165,7 +165,8 @@ class MtuOverride : public netdev::Netdev {
   int wait_fd() const override { return inner_->wait_fd(); }
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
-  bool prepare_sleep() override { return inner_->prepare_sleep(); }
+  bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
+  void require_icrc() override { inner_->require_icrc(); }
   void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
   int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
   int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }

@@ -2,6 +2,8 @@
 // buffers.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <cstdint>
 #include <cstring>
 #include <vector>
@@ -11,6 +13,13 @@
 #include "wire/roce_opcode.h"
 
 namespace softrdma::netdev::test {
+
+// The address in `s` (IPv4 or IPv6); a bad string fails the test.
+inline IpAddr ip(const char* s) {
+  IpAddr a;
+  EXPECT_TRUE(IpAddr::parse(s, a)) << s;
+  return a;
+}
 
 // An RC SEND Only datagram (BTH, payload, pad, zero ICRC) carrying `seq` as its PSN and a
 // payload of `payload_len` bytes derived from `seq`.

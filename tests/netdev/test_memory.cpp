@@ -14,16 +14,11 @@
 namespace softrdma::netdev {
 namespace {
 
+using test::ip;
 using test::make_datagram;
 using test::OwnedPacket;
 using test::RecvBatch;
 using test::seq_of;
-
-IpAddr ip(const char* s) {
-  IpAddr a;
-  EXPECT_TRUE(IpAddr::parse(s, a)) << s;
-  return a;
-}
 
 bool readable(int fd, int timeout_ms = 0) {
   pollfd p{fd, POLLIN, 0};

@@ -20,16 +20,11 @@
 namespace softrdma::netdev {
 namespace {
 
+using test::ip;
 using test::make_datagram;
 using test::OwnedPacket;
 using test::RecvBatch;
 using test::seq_of;
-
-IpAddr ip(const char* s) {
-  IpAddr a;
-  IpAddr::parse(s, a);
-  return a;
-}
 
 bool readable(int fd, int timeout_ms) {
   pollfd p{fd, POLLIN, 0};

@@ -30,6 +30,7 @@
 namespace softrdma::netdev {
 namespace {
 
+using test::ip;
 using test::make_datagram;
 using test::OwnedPacket;
 using test::RecvBatch;
@@ -55,12 +56,6 @@ std::size_t size_of(std::uint32_t i) {
 }
 std::uint16_t port_of(std::uint32_t i) {
   return static_cast<std::uint16_t>(0xC100 + (i < kCount ? i : kRunFirst));
-}
-
-IpAddr ip(const char* s) {
-  IpAddr a;
-  IpAddr::parse(s, a);
-  return a;
 }
 
 bool run(const std::string& cmd) {

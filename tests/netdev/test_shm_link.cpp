@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "helpers.h"
+#include "netdev/icrc_pseudo.h"
 #include "netdev/shm_ring.h"
 #include "netdev/udp.h"
 
@@ -18,16 +19,11 @@ namespace softrdma::netdev {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using test::ip;
 using test::make_datagram;
 using test::OwnedPacket;
 using test::RecvBatch;
 using test::seq_of;
-
-IpAddr ip(const char* s) {
-  IpAddr a;
-  EXPECT_TRUE(IpAddr::parse(s, a)) << s;
-  return a;
-}
 
 std::uint16_t test_port(int k) {
   return static_cast<std::uint16_t>(20000 + (getpid() * 11 + k * 5) % 20000);
@@ -209,6 +205,42 @@ TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
   EXPECT_EQ(a->host_local()->outbound_up(), 0u);
 }
 
+// Nothing corrupts a datagram in a ring: without a trace (or faults) the sender leaves the ICRC
+// out and the receiver does not check it, as with a NIC's offload. A receiver that traces gets
+// it filled in; a sender that traces computes it.
+TEST(ShmLink, TheIcrcIsLeftOutUnlessATraceWantsIt) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa);
+  auto b = open_at("127.0.0.2", pb, true, 20);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(link_up(*a, *b, pb));
+  auto recv_one = [&](std::uint32_t seq) {
+    RecvBatch rb(4);
+    for (int i = 0; i < 2000; ++i) {
+      if (b->recv_batch(rb.span()) == 1) {
+        EXPECT_EQ(seq_of(rb.ptrs[0]->data), seq);
+        return check_icrc(*rb.ptrs[0]);
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ADD_FAILURE() << "datagram " << seq << " did not arrive";
+    return false;
+  };
+  auto p1 = datagram(1, 100, "127.0.0.1", "127.0.0.2", pb);  // its ICRC bytes are zero
+  ASSERT_TRUE(send_one(*a, p1));
+  EXPECT_FALSE(recv_one(1)) << "left out, and accepted all the same";
+  b->require_icrc();
+  auto p2 = datagram(2, 100, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, p2));
+  EXPECT_TRUE(recv_one(2)) << "filled in for the receiver's trace";
+  a->require_icrc();
+  auto p3 = datagram(3, 100, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, p3));
+  EXPECT_TRUE(check_icrc(p3.pkt)) << "computed by a tracing sender";
+  EXPECT_TRUE(recv_one(3));
+  EXPECT_EQ(b->counters().rx_icrc_errors, 0u);
+}
+
 TEST(ShmLink, OffMeansTheKernelOnly) {
   std::uint16_t pa = 0, pb = 0;
   auto a = open_at("127.0.0.1", pa, false);
@@ -239,16 +271,18 @@ TEST(ShmRing, KeepsOrderAcrossWrapsAndRefusesWhenFull) {
   for (int round = 0; round < 50; ++round) {
     while (true) {
       auto p = datagram(pushed, pushed * 37 % 3000, "10.0.0.1", "10.0.0.2", 4791);
-      if (!prod->push(view_of(p))) break;
+      if (!prod->push(view_of(p), pushed % 3 != 0)) break;
       ++pushed;
     }
     EXPECT_GT(pushed, popped) << "an empty ring takes a datagram";
     EXPECT_FALSE(prod->publish()) << "nobody asked for a wake-up";
     Packet v;
+    bool icrc_filled = false;
     // Read half of what is there, so the next round writes across the end.
     const std::uint32_t stop = popped + (pushed - popped) / 2 + 1;
-    while (popped < stop && cons->peek(v)) {
+    while (popped < stop && cons->peek(v, icrc_filled)) {
       ASSERT_EQ(seq_of(v.data), popped);
+      ASSERT_EQ(icrc_filled, popped % 3 != 0);
       ASSERT_EQ(v.len, make_datagram(popped, popped * 37 % 3000).size());
       cons->consume();
       ++popped;
@@ -265,16 +299,17 @@ TEST(ShmRing, WakeUpIsAskedOnlyByASleepingConsumer) {
   ASSERT_TRUE(prod && cons) << err;
   EXPECT_TRUE(cons->arm());
   auto p = datagram(1, 10, "10.0.0.1", "10.0.0.2", 4791);
-  ASSERT_TRUE(prod->push(view_of(p)));
+  ASSERT_TRUE(prod->push(view_of(p), true));
   EXPECT_TRUE(prod->publish()) << "the consumer sleeps: ring its bell";
   EXPECT_TRUE(cons->wake_taken());
   EXPECT_FALSE(cons->wake_taken());
   EXPECT_FALSE(cons->arm()) << "a datagram is waiting: do not sleep";
-  ASSERT_TRUE(prod->push(view_of(p)));
+  ASSERT_TRUE(prod->push(view_of(p), true));
   EXPECT_TRUE(prod->publish()) << "the request stood";
   EXPECT_FALSE(prod->publish()) << "and was taken once";
   Packet v;
-  while (cons->peek(v)) cons->consume();
+  bool icrc_filled = false;
+  while (cons->peek(v, icrc_filled)) cons->consume();
   cons->release();
   EXPECT_TRUE(cons->wake_taken());
   EXPECT_TRUE(cons->arm()) << "empty: sleep";
@@ -286,7 +321,7 @@ TEST(ShmRing, ACorruptRecordBreaksTheRingWithoutReadingOutsideIt) {
   auto cons = ShmRing::attach(dup(prod->fd()), err);
   ASSERT_TRUE(prod && cons) << err;
   auto p = datagram(1, 100, "10.0.0.1", "10.0.0.2", 4791);
-  ASSERT_TRUE(prod->push(view_of(p)));
+  ASSERT_TRUE(prod->push(view_of(p), true));
   prod->publish();
   // Overwrite the record's size with one reaching past the end of the ring.
   const std::size_t map_len = 256 + prod->bytes();
@@ -295,7 +330,8 @@ TEST(ShmRing, ACorruptRecordBreaksTheRingWithoutReadingOutsideIt) {
   const std::uint32_t huge = 0x7FFFFFC0;
   std::memcpy(static_cast<std::uint8_t*>(m) + 256, &huge, sizeof huge);
   Packet v;
-  EXPECT_FALSE(cons->peek(v));
+  bool icrc_filled = false;
+  EXPECT_FALSE(cons->peek(v, icrc_filled));
   EXPECT_TRUE(cons->broken());
   munmap(m, map_len);
 }
