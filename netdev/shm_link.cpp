@@ -118,7 +118,7 @@ ShmLinks::~ShmLinks() {
 }
 
 std::size_t ShmLinks::outbound_up() const {
-  std::lock_guard lock(const_cast<std::mutex&>(send_mu_));
+  std::lock_guard lock(send_mu_);
   return static_cast<std::size_t>(std::count_if(out_.begin(), out_.end(), [](const auto& e) {
     const Out& o = e.second;
     return o.ring && (o.state == Out::State::kUp || o.ring->attached()) && !o.ring->closed();
@@ -283,7 +283,6 @@ void ShmLinks::connect(const Key& k, Out& o) {
 // --- receive side
 
 void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver) {
-  const std::size_t start = n;
   const std::size_t rings = in_.size();
   for (std::size_t r = 0; r < rings && n < pkts.size(); ++r) {
     In& in = in_[(next_in_ + r) % rings];
@@ -303,7 +302,9 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
   }
   if (rings) next_in_ = (next_in_ + 1) % rings;
   const auto now = Clock::now();
-  if (n == start || now >= next_control_) {
+  // New senders and hang-ups wait for this, at most a millisecond (their datagrams go through
+  // the kernel meanwhile), or for prepare_sleep: an idle poll costs no system call here.
+  if (now >= next_control_) {
     next_control_ = now + kControlEvery;
     control();
   }
@@ -312,6 +313,7 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
 bool ShmLinks::prepare_sleep(bool wake_me) {
   // Only the thread that sleeps asks for wake-ups and silences the bells that answered; threads
   // that merely poll leave both alone, or the sleeper could miss a datagram.
+  control();  // before blocking on their fds
   bool ready = true;
   for (In& in : in_) {
     if (!in.ring) continue;

@@ -58,8 +58,9 @@ class ShmLinks {
   // while the batch has room. Accepts new senders when idle.
   using Deliver = std::function<bool(const Packet& view, bool icrc_filled, Packet& out)>;
   void recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver);
-  // Before the receiving thread blocks on the wait fd: silences the bells that rang and asks every
-  // sender for a wake-up (unless !wake_me). False (do not block) when datagrams are waiting.
+  // Before the receiving thread blocks on the wait fd: accepts new senders, silences the bells
+  // that rang and asks every sender for a wake-up (unless !wake_me). False (do not block) when
+  // datagrams are waiting.
   bool prepare_sleep(bool wake_me = true);
 
   // A ring was just attached: its sender's last datagrams through the kernel may still be queued
@@ -102,7 +103,7 @@ class ShmLinks {
   AtomicCounters& counters_;
   int listen_fd_ = -1, ctl_ep_ = -1, epfd_ = -1;
   // Send side.
-  std::mutex send_mu_;
+  mutable std::mutex send_mu_;
   std::map<Key, Out> out_;
   Key last_key_{};
   Out* last_out_ = nullptr;
