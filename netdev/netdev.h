@@ -164,7 +164,8 @@ class Netdev {
     return EOPNOTSUPP;
   }
 
-  Counters counters() const { return counters_.snapshot(); }
+  // Wrappers (tracing, an MTU override) report their backend's.
+  virtual Counters counters() const { return counters_.snapshot(); }
 
  protected:
   // Copies the checked datagram `view` into `out` (its buffer and cap kept, the rest taken

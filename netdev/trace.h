@@ -89,6 +89,7 @@ class TracingNetdev : public Netdev {
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
   bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
+  Counters counters() const override { return inner_->counters(); }
   void require_icrc() override { inner_->require_icrc(); }
   int join_group(const IpAddr& group) override;
   int leave_group(const IpAddr& group) override;

@@ -110,6 +110,12 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     unsigned v = 0;
     if (!number(key, value, 1, 65536, v, error)) return false;
     cfg.dpdk_qps = v;
+  } else if (key == "stats") {
+    if (value != "0" && value != "1") {
+      error = "bad value '" + value + "' for stats (expected 0 or 1)";
+      return false;
+    }
+    cfg.stats = value == "1";
   } else if (key == "local") {
     if (value != "rings" && value != "kernel") {
       error = "bad value '" + value + "' for local (expected rings or kernel)";
@@ -166,6 +172,7 @@ class MtuOverride : public netdev::Netdev {
   int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
   void service() override { inner_->service(); }
   bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
+  netdev::Counters counters() const override { return inner_->counters(); }
   void require_icrc() override { inner_->require_icrc(); }
   void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
   int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
@@ -218,7 +225,7 @@ bool load_config(Config& cfg, std::string& error) {
       {"SOFTRDMA_PCAP", "pcap"},           {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
       {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
       {"SOFTRDMA_VLAN", "vlan"},           {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
-      {"SOFTRDMA_LOCAL", "local"}};
+      {"SOFTRDMA_LOCAL", "local"},         {"SOFTRDMA_STATS", "stats"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -333,7 +340,26 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  if (cfg_.stats) std::atexit([] { Engine::get()->print_stats(); });
   return true;
+}
+
+void Engine::print_stats() {
+  // One line per group, so that a test or a person can grep them.
+  const netdev::Netdev& nd = device_->netdev();
+  std::string line = "softrdma: stats " + cfg_.device_name + " " + nd.name() + ":";
+  for (const auto& [name, value] : device_->hw_counters()) {
+    line += " " + name + "=" + std::to_string(value);
+  }
+  const netdev::Counters c = nd.counters();
+  const std::pair<const char*, std::uint64_t> more[] = {{"netdev_tx_packets", c.tx_packets},
+                                                        {"netdev_rx_packets", c.rx_packets},
+                                                        {"netdev_rx_not_ours", c.rx_not_ours},
+                                                        {"netdev_tx_dropped", c.tx_dropped},
+                                                        {"netdev_rx_dropped", c.rx_dropped}};
+  for (const auto& [name, value] : more)
+    line += " " + std::string(name) + "=" + std::to_string(value);
+  std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 iwarp::Device& Engine::iwarp_device() {

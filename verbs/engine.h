@@ -9,29 +9,30 @@
 #include <optional>
 #include <string>
 
-#include "netdev/netdev.h"
 #include "iwarp/device.h"
+#include "netdev/netdev.h"
 #include "rxe/device.h"
 
 namespace softrdma::verbs {
 
 struct Config {
   std::string device_name = "softroce0";
-  std::string netdev;  // "udp:ADDRESS"; empty: a per-process loopback address
-  std::string faults;  // netdev fault spec, e.g. "drop=0.01,seed=3"
+  std::string netdev;                // "udp:ADDRESS"; empty: a per-process loopback address
+  std::string faults;                // netdev fault spec, e.g. "drop=0.01,seed=3"
   std::optional<std::uint32_t> mtu;  // link MTU override (bytes)
-  std::string pcap;         // trace file, see docs/tracing.md ("%p": the pid)
-  std::string pcap_filter;  // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
-  std::string transport = "roce";  // "iwarp": softiwarp0 is listed first and rdma_cm uses it
-  std::string mpa;                 // iWARP MPA settings, see iwarp/mpa_spec.h
+  std::string pcap;                  // trace file, see docs/tracing.md ("%p": the pid)
+  std::string pcap_filter;           // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
+  std::string transport = "roce";    // "iwarp": softiwarp0 is listed first and rdma_cm uses it
+  std::string mpa;                   // iWARP MPA settings, see iwarp/mpa_spec.h
   std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
   std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
   bool local_rings = true;  // udp: softrdma devices of this host meet in shared-memory rings
+  bool stats = false;       // print the device's counters on stderr when the program exits
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
-// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local); the environment
-// wins. False and a message on a bad value.
+// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local, stats); the
+// environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 
 class Engine {
@@ -47,6 +48,8 @@ class Engine {
   const netdev::IpAddr& address() const { return address_; }
   // The peer address a LID-only address vector (no GRH) stands for.
   netdev::IpAddr address_for_lid(std::uint16_t lid) const;
+  // stats=1: the device's and its netdev's counters, one line on stderr (at exit).
+  void print_stats();
 
  private:
   Engine() = default;

@@ -9,6 +9,7 @@ import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 
 softrdma, case = sys.argv[1:3]
@@ -176,6 +177,36 @@ elif case == "local_kernel":
     s_out, _ = srv.communicate(timeout=60)
     expect(rc == 0 and srv.returncode == 0 and re.search(r"2000 iters in", out),
            "rc_pingpong between a ring device and a kernel-only one", out + s_out)
+elif case == "stats":
+    # --stats: each process prints its device's counters when it exits. The server drops 5% of
+    # what it sends, so its line counts injected drops and the pair counts retransmissions.
+    port = str(free_port())
+    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "300"]
+    srv = subprocess.Popen([softrdma, "run", "--stats", "--faults", "drop=0.05,seed=7", "--", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    # The client also traces: the counters come from the backend under the trace.
+    with tempfile.TemporaryDirectory(prefix="softrdma-stats-") as d:
+        rc, out = run_one(["--stats", "--pcap", os.path.join(d, "c.pcapng"), "--", *args,
+                           "127.0.0.1"], timeout=120)
+    s_out, _ = srv.communicate(timeout=120)
+    expect(rc == 0 and srv.returncode == 0, "pingpong with --stats", out + s_out)
+
+    def stats(text):
+        m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
+        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
+
+    s_stats, c_stats = stats(s_out), stats(out)
+    expect(s_stats is not None and c_stats is not None, "a stats line from each side", out + s_out)
+    if s_stats and c_stats:
+        expect(s_stats["fault_dropped"] > 0, "the server counts its injected drops", s_out)
+        expect(c_stats["fault_dropped"] == 0, "the client injected nothing", out)
+        expect(s_stats["retransmits"] + c_stats["retransmits"] > 0, "drops were retransmitted",
+               out + s_out)
+        expect(c_stats["netdev_rx_packets"] > 600 and s_stats["netdev_rx_packets"] > 600,
+               "both received at least the 300 pings or pongs and their ACKs", out + s_out)
+    rc, out = run_one(["--", "true"], env={**os.environ, "SOFTRDMA_STATS": "yes"})
+    expect(rc == 2 and "expected 0 or 1" in out, "SOFTRDMA_STATS=yes is refused", out)
 elif case == "multi_process":
     # Two ib_write_bw pairs and an ibv_rc_pingpong pair at once: six processes, each
     # with its own device, on one host.

@@ -40,7 +40,7 @@ int run_usage(const char* why) {
                "                    [--faults SPEC] [--mtu BYTES]\n"
                "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
                "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
-               "                    [--vlan ID] [--dpdk-qps N] [--local rings|kernel]\n"
+               "                    [--vlan ID] [--dpdk-qps N] [--local rings|kernel] [--stats]\n"
                "                    -- PROGRAM [ARGS...]\n",
                why);
   return 2;
@@ -66,6 +66,10 @@ int cmd_run(int argc, char** argv) {
     if (a == "--") {
       ++i;
       break;
+    }
+    if (a == "--stats") {  // a flag: no value
+      setenv("SOFTRDMA_STATS", "1", 1);
+      continue;
     }
     bool known = false;
     for (const auto& [flag, var] : opts) {
