@@ -274,6 +274,11 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"fault_reordered", nd.fault_reordered},
       {"fault_corrupted", nd.fault_corrupted},
       {"fault_delayed", nd.fault_delayed},
+      {"netdev_tx_packets", nd.tx_packets},
+      {"netdev_rx_packets", nd.rx_packets},
+      {"netdev_rx_not_ours", nd.rx_not_ours},
+      {"netdev_tx_dropped", nd.tx_dropped},
+      {"netdev_rx_dropped", nd.rx_dropped},
   };
 }
 

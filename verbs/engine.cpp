@@ -345,20 +345,12 @@ bool Engine::start(std::string& error) {
 }
 
 void Engine::print_stats() {
-  // One line per group, so that a test or a person can grep them.
+  // One line, so that a test or a person can grep it.
   const netdev::Netdev& nd = device_->netdev();
   std::string line = "softrdma: stats " + cfg_.device_name + " " + nd.name() + ":";
   for (const auto& [name, value] : device_->hw_counters()) {
     line += " " + name + "=" + std::to_string(value);
   }
-  const netdev::Counters c = nd.counters();
-  const std::pair<const char*, std::uint64_t> more[] = {{"netdev_tx_packets", c.tx_packets},
-                                                        {"netdev_rx_packets", c.rx_packets},
-                                                        {"netdev_rx_not_ours", c.rx_not_ours},
-                                                        {"netdev_tx_dropped", c.tx_dropped},
-                                                        {"netdev_rx_dropped", c.rx_dropped}};
-  for (const auto& [name, value] : more)
-    line += " " + std::string(name) + "=" + std::to_string(value);
   std::fprintf(stderr, "%s\n", line.c_str());
 }
 
