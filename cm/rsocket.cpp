@@ -167,6 +167,17 @@ Hello my_hello(RSocket* s) {
   return Hello{reinterpret_cast<std::uintptr_t>(s->credit_word), s->cmr->rkey, kSlots};
 }
 
+// Connection parameters for either side, carrying `h` (which must outlive the call they go to).
+rdma_conn_param conn_param(const Hello& h) {
+  rdma_conn_param p{};
+  p.private_data = &h;
+  p.private_data_len = sizeof h;
+  p.responder_resources = 1;
+  p.initiator_depth = 1;
+  p.rnr_retry_count = 7;
+  return p;
+}
+
 void take_hello(RSocket* s, const void* pdata, std::uint8_t len) {
   Hello h{};
   if (pdata && len >= sizeof h) std::memcpy(&h, pdata, sizeof h);
@@ -408,13 +419,8 @@ int raccept(int socket, sockaddr* addr, socklen_t* addrlen) {
     return fail(ENOMEM);
   }
   take_hello(s.get(), id->event->param.conn.private_data, id->event->param.conn.private_data_len);
-  Hello h = my_hello(s.get());
-  rdma_conn_param p{};
-  p.private_data = &h;
-  p.private_data_len = sizeof h;
-  p.responder_resources = 1;
-  p.initiator_depth = 1;
-  p.rnr_retry_count = 7;
+  const Hello h = my_hello(s.get());
+  rdma_conn_param p = conn_param(h);
   if (rdma_accept(id, &p) != 0) {
     const int e = errno;
     teardown(s.get());
@@ -456,14 +462,9 @@ int rconnect(int socket, const sockaddr* addr, socklen_t addrlen) {
     return bail(errno);
   }
   if (!setup_qp(s.get(), id)) return bail(ENOMEM);
-  Hello h = my_hello(s.get());
-  rdma_conn_param p{};
-  p.private_data = &h;
-  p.private_data_len = sizeof h;
-  p.responder_resources = 1;
-  p.initiator_depth = 1;
+  const Hello h = my_hello(s.get());
+  rdma_conn_param p = conn_param(h);
   p.retry_count = 7;
-  p.rnr_retry_count = 7;
   if (rdma_connect(id, &p) != 0) {
     s->error = errno == ECONNREFUSED ? ECONNREFUSED : errno;
     return bail(s->error);
