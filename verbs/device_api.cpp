@@ -18,21 +18,27 @@ namespace {
 
 const int kSoftOps = 0;  // the address identifies our devices
 
+// A device as ibv_get_device_list lists it: `name`, backed by /sys/class/infiniband_verbs/uverbsN.
+SoftDevice* make_device(ibv_node_type node, ibv_transport_type transport, const char* name,
+                        int uverbs) {
+  auto* sd = new SoftDevice{};
+  sd->dev.node_type = node;
+  sd->dev.transport_type = transport;
+  std::snprintf(sd->dev.name, sizeof sd->dev.name, "%s", name);
+  std::snprintf(sd->dev.dev_name, sizeof sd->dev.dev_name, "uverbs%d", uverbs);
+  std::snprintf(sd->dev.dev_path, sizeof sd->dev.dev_path, "/sys/class/infiniband_verbs/uverbs%d",
+                uverbs);
+  std::snprintf(sd->dev.ibdev_path, sizeof sd->dev.ibdev_path, "/sys/class/infiniband/%s",
+                sd->dev.name);
+  sd->ops = &kSoftOps;
+  return sd;
+}
+
 SoftDevice* the_device() {
   static SoftDevice* d = [] {
     Engine* e = Engine::get();
     if (!e) return static_cast<SoftDevice*>(nullptr);
-    auto* sd = new SoftDevice{};
-    sd->dev.node_type = IBV_NODE_CA;
-    sd->dev.transport_type = IBV_TRANSPORT_IB;
-    std::snprintf(sd->dev.name, sizeof sd->dev.name, "%s", e->config().device_name.c_str());
-    std::snprintf(sd->dev.dev_name, sizeof sd->dev.dev_name, "uverbs0");
-    std::snprintf(sd->dev.dev_path, sizeof sd->dev.dev_path,
-                  "/sys/class/infiniband_verbs/uverbs0");
-    std::snprintf(sd->dev.ibdev_path, sizeof sd->dev.ibdev_path, "/sys/class/infiniband/%s",
-                  sd->dev.name);
-    sd->ops = &kSoftOps;
-    return sd;
+    return make_device(IBV_NODE_CA, IBV_TRANSPORT_IB, e->config().device_name.c_str(), 0);
   }();
   return d;
 }
@@ -42,17 +48,7 @@ SoftDevice* the_iwarp_device() {
   static SoftDevice* d = [] {
     Engine* e = Engine::get();
     if (!e) return static_cast<SoftDevice*>(nullptr);
-    auto* sd = new SoftDevice{};
-    sd->dev.node_type = IBV_NODE_RNIC;
-    sd->dev.transport_type = IBV_TRANSPORT_IWARP;
-    std::snprintf(sd->dev.name, sizeof sd->dev.name, "%s", kIwarpDeviceName);
-    std::snprintf(sd->dev.dev_name, sizeof sd->dev.dev_name, "uverbs1");
-    std::snprintf(sd->dev.dev_path, sizeof sd->dev.dev_path,
-                  "/sys/class/infiniband_verbs/uverbs1");
-    std::snprintf(sd->dev.ibdev_path, sizeof sd->dev.ibdev_path, "/sys/class/infiniband/%s",
-                  sd->dev.name);
-    sd->ops = &kSoftOps;
-    return sd;
+    return make_device(IBV_NODE_RNIC, IBV_TRANSPORT_IWARP, kIwarpDeviceName, 1);
   }();
   return d;
 }
@@ -111,7 +107,8 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   fill_common_attr(r, d.node_guid(), a);
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ | IBV_DEVICE_PORT_ACTIVE_EVENT;
+                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
+                       IBV_DEVICE_PORT_ACTIVE_EVENT;
   a.max_ee_rd_atom = 0;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);
@@ -223,11 +220,17 @@ ibv_device** ibv_get_device_list(int* num_devices) {
   return list;
 }
 
-void ibv_free_device_list(ibv_device** list) { free(list); }
+void ibv_free_device_list(ibv_device** list) {
+  free(list);
+}
 
-const char* ibv_get_device_name(ibv_device* device) { return device->name; }
+const char* ibv_get_device_name(ibv_device* device) {
+  return device->name;
+}
 
-int ibv_get_device_index(ibv_device* device) { return is_iwarp_device(device) ? 1 : 0; }
+int ibv_get_device_index(ibv_device* device) {
+  return is_iwarp_device(device) ? 1 : 0;
+}
 
 __be64 ibv_get_device_guid(ibv_device* device) {
   Engine* e = Engine::get();
