@@ -140,6 +140,9 @@ class Qp {
   void sync_epoll();
 
   // ---- MPA (qp_mpa.cpp)
+  // Sends our MPA request (active) or reply on `fd`; when tracing, starts the connection's
+  // stream trace with the peer's request (`received`, passive side) and our frame.
+  int send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes received);
   void read_reply();
   void finish_active(const wire::MpaFrame& reply);
   void established();

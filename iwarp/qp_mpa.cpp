@@ -49,6 +49,24 @@ int send_all(int fd, wire::Bytes b) {
 
 }  // namespace
 
+int Qp::send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes received) {
+  std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
+  const auto n = wire::build_mpa(buf, f);
+  if (!n) return EINVAL;
+  const wire::Bytes frame(buf.data(), *n);
+  if (const int rc = send_all(fd, frame)) return rc;
+  if (dev_.cfg_.trace) {
+    TcpEndpoint a, b;
+    if (tcp_endpoints(fd, a, b)) {
+      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
+                                             active);
+      if (!received.empty()) trace_->rx(received);
+      trace_->tx(frame);
+    }
+  }
+  return 0;
+}
+
 int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
   if (phase_ != Phase::kIdle || fd_ >= 0 || !valid_params(local)) return EINVAL;
   if (state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kRtr) {
@@ -65,23 +83,11 @@ int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
   f.ird_ord.peer_to_peer = f.enhanced && local.rtr != RtrType::kNone;
   if (f.ird_ord.peer_to_peer) set_rtr_bits(f.ird_ord, local.rtr);
   f.private_data = local.private_data;
-  std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
-  const auto n = wire::build_mpa(buf, f);
-  if (!n) return EINVAL;
-  const wire::Bytes frame(buf.data(), *n);
-  if (const int rc = send_all(fd, frame)) return rc;
+  if (const int rc = send_mpa(fd, f, true, {})) return rc;
   fd_ = fd;
   local_ = local;
   connect_cb_ = std::move(cb);
   mss_ = tcp_mss(fd);
-  if (dev_.cfg_.trace) {
-    TcpEndpoint a, b;
-    if (tcp_endpoints(fd, a, b)) {
-      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
-                                             true);
-      trace_->tx(frame);
-    }
-  }
   hs_buf_.clear();
   phase_ = Phase::kWaitReply;
   deadline_ = Clock::now() + local.timeout;
@@ -248,11 +254,7 @@ int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& requ
     }
   }
   f.private_data = local.private_data;
-  std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
-  const auto n = wire::build_mpa(buf, f);
-  if (!n) return EINVAL;
-  const wire::Bytes frame(buf.data(), *n);
-  if (const int rc = send_all(fd, frame)) return rc;
+  if (const int rc = send_mpa(fd, f, false, request_bytes)) return rc;
   fd_ = fd;
   local_ = local;
   crc_ = f.crc;
@@ -260,15 +262,6 @@ int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& requ
   markers_rx_ = local.markers;
   mss_ = tcp_mss(fd);
   accept_cb_ = std::move(cb);
-  if (dev_.cfg_.trace) {
-    TcpEndpoint a, b;
-    if (tcp_endpoints(fd, a, b)) {
-      trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
-                                             false);
-      trace_->rx(request_bytes);
-      trace_->tx(frame);
-    }
-  }
   if (rtr_ != RtrType::kNone) {
     phase_ = Phase::kWaitRtr;
     state_ = QpState::kRtr;
