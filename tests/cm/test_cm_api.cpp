@@ -14,37 +14,13 @@
 #include <string>
 #include <thread>
 
+#include "helpers.h"
+
 namespace {
 
-// Waits up to `ms` for the next event on `ch`; nullptr on timeout.
-rdma_cm_event* next_event(rdma_event_channel* ch, int ms = 5000) {
-  pollfd p{ch->fd, POLLIN, 0};
-  if (poll(&p, 1, ms) <= 0) return nullptr;
-  rdma_cm_event* ev = nullptr;
-  if (rdma_get_cm_event(ch, &ev) != 0) return nullptr;
-  return ev;
-}
-
-// The next event, which must be `type` (status 0); acked unless `keep`.
-rdma_cm_event* expect_event(rdma_event_channel* ch, rdma_cm_event_type type, bool keep = false) {
-  rdma_cm_event* ev = next_event(ch);
-  EXPECT_NE(ev, nullptr) << "no event, wanted " << rdma_event_str(type);
-  if (!ev) return nullptr;
-  EXPECT_EQ(ev->event, type) << rdma_event_str(ev->event) << " status " << ev->status;
-  if (!keep) {
-    rdma_ack_cm_event(ev);
-    return nullptr;
-  }
-  return ev;
-}
-
-sockaddr_in loopback(std::uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
-}
+using softrdma::cm_test::expect_event;
+using softrdma::cm_test::loopback;
+using softrdma::cm_test::next_event;
 
 // Binds `id` to 127.0.0.1 on a free port of the 20000s; returns the port.
 std::uint16_t bind_free(rdma_cm_id* id) {

@@ -13,29 +13,19 @@
 #include <cstring>
 #include <random>
 
+#include "helpers.h"
+
 namespace {
 
 // Before any rdma_cm / verbs call: the engine reads its settings on first use.
 [[maybe_unused]] const int kEnv =
     (setenv("SOFTRDMA_TRANSPORT", "iwarp", 1), setenv("SOFTRDMA_MPA", "rev=1", 1), 0);
 
-rdma_cm_event* expect_event(rdma_event_channel* ch, rdma_cm_event_type type) {
-  pollfd p{ch->fd, POLLIN, 0};
-  rdma_cm_event* ev = nullptr;
-  if (poll(&p, 1, 10000) <= 0 || rdma_get_cm_event(ch, &ev) != 0) {
-    ADD_FAILURE() << "no event, wanted " << rdma_event_str(type);
-    return nullptr;
-  }
-  EXPECT_EQ(ev->event, type) << rdma_event_str(ev->event) << " status " << ev->status;
-  return ev;
-}
+using softrdma::cm_test::loopback;
 
-sockaddr_in loopback(std::uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  return a;
+// MPA over TCP on a loaded machine: a wider wait than the helper's default.
+rdma_cm_event* expect_event(rdma_event_channel* ch, rdma_cm_event_type type) {
+  return softrdma::cm_test::expect_event(ch, type, true, 10000);
 }
 
 ibv_qp_init_attr qp_attr() {
