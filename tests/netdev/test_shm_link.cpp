@@ -54,6 +54,22 @@ bool send_one(UdpNetdev& d, OwnedPacket& p) {
   return d.send_batch(std::span(&ptr, 1)) == 1;
 }
 
+// Blocks as a progress thread does when a poll found nothing: asks for a wake-up, then waits on
+// the wait fd for at most `ms`. False when that timed out.
+bool sleep_on(UdpNetdev& d, int ms) {
+  if (!d.prepare_sleep()) return true;  // something came meanwhile
+  pollfd p{d.wait_fd(), POLLIN, 0};
+  return poll(&p, 1, ms) != 0;
+}
+
+// Devices a (127.0.0.1) and b (127.0.0.2, with rings), each on a port of its own.
+struct Pair {
+  std::uint16_t pa = 0, pb = 0;
+  std::unique_ptr<UdpNetdev> a, b;
+  explicit Pair(bool a_rings = true)
+      : a(open_at("127.0.0.1", pa, a_rings)), b(open_at("127.0.0.2", pb, true, 20)) {}
+};
+
 // Receives like a progress thread: poll the device, and block on its wait fd (after
 // prepare_sleep) when there is nothing, for at most `ms` in all.
 std::vector<std::uint32_t> receive(UdpNetdev& d, std::size_t want, int ms) {
@@ -63,10 +79,7 @@ std::vector<std::uint32_t> receive(UdpNetdev& d, std::size_t want, int ms) {
   while (seqs.size() < want && Clock::now() < until) {
     const std::size_t n = d.recv_batch(rb.span());
     for (std::size_t i = 0; i < n; ++i) seqs.push_back(seq_of(rb.ptrs[i]->data));
-    if (n == 0 && d.prepare_sleep()) {
-      pollfd p{d.wait_fd(), POLLIN, 0};
-      poll(&p, 1, 50);
-    }
+    if (n == 0) sleep_on(d, 50);
   }
   return seqs;
 }
@@ -84,9 +97,8 @@ bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
 }
 
 TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
-  std::uint16_t pa = 0, pb = 0;
-  auto a = open_at("127.0.0.1", pa);
-  auto b = open_at("127.0.0.2", pb, true, 20);
+  Pair d;
+  auto& [pa, pb, a, b] = d;
   ASSERT_TRUE(a && b && a->host_local() && b->host_local());
   // The first datagram goes the kernel's way while the receiver maps the ring. Datagrams sent
   // meanwhile keep their order across the switch.
@@ -126,10 +138,7 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
         EXPECT_EQ(p.hop_limit, 64 - seq % 8);
         ++next;
       }
-      if (n == 0 && b->prepare_sleep()) {
-        pollfd pf{b->wait_fd(), POLLIN, 0};
-        poll(&pf, 1, 100);
-      }
+      if (n == 0) sleep_on(*b, 100);
     }
     EXPECT_EQ(next, kTotal);
   });
@@ -152,9 +161,8 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
 }
 
 TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
-  std::uint16_t pa = 0, pb = 0;
-  auto a = open_at("127.0.0.1", pa);
-  auto b = open_at("127.0.0.2", pb, true, 20);
+  Pair d;
+  auto& [pa, pb, a, b] = d;
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(link_up(*a, *b, pb));
   // Now the receiver blocks on its wait fd with no timeout to speak of; every datagram must
@@ -165,10 +173,7 @@ TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
     while (got < 200) {
       const std::size_t n = b->recv_batch(rb.span());
       got += static_cast<int>(n);
-      if (n == 0 && b->prepare_sleep()) {
-        pollfd pf{b->wait_fd(), POLLIN, 0};
-        if (poll(&pf, 1, 10000) == 0) break;
-      }
+      if (n == 0 && !sleep_on(*b, 10000)) break;
     }
   });
   for (std::uint32_t s = 1; s <= 200; ++s) {
@@ -185,9 +190,8 @@ TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
 }
 
 TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
-  std::uint16_t pa = 0, pb = 0;
-  auto a = open_at("127.0.0.1", pa);
-  auto b = open_at("127.0.0.2", pb, true, 20);
+  Pair d;
+  auto& [pa, pb, a, b] = d;
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(link_up(*a, *b, pb));
   auto p1 = datagram(1, 10, "127.0.0.1", "127.0.0.2", pb);
@@ -209,9 +213,8 @@ TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
 // out and the receiver does not check it, as with a NIC's offload. A receiver that traces gets
 // it filled in; a sender that traces computes it.
 TEST(ShmLink, TheIcrcIsLeftOutUnlessATraceWantsIt) {
-  std::uint16_t pa = 0, pb = 0;
-  auto a = open_at("127.0.0.1", pa);
-  auto b = open_at("127.0.0.2", pb, true, 20);
+  Pair d;
+  auto& [pa, pb, a, b] = d;
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(link_up(*a, *b, pb));
   auto recv_one = [&](std::uint32_t seq) {
@@ -242,9 +245,8 @@ TEST(ShmLink, TheIcrcIsLeftOutUnlessATraceWantsIt) {
 }
 
 TEST(ShmLink, OffMeansTheKernelOnly) {
-  std::uint16_t pa = 0, pb = 0;
-  auto a = open_at("127.0.0.1", pa, false);
-  auto b = open_at("127.0.0.2", pb, true, 20);
+  Pair d(false);
+  auto& [pa, pb, a, b] = d;
   ASSERT_TRUE(a && b);
   EXPECT_EQ(a->host_local(), nullptr);
   for (std::uint32_t s = 0; s < 5; ++s) {
