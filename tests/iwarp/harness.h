@@ -58,6 +58,23 @@ struct Inbox {
   std::optional<RequestResult> request;
   std::optional<int> accept;
 
+  // Callbacks for the device's connect, read_request and accept: they store the result here.
+  auto on_connect() {
+    return [this](const ConnectResult& r) { put(connect, r); };
+  }
+  auto on_request() {
+    return [this](const RequestResult& r) { put(request, r); };
+  }
+  auto on_accept() {
+    return [this](int e) { put(accept, e); };
+  }
+  template <class T>
+  void put(std::optional<T>& slot, const T& value) {
+    std::lock_guard lock(mu);
+    slot = value;
+    cv.notify_all();
+  }
+
   template <class Pred>
   bool wait(Pred pred, std::chrono::milliseconds t = 10s) {
     std::unique_lock lock(mu);
@@ -156,27 +173,15 @@ struct Side {
 // Connects a (active) to b (passive) over a fresh loopback connection.
 inline bool connect_pair(Side& a, Side& b, const MpaParams& pa, const MpaParams& pb, TcpPair& tcp) {
   if (tcp.client < 0 || tcp.server < 0) return false;
-  if (b.dev->read_request(tcp.server, 5s, [&b](const RequestResult& r) {
-        std::lock_guard lock(b.inbox.mu);
-        b.inbox.request = r;
-        b.inbox.cv.notify_all();
-      }) != 0) {
+  if (b.dev->read_request(tcp.server, 5s, b.inbox.on_request()) != 0) {
     return false;
   }
-  if (a.dev->connect(a.qp, tcp.client, pa, [&a](const ConnectResult& r) {
-        std::lock_guard lock(a.inbox.mu);
-        a.inbox.connect = r;
-        a.inbox.cv.notify_all();
-      }) != 0) {
+  if (a.dev->connect(a.qp, tcp.client, pa, a.inbox.on_connect()) != 0) {
     return false;
   }
   if (!b.inbox.wait([&] { return b.inbox.request.has_value(); })) return false;
   if (b.inbox.request->error != 0) return false;
-  if (b.dev->accept(b.qp, tcp.server, pb, [&b](int e) {
-        std::lock_guard lock(b.inbox.mu);
-        b.inbox.accept = e;
-        b.inbox.cv.notify_all();
-      }) != 0) {
+  if (b.dev->accept(b.qp, tcp.server, pb, b.inbox.on_accept()) != 0) {
     return false;
   }
   if (!a.inbox.wait([&] { return a.inbox.connect.has_value(); })) return false;

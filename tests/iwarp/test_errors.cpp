@@ -212,22 +212,10 @@ TEST_F(IwarpErrors, DeregisteringTheTargetMidTransferEndsInAnInvalidStag) {
 TEST_F(IwarpErrors, RejectCarriesPrivateData) {
   a.init({});
   b.init({});
-  ASSERT_EQ(b.dev->read_request(tcp.server, 5s,
-                                [&](const RequestResult& r) {
-                                  std::lock_guard lock(b.inbox.mu);
-                                  b.inbox.request = r;
-                                  b.inbox.cv.notify_all();
-                                }),
-            0);
+  ASSERT_EQ(b.dev->read_request(tcp.server, 5s, b.inbox.on_request()), 0);
   MpaParams p;
   p.private_data = {'h', 'e', 'l', 'l', 'o'};
-  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p,
-                           [&](const ConnectResult& r) {
-                             std::lock_guard lock(a.inbox.mu);
-                             a.inbox.connect = r;
-                             a.inbox.cv.notify_all();
-                           }),
-            0);
+  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p, a.inbox.on_connect()), 0);
   ASSERT_TRUE(b.inbox.wait([&] { return b.inbox.request.has_value(); }));
   EXPECT_EQ(b.inbox.request->error, 0);
   EXPECT_EQ(b.inbox.request->request.revision, 2);
@@ -258,13 +246,7 @@ TEST_F(IwarpErrors, NoReplyTimesOut) {
   a.init({});
   MpaParams p;
   p.timeout = 200ms;
-  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p,
-                           [&](const ConnectResult& r) {
-                             std::lock_guard lock(a.inbox.mu);
-                             a.inbox.connect = r;
-                             a.inbox.cv.notify_all();
-                           }),
-            0);
+  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p, a.inbox.on_connect()), 0);
   ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
   EXPECT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kError);
   EXPECT_EQ(a.inbox.connect->error, ETIMEDOUT);
@@ -274,13 +256,7 @@ TEST_F(IwarpErrors, NoReplyTimesOut) {
 
 TEST_F(IwarpErrors, NoRequestTimesOut) {
   b.init({});
-  ASSERT_EQ(b.dev->read_request(tcp.server, 200ms,
-                                [&](const RequestResult& r) {
-                                  std::lock_guard lock(b.inbox.mu);
-                                  b.inbox.request = r;
-                                  b.inbox.cv.notify_all();
-                                }),
-            0);
+  ASSERT_EQ(b.dev->read_request(tcp.server, 200ms, b.inbox.on_request()), 0);
   ASSERT_TRUE(b.inbox.wait([&] { return b.inbox.request.has_value(); }, 5s));
   EXPECT_EQ(b.inbox.request->error, ETIMEDOUT);
   ::close(tcp.client);
@@ -289,13 +265,7 @@ TEST_F(IwarpErrors, NoRequestTimesOut) {
 
 TEST_F(IwarpErrors, GarbageInsteadOfAReplyIsAProtocolError) {
   a.init({});
-  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {},
-                           [&](const ConnectResult& r) {
-                             std::lock_guard lock(a.inbox.mu);
-                             a.inbox.connect = r;
-                             a.inbox.cv.notify_all();
-                           }),
-            0);
+  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {}, a.inbox.on_connect()), 0);
   const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
   ASSERT_GT(::send(tcp.server, junk, sizeof junk, 0), 0);
   ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
@@ -306,13 +276,7 @@ TEST_F(IwarpErrors, GarbageInsteadOfAReplyIsAProtocolError) {
 
 TEST_F(IwarpErrors, PeerClosingBeforeTheReplyIsAReset) {
   a.init({});
-  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {},
-                           [&](const ConnectResult& r) {
-                             std::lock_guard lock(a.inbox.mu);
-                             a.inbox.connect = r;
-                             a.inbox.cv.notify_all();
-                           }),
-            0);
+  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {}, a.inbox.on_connect()), 0);
   ::close(tcp.server);
   ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
   EXPECT_EQ(a.inbox.connect->error, ECONNRESET);
@@ -405,13 +369,7 @@ TEST_F(IwarpErrors, PeerProcessKilledMidTransferGivesErrorsNotAHang) {
   ::close(tcp.server);
   MpaParams p;
   p.revision = 1;
-  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p,
-                           [&](const ConnectResult& r) {
-                             std::lock_guard lock(a.inbox.mu);
-                             a.inbox.connect = r;
-                             a.inbox.cv.notify_all();
-                           }),
-            0);
+  ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p, a.inbox.on_connect()), 0);
   ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
   ASSERT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kAccepted);
   for (int i = 0; i < 8; ++i) {

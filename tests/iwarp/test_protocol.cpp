@@ -32,11 +32,7 @@ class RawPeer {
     std::uint8_t buf[64];
     const auto n = build_mpa(buf, f);
     ok_ = ::send(fd_, buf, *n, 0) == static_cast<ssize_t>(*n);
-    ok_ = ok_ && b.dev->read_request(tcp_.server, 5s, [&b](const RequestResult& r) {
-      std::lock_guard lock(b.inbox.mu);
-      b.inbox.request = r;
-      b.inbox.cv.notify_all();
-    }) == 0;
+    ok_ = ok_ && b.dev->read_request(tcp_.server, 5s, b.inbox.on_request()) == 0;
     ok_ = ok_ && b.inbox.wait([&] { return b.inbox.request.has_value(); });
     pb.rtr = RtrType::kNone;
     ok_ = ok_ && b.dev->accept(b.qp, tcp_.server, pb, [](int) {}) == 0;

@@ -71,20 +71,8 @@ class IwarpRev1 : public testing::TestWithParam<std::tuple<bool, bool>> {
     pa.markers = std::get<1>(GetParam());
     pa.ird = pa.ord = 1;  // rping's rdma_connect
     ASSERT_TRUE(tcp.client >= 0 && tcp.server >= 0);
-    ASSERT_EQ(b.dev->read_request(tcp.server, 5s,
-                                  [this](const RequestResult& r) {
-                                    std::lock_guard lock(b.inbox.mu);
-                                    b.inbox.request = r;
-                                    b.inbox.cv.notify_all();
-                                  }),
-              0);
-    ASSERT_EQ(a.dev->connect(a.qp, tcp.client, pa,
-                             [this](const ConnectResult& r) {
-                               std::lock_guard lock(a.inbox.mu);
-                               a.inbox.connect = r;
-                               a.inbox.cv.notify_all();
-                             }),
-              0);
+    ASSERT_EQ(b.dev->read_request(tcp.server, 5s, b.inbox.on_request()), 0);
+    ASSERT_EQ(a.dev->connect(a.qp, tcp.client, pa, a.inbox.on_connect()), 0);
     ASSERT_TRUE(b.inbox.wait([&] { return b.inbox.request.has_value(); }));
     const MpaRequest req = b.inbox.request->request;
     ASSERT_EQ(b.inbox.request->error, 0);
@@ -98,13 +86,7 @@ class IwarpRev1 : public testing::TestWithParam<std::tuple<bool, bool>> {
     // rping posts its receive before it accepts (rdma_create_qp leaves the QP in INIT).
     ASSERT_EQ(b.qp->modify_state(rxe::QpState::kInit), 0);
     ASSERT_EQ(b.post_recv(1, 0, sizeof(Advert)), 0);
-    ASSERT_EQ(b.dev->accept(b.qp, tcp.server, pb,
-                            [this](int e) {
-                              std::lock_guard lock(b.inbox.mu);
-                              b.inbox.accept = e;
-                              b.inbox.cv.notify_all();
-                            }),
-              0);
+    ASSERT_EQ(b.dev->accept(b.qp, tcp.server, pb, b.inbox.on_accept()), 0);
     ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
     ASSERT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kAccepted);
     ASSERT_TRUE(b.inbox.wait([&] { return b.inbox.accept.has_value(); }));
