@@ -114,6 +114,16 @@ DdpHeader send_hdr(std::uint32_t msn, std::uint8_t opcode = 3) {
   return h;
 }
 
+// A tagged DDP header of `op` that lands in `s`'s region at `offset`.
+DdpHeader tagged(const Side& s, RdmapOpcode op, std::size_t offset = 0) {
+  DdpHeader h;
+  h.tagged = true;
+  h.opcode = static_cast<std::uint8_t>(op);
+  h.stag = s.mr->rkey;
+  h.to = s.addr(offset);
+  return h;
+}
+
 class IwarpProtocol : public testing::Test {
  protected:
   void SetUp() override { b.init({}); }
@@ -188,11 +198,7 @@ TEST_F(IwarpProtocol, ReadRequestsBeyondIrdAreADdpNoBufferWithTheRequestCopied) 
 TEST_F(IwarpProtocol, ReadResponseWithNoReadOutstandingIsUnexpected) {
   RawPeer peer(b, false);
   ASSERT_TRUE(peer.ok());
-  DdpHeader h;
-  h.tagged = true;
-  h.opcode = static_cast<std::uint8_t>(RdmapOpcode::kReadResponse);
-  h.stag = b.mr->rkey;
-  h.to = b.addr();
+  DdpHeader h = tagged(b, RdmapOpcode::kReadResponse);
   const std::uint8_t payload[8] = {};
   auto f = peer.fpdu(h, payload);
   ASSERT_TRUE(peer.send(f));
@@ -202,11 +208,7 @@ TEST_F(IwarpProtocol, ReadResponseWithNoReadOutstandingIsUnexpected) {
 TEST_F(IwarpProtocol, BadCrcIsAnMpaCrcErrorAndNothingIsPlaced) {
   RawPeer peer(b, true);
   ASSERT_TRUE(peer.ok());
-  DdpHeader h;
-  h.tagged = true;
-  h.opcode = static_cast<std::uint8_t>(RdmapOpcode::kWrite);
-  h.stag = b.mr->rkey;
-  h.to = b.addr();
+  DdpHeader h = tagged(b, RdmapOpcode::kWrite);
   const std::vector<std::uint8_t> payload(64, 0x77);
   auto f = peer.fpdu(h, payload);
   f[f.size() - 1] ^= 1;
@@ -220,11 +222,7 @@ TEST_F(IwarpProtocol, ValidSegmentsFromTheRawPeerArePlaced) {
   RawPeer peer(b, true);
   ASSERT_TRUE(peer.ok());
   ASSERT_EQ(b.post_recv(5, 4096, 64), 0);
-  DdpHeader h;
-  h.tagged = true;
-  h.opcode = static_cast<std::uint8_t>(RdmapOpcode::kWrite);
-  h.stag = b.mr->rkey;
-  h.to = b.addr(100);
+  DdpHeader h = tagged(b, RdmapOpcode::kWrite, 100);
   const std::vector<std::uint8_t> payload(64, 0x77);
   ASSERT_TRUE(peer.send(peer.fpdu(h, payload)));
   const std::uint8_t msg[3] = {9, 8, 7};
@@ -248,11 +246,7 @@ TEST_P(IwarpDirect, SplitSegmentIsPlacedStraightFromTheSocket) {
   const bool corrupt = GetParam();
   RawPeer peer(b, true);
   ASSERT_TRUE(peer.ok());
-  DdpHeader h;
-  h.tagged = true;
-  h.opcode = static_cast<std::uint8_t>(RdmapOpcode::kWrite);
-  h.stag = b.mr->rkey;
-  h.to = b.addr(1000);
+  DdpHeader h = tagged(b, RdmapOpcode::kWrite, 1000);
   std::vector<std::uint8_t> payload(60000);
   for (std::size_t i = 0; i < payload.size(); ++i) payload[i] = static_cast<std::uint8_t>(i * 7);
   auto f = peer.fpdu(h, payload);
