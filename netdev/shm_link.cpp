@@ -1,10 +1,13 @@
 #include "netdev/shm_link.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -26,6 +29,9 @@ constexpr auto kFullWait = std::chrono::milliseconds(10);  // then drop, as a fu
 constexpr auto kFullNap = std::chrono::microseconds(20);
 constexpr auto kCheckWhileFull = std::chrono::milliseconds(1);
 constexpr auto kControlEvery = std::chrono::milliseconds(1);
+constexpr auto kQuiesceLimit = std::chrono::seconds(1);     // a sender that died inside a window
+constexpr std::uint64_t kDirMagic = 0x0072694472725353ull;  // "SSrrDir"
+constexpr std::size_t kMaxDirectory = std::size_t{64} << 20;
 constexpr std::size_t kMaxOut = 256;
 constexpr std::size_t kMaxIn = 256;
 
@@ -35,21 +41,49 @@ struct Hello {
   std::uint32_t ring_bytes;
 };
 
-// A Hello with room for two fds (the ring, the bell) as SCM_RIGHTS, to send or to receive.
-struct HelloMessage {
-  Hello hello{};
-  iovec iov{&hello, sizeof hello};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(2 * sizeof(int))] = {};
+// The receiver's answer to a Hello: its directory for direct placement, as SCM_RIGHTS.
+struct DirHello {
+  std::uint64_t magic;
+  std::uint32_t version;
+  std::uint32_t reserved;
+};
+
+// A message of type T with room for N fds as SCM_RIGHTS, to send or to receive.
+template <class T, std::size_t N>
+struct FdMessage {
+  T body{};
+  iovec iov{&body, sizeof body};
+  alignas(cmsghdr) char cbuf[CMSG_SPACE(N * sizeof(int))] = {};
   msghdr m{};
-  HelloMessage() {
+  FdMessage() {
     m.msg_iov = &iov;
     m.msg_iovlen = 1;
     m.msg_control = cbuf;
     m.msg_controllen = sizeof cbuf;
   }
-  HelloMessage(const HelloMessage&) = delete;
-  HelloMessage& operator=(const HelloMessage&) = delete;
+  FdMessage(const FdMessage&) = delete;
+  FdMessage& operator=(const FdMessage&) = delete;
+  void set_fds(const int (&fds)[N]) {
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(N * sizeof(int));
+    std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  }
+  // After recvmsg: the fds received (-1 where none), which the caller then owns.
+  void get_fds(int (&fds)[N]) {
+    for (int& fd : fds) fd = -1;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
+      if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
+          c->cmsg_len == CMSG_LEN(N * sizeof(int))) {
+        std::memcpy(fds, CMSG_DATA(c), sizeof fds);
+      }
+    }
+  }
 };
+
+using HelloMessage = FdMessage<Hello, 2>;  // the ring and the bell
+using DirMessage = FdMessage<DirHello, 1>;
 
 socklen_t abstract_name(const IpAddr& addr, std::uint16_t port, sockaddr_un& sun) {
   sun = {};
@@ -71,9 +105,24 @@ void close_fd(int& fd) {
 
 }  // namespace
 
+// A receiver's directory, mapped read-only, and its process: what a PeerWindow opens onto.
+struct ShmLinks::Window : PeerWindow::Link {
+  std::shared_ptr<ShmRing> ring;  // where the write sections are counted
+  void* map = nullptr;
+  std::size_t len = 0;
+  int pid = 0;
+  std::atomic<bool> refused{false};
+  ~Window() override {
+    if (map) munmap(map, len);
+  }
+  void end_write() override { ring->end_write(); }
+  void refuse() override { refused.store(true, std::memory_order_relaxed); }
+};
+
 void ShmLinks::Out::reset() {
   if (ring) ring->publish();
   ring.reset();
+  window.reset();
   close_fd(conn);
   close_fd(bell);
   state = State::kNone;
@@ -115,6 +164,7 @@ ShmLinks::~ShmLinks() {
   if (ctl_ep_ >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, ctl_ep_, nullptr);
   close_fd(ctl_ep_);
   close_fd(listen_fd_);
+  if (const int fd = dir_fd_.exchange(-1); fd >= 0) close(fd);
 }
 
 std::size_t ShmLinks::outbound_up() const {
@@ -233,6 +283,7 @@ ShmLinks::Out* ShmLinks::route(const Packet& p) {
     case Out::State::kPending:
       if (o->ring->attached()) {
         o->state = Out::State::kUp;
+        o->window = receive_directory(o->conn, o->ring);  // sent before the ring was attached
         return o;
       }
       if (Clock::now() >= o->next_check) {
@@ -265,13 +316,8 @@ void ShmLinks::connect(const Key& k, Out& o) {
     return;
   }
   HelloMessage msg;
-  msg.hello = Hello{kHelloMagic, kHelloVersion, static_cast<std::uint32_t>(o.ring->bytes())};
-  cmsghdr* c = CMSG_FIRSTHDR(&msg.m);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(2 * sizeof(int));
-  const int fds[2] = {o.ring->fd(), o.bell};
-  std::memcpy(CMSG_DATA(c), fds, sizeof fds);
+  msg.body = Hello{kHelloMagic, kHelloVersion, static_cast<std::uint32_t>(o.ring->bytes())};
+  msg.set_fds({o.ring->fd(), o.bell});
   if (sendmsg(o.conn, &msg.m, MSG_DONTWAIT | MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof(Hello))) {
     o.reset();
     return;
@@ -377,16 +423,11 @@ void ShmLinks::control() {
 void ShmLinks::accept_hello(In& in) {
   HelloMessage msg;
   msghdr& m = msg.m;
-  const Hello& h = msg.hello;
+  const Hello& h = msg.body;
   const ssize_t r = recvmsg(in.conn, &m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
   if (r < 0 && errno == EAGAIN) return;
-  int fds[2] = {-1, -1};
-  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c; c = CMSG_NXTHDR(&m, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS &&
-        c->cmsg_len == CMSG_LEN(2 * sizeof(int))) {
-      std::memcpy(fds, CMSG_DATA(c), sizeof fds);
-    }
-  }
+  int fds[2];
+  msg.get_fds(fds);
   std::string error;
   if (r == sizeof h && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) && h.magic == kHelloMagic &&
       h.version == kHelloVersion && fds[0] >= 0 && fds[1] >= 0) {
@@ -398,6 +439,11 @@ void ShmLinks::accept_hello(In& in) {
     ev.events = EPOLLIN;
     ev.data.fd = in.bell;
     if (in.ring && epoll_ctl(epfd_, EPOLL_CTL_ADD, in.bell, &ev) == 0) {
+      send_directory(in.conn);
+      {
+        std::lock_guard lock(attached_mu_);
+        attached_.push_back(in.ring);
+      }
       in.ring->set_attached();
       in.ring->arm();  // the receiving thread may be asleep already, with no request on it
       settling_ = true;
@@ -416,13 +462,102 @@ void ShmLinks::accept_hello(In& in) {
 
 void ShmLinks::drop_in(std::size_t i) {
   In& in = in_[i];
-  if (in.ring) in.ring->close();
+  if (in.ring) {
+    in.ring->close();
+    std::lock_guard lock(attached_mu_);
+    std::erase(attached_, in.ring);
+  }
   if (in.bell >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, in.bell, nullptr);
   if (in.conn >= 0) epoll_ctl(ctl_ep_, EPOLL_CTL_DEL, in.conn, nullptr);
   close_fd(in.bell);
   close_fd(in.conn);
   in_.erase(in_.begin() + static_cast<std::ptrdiff_t>(i));
   if (next_in_ >= in_.size()) next_in_ = 0;
+}
+
+// --- direct placement
+
+bool ShmLinks::share_directory(int fd) {
+  const int dup = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (dup < 0) return false;
+  int none = -1;
+  if (!dir_fd_.compare_exchange_strong(none, dup)) {
+    close(dup);
+    return false;
+  }
+  return true;
+}
+
+void ShmLinks::send_directory(int conn) {
+  const int fd = dir_fd_.load();
+  if (fd < 0) return;
+  DirMessage msg;
+  msg.body = DirHello{kDirMagic, kHelloVersion, 0};
+  msg.set_fds({fd});
+  // Lost (a full socket): that sender simply never opens a window.
+  [[maybe_unused]] ssize_t r = sendmsg(conn, &msg.m, MSG_DONTWAIT | MSG_NOSIGNAL);
+}
+
+std::shared_ptr<ShmLinks::Window> ShmLinks::receive_directory(int conn,
+                                                              std::shared_ptr<ShmRing> ring) {
+  DirMessage msg;
+  const DirHello& h = msg.body;
+  const msghdr& m = msg.m;
+  const ssize_t r = recvmsg(conn, &msg.m, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+  if (r < 0) return nullptr;  // no directory shared
+  int fds[1];
+  msg.get_fds(fds);
+  const int fd = fds[0];
+  auto w = std::make_shared<Window>();
+  w->ring = std::move(ring);
+  ucred cred{};
+  socklen_t cred_len = sizeof cred;
+  struct stat st {};
+  // A file that could shrink under the mapping would be a SIGBUS here: refused, like a bad answer.
+  const int seals = fd >= 0 ? fcntl(fd, F_GET_SEALS) : -1;
+  const bool ok = r == sizeof h && !(m.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) &&
+                  h.magic == kDirMagic && h.version == kHelloVersion && seals >= 0 &&
+                  (seals & F_SEAL_SHRINK) && fstat(fd, &st) == 0 && st.st_size > 0 &&
+                  static_cast<std::size_t>(st.st_size) <= kMaxDirectory &&
+                  getsockopt(conn, SOL_SOCKET, SO_PEERCRED, &cred, &cred_len) == 0 && cred.pid > 0;
+  if (ok) {
+    w->len = static_cast<std::size_t>(st.st_size);
+    void* map = mmap(nullptr, w->len, PROT_READ, MAP_SHARED, fd, 0);
+    w->map = map == MAP_FAILED ? nullptr : map;
+    w->pid = cred.pid;
+  }
+  if (fd >= 0) close(fd);
+  return w->map ? w : nullptr;
+}
+
+void ShmLinks::quiesce() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::lock_guard lock(attached_mu_);
+  for (const auto& r : attached_) {
+    if (r->writers() == 0) continue;
+    const auto give_up = Clock::now() + kQuiesceLimit;
+    while (r->writers() != 0 && Clock::now() < give_up) sched_yield();
+  }
+}
+
+bool ShmLinks::open_window(const IpAddr& dst, std::uint16_t port, PeerWindow& w) {
+  std::lock_guard lock(send_mu_);
+  Packet p;
+  p.dst = dst;
+  p.dst_port = port;
+  Out* o = route(p);
+  if (!o || o->state != Out::State::kUp || !o->window ||
+      o->window->refused.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  o->ring->begin_write();
+  if (o->ring->closed()) {
+    o->ring->end_write();
+    return false;
+  }
+  const Window& win = *o->window;
+  w.open(win.pid, {static_cast<const std::uint8_t*>(win.map), win.len}, o->window);
+  return true;
 }
 
 }  // namespace softrdma::netdev

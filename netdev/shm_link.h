@@ -9,6 +9,7 @@
 // datagrams take the kernel's path; a destination nobody listens for is tried again each second.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
@@ -69,14 +70,21 @@ class ShmLinks {
   bool settling() const { return settling_; }
   void settled() { settling_ = false; }
 
+  // --- direct placement (Netdev::share_directory, quiesce_peer_writes, open_peer_window).
+  bool share_directory(int fd);  // once; takes a duplicate of fd
+  void quiesce();                // any thread
+  bool open_window(const IpAddr& dst, std::uint16_t port, PeerWindow& w);  // any thread
+
   std::size_t inbound() const { return in_.size(); }  // rings mapped (receive thread)
   std::size_t outbound_up() const;                    // rings in use to send
 
  private:
+  struct Window;  // a receiver's directory, mapped, and its pid
   struct Out {
     enum class State { kNone, kPending, kUp } state = State::kNone;
     int conn = -1, bell = -1;
-    std::unique_ptr<ShmRing> ring;
+    std::shared_ptr<ShmRing> ring;   // shared with open windows
+    std::shared_ptr<Window> window;  // null: the receiver shared no directory
     std::chrono::steady_clock::time_point retry_at{}, next_check{};
     bool dirty = false;    // pushed, not yet published
     bool stalled = false;  // stayed full for kFullWait in this batch
@@ -84,7 +92,7 @@ class ShmLinks {
   };
   struct In {
     int conn = -1, bell = -1;
-    std::unique_ptr<ShmRing> ring;
+    std::shared_ptr<ShmRing> ring;  // also in attached_
     bool closing = false, bell_pending = false;
   };
   struct Key {
@@ -98,6 +106,8 @@ class ShmLinks {
   void publish_all();
   void control();  // accepts senders, reads their rings and bells, notices the ones gone
   void accept_hello(In& in);
+  void send_directory(int conn);
+  static std::shared_ptr<Window> receive_directory(int conn, std::shared_ptr<ShmRing> ring);
   void drop_in(std::size_t i);
 
   AtomicCounters& counters_;
@@ -113,6 +123,10 @@ class ShmLinks {
   std::size_t next_in_ = 0;
   bool settling_ = false;
   std::chrono::steady_clock::time_point next_control_{};
+  // Direct placement.
+  std::atomic<int> dir_fd_{-1};
+  std::mutex attached_mu_;
+  std::vector<std::shared_ptr<ShmRing>> attached_;  // inbound rings, for quiesce()
 };
 
 }  // namespace softrdma::netdev

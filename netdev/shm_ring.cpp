@@ -14,7 +14,7 @@ namespace softrdma::netdev {
 namespace {
 
 constexpr std::uint64_t kMagic = 0x676e69526d727253ull;  // "SrmRing" (little-endian)
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;
 constexpr std::size_t kHeaderBytes = 256;
 constexpr std::size_t kAlign = 64;
 
@@ -26,10 +26,11 @@ struct Record {
   std::uint8_t dst[16];
   std::uint16_t src_port, dst_port;
   std::uint8_t traffic_class, hop_limit;
-  std::uint8_t flags;  // kNoIcrc
+  std::uint8_t flags;  // kNoIcrc, kPlaced
   std::uint8_t reserved;
 };
 constexpr std::uint8_t kNoIcrc = 1;  // the sender left the ICRC out
+constexpr std::uint8_t kPlaced = 2;  // the sender placed the payload itself (Packet::placed)
 static_assert(sizeof(Record) == 48);
 
 std::uint64_t record_size(std::uint32_t len) {
@@ -52,6 +53,7 @@ struct ShmRing::Header {
   alignas(64) std::atomic<std::uint32_t> waiting;
   std::atomic<std::uint32_t> attached;
   std::atomic<std::uint32_t> closed;
+  std::atomic<std::uint32_t> writers;  // the producer's open write sections
 };
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);  // address-free across processes
 
@@ -149,7 +151,7 @@ bool ShmRing::push(const Packet& p, bool icrc_filled) {
   r.dst_port = p.dst_port;
   r.traffic_class = p.traffic_class;
   r.hop_limit = p.hop_limit;
-  r.flags = icrc_filled ? 0 : kNoIcrc;
+  r.flags = static_cast<std::uint8_t>((icrc_filled ? 0 : kNoIcrc) | (p.placed ? kPlaced : 0));
   std::memcpy(data() + pos, &r, sizeof r);
   std::memcpy(data() + pos + sizeof r, p.data, p.len);
   tail_ += need;
@@ -163,6 +165,22 @@ bool ShmRing::publish() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   return h->waiting.load(std::memory_order_relaxed) != 0 &&
          h->waiting.exchange(0, std::memory_order_acq_rel) != 0;
+}
+
+void ShmRing::begin_write() {
+  hdr()->writers.fetch_add(1, std::memory_order_seq_cst);
+  // Pairs with the consumer's fence in writers(): either it sees this section, or the section
+  // sees what the consumer changed before it looked.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+}
+
+void ShmRing::end_write() {
+  hdr()->writers.fetch_sub(1, std::memory_order_release);
+}
+
+std::uint32_t ShmRing::writers() const {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  return hdr()->writers.load(std::memory_order_acquire);
 }
 
 bool ShmRing::attached() const {
@@ -205,6 +223,7 @@ bool ShmRing::peek(Packet& view, bool& icrc_filled) {
     view.traffic_class = r.traffic_class;
     view.hop_limit = r.hop_limit;
     icrc_filled = !(r.flags & kNoIcrc);
+    view.placed = (r.flags & kPlaced) != 0;
     view.data = data() + pos + sizeof r;
     view.len = r.len;
     view.cap = r.len;

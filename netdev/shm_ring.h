@@ -41,6 +41,10 @@ class ShmRing {
   // (the caller then rings its bell); the request is taken, so one producer rings once.
   bool publish();
   bool attached() const;  // the consumer has mapped the ring
+  // A write section into the consumer's memory (direct placement, PeerWindow): counted in the
+  // ring so that the consumer can wait for it (writers()).
+  void begin_write();
+  void end_write();
   bool closed() const;    // the consumer has gone (or found the ring broken)
 
   // --- consumer
@@ -58,6 +62,7 @@ class ShmRing {
   bool arm();
   bool wake_taken();
   bool empty() const;
+  std::uint32_t writers() const;  // the producer's open write sections
 
  private:
   struct Header;

@@ -91,6 +91,11 @@ class TracingNetdev : public Netdev {
   bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
   Counters counters() const override { return inner_->counters(); }
   void require_icrc() override { inner_->require_icrc(); }
+  bool share_directory(int fd) override { return inner_->share_directory(fd); }
+  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
+  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
+    return inner_->open_peer_window(dst, w);
+  }
   int join_group(const IpAddr& group) override;
   int leave_group(const IpAddr& group) override;
   // Observers set on the tracer are called after it has recorded the event.

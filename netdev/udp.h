@@ -46,6 +46,15 @@ class UdpNetdev : public Netdev {
   void service() override;
   bool prepare_sleep(bool wake_me = true) override;
   void require_icrc() override { icrc_always_ = true; }
+  // Direct placement over the host-local rings (none with faults configured: an injected loss
+  // must lose the payload too).
+  bool share_directory(int fd) override { return shm_ && shm_->share_directory(fd); }
+  void quiesce_peer_writes() override {
+    if (shm_) shm_->quiesce();
+  }
+  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
+    return shm_ && !faults_ && shm_->open_window(dst, port_, w);
+  }
   void set_fault_observer(FaultObserver observer) override;
   // IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) groups, on the interface that owns the local address:
   // one more socket per group, bound to group:port with SO_REUSEADDR and SO_REUSEPORT (several

@@ -64,6 +64,10 @@ Device::~Device() {
   thread_.join();
   {
     std::unique_lock lock(qps_mutex_);
+    // No sender of this host places into memory of a QP that is gone.
+    if (dir_) {
+      for (const auto& [qpn, qp] : qps_) dir_->remove_qp(qpn);
+    }
     qps_.clear();
   }
   close(epoll_fd_);
@@ -237,6 +241,8 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.dropped_bad_qkey += c.dropped_bad_qkey;
   sum.dropped_no_recv += c.dropped_no_recv;
   sum.dropped_bad_opcode += c.dropped_bad_opcode;
+  sum.placed_sent += c.placed_sent;
+  sum.placed_received += c.placed_received;
 }
 }  // namespace
 
@@ -279,6 +285,9 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"netdev_rx_not_ours", nd.rx_not_ours},
       {"netdev_tx_dropped", nd.tx_dropped},
       {"netdev_rx_dropped", nd.rx_dropped},
+      {"placed_sent", q.placed_sent},
+      {"placed_rcvd", q.placed_received},
+      {"placed_refused", placement_refused_.load()},
   };
 }
 
@@ -287,6 +296,7 @@ int Device::destroy_qp(Qp* qp) {
   auto it = qps_.find(qp->qpn());
   if (it == qps_.end() || it->second.get() != qp) return EINVAL;
   detach_all_mcast(qp->qpn());
+  if (dir_) dir_->remove_qp(qp->qpn());
   add(retired_, qp->counters());
   qps_.erase(it);
   return 0;
@@ -349,6 +359,7 @@ netdev::Packet* Device::tx_packet() {
   netdev::Packet* p = tx_ptrs_[tx_count_];
   p->len = 0;
   p->retrans = false;
+  p->placed = false;
   return p;
 }
 

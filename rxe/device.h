@@ -17,6 +17,7 @@
 
 #include "netdev/netdev.h"
 #include "rxe/cq.h"
+#include "rxe/directory.h"
 #include "rxe/mr.h"
 #include "rxe/qp.h"
 #include "rxe/srq.h"
@@ -87,11 +88,27 @@ class Device {
   // summed over live and destroyed QPs, plus the device's and the netdev's.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters() const;
 
+  // Direct placement (docs/sharing-a-host.md): shares a directory of the QPs and MRs open to
+  // RDMA WRITE with the host-local senders, and places this device's own RDMA WRITEs into
+  // peers that share theirs. Call before creating objects. False when the netdev has no such
+  // path (only the udp backend's rings have one).
+  bool enable_direct_placement();
+  Directory* directory() { return dir_.get(); }  // null when off
+  // Writes n bytes at offset `off` of an RDMA WRITE message [msg_va, msg_va+msg_len) through
+  // `rkey` straight into the memory of dst's process, when dst's directory says the packet will
+  // be accepted. True when placed: the packet is then sent with Packet::placed.
+  bool place_write(const netdev::IpAddr& dst, std::uint32_t dest_qpn, QpType type,
+                   std::uint32_t src_qpn, const netdev::IpAddr& src, std::uint32_t rkey,
+                   std::uint64_t msg_va, std::uint64_t msg_len, std::uint64_t off,
+                   const std::uint8_t* data, std::uint32_t n);
+  bool placing() const { return placing_; }
+
   // --- for QPs (progress thread)
   MrTable& mrs() { return mrs_; }
   // A TX buffer to fill; committed packets leave at the end of the progress step.
   netdev::Packet* tx_packet();
   void tx_commit();
+  void tx_send_now() { tx_flush(); }  // sends what is committed so far (not a packet in hand)
   void kick(Qp* qp);  // the QP has send work (any thread)
   // Runs one step of protocol progress on the calling thread if no other thread
   // is doing so (never blocks). Applications that poll their CQs call it, so a
@@ -130,6 +147,9 @@ class Device {
 
   std::string name_;
   std::unique_ptr<netdev::Netdev> netdev_;
+  std::unique_ptr<Directory> dir_;  // before the objects that publish into it
+  bool placing_ = false;
+  std::atomic<std::uint64_t> placement_refused_{0};
   DeviceAttr attr_;
   std::vector<Gid> gids_;
   std::uint64_t node_guid_ = 0;
@@ -179,6 +199,7 @@ class Device {
   // current run of calls (no gap longer than kPollGap) began. While a run goes on the progress
   // thread naps instead of contending for the pass: the application does its work.
   std::atomic<std::int64_t> app_poll_last_ns_{0}, app_poll_run_ns_{0};
+
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

@@ -1,5 +1,8 @@
 #include "rxe/mr.h"
 
+#include "rxe/directory.h"
+#include "rxe/types.h"
+
 namespace softrdma::rxe {
 
 MrTable::MrTable() : rng_(std::random_device{}()) {}
@@ -23,11 +26,22 @@ std::shared_ptr<Mr> MrTable::add(Pd* pd, void* addr, std::uint64_t length, std::
   if (keys_.size() >= (1u << 20)) return nullptr;
   mr->lkey = mr->rkey = new_key();
   keys_[mr->lkey] = mr;
+  publish(*mr);
   return mr;
+}
+
+void MrTable::publish(const Mr& mr) {
+  if (!dir_ || !(mr.access & kAccessRemoteWrite) || !mr.valid.load(std::memory_order_acquire)) {
+    return;
+  }
+  dir_->set_mr(DirMr{mr.rkey, mr.pd ? mr.pd->handle : 0, mr.iova, mr.length,
+                     reinterpret_cast<std::uint64_t>(mr.addr)});
 }
 
 bool MrTable::remove(std::uint32_t lkey) {
   std::unique_lock lock(mutex_);
+  // Withdrawn first: once this returns, no sender of this host writes through the key.
+  if (dir_) dir_->remove_mr(lkey);
   return keys_.erase(lkey) == 1;
 }
 
@@ -37,6 +51,7 @@ bool MrTable::rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length
   auto it = keys_.find(lkey);
   if (it == keys_.end()) return false;
   Mr& mr = *it->second;
+  if (dir_) dir_->remove_mr(mr.rkey);
   if (pd) mr.pd = pd;
   if (addr) {
     mr.addr = static_cast<std::uint8_t*>(addr);
@@ -45,6 +60,7 @@ bool MrTable::rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length
   }
   mr.access = access;
   mr.valid = true;
+  publish(mr);
   return true;
 }
 
@@ -75,6 +91,7 @@ bool MrTable::invalidate(std::uint32_t key) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return false;
   it->second->valid.store(false, std::memory_order_release);
+  if (dir_) dir_->remove_mr(key);
   return true;
 }
 

@@ -13,6 +13,8 @@
 
 namespace softrdma::rxe {
 
+class Directory;
+
 struct Pd {
   std::uint32_t handle = 0;
 };
@@ -50,6 +52,8 @@ class MrTable {
                   std::uint32_t access, std::uint8_t** host) const;
   // Invalidate (LOCAL_INV, SEND_WITH_INV): false when no such key.
   bool invalidate(std::uint32_t key);
+  // Mirrors the regions open to remote writes into `d` (direct placement) from now on.
+  void set_directory(Directory* d) { dir_ = d; }
 
   // Keeps regions from being deregistered while their memory is touched.
   class Guard {
@@ -65,6 +69,8 @@ class MrTable {
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::uint32_t, std::shared_ptr<Mr>> keys_;
   std::mt19937 rng_;
+  Directory* dir_ = nullptr;
+  void publish(const Mr& mr);  // into dir_, if it is open to remote writes and valid
 };
 
 }  // namespace softrdma::rxe

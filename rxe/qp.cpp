@@ -114,6 +114,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
   if (type_ == QpType::kUd && next >= QpState::kInit) local_ = dev_.source_address(0);
 
+  publish_receiving(next);
   if (next != cur) {
     attr_.qp_state = next;
     if (next == QpState::kReset) {
@@ -260,7 +261,20 @@ void Qp::flush_queues() {
   }
 }
 
+void Qp::publish_receiving(QpState state) {
+  Directory* d = dev_.directory();
+  if (!d || type_ == QpType::kUd) return;
+  const bool receiving = state == QpState::kRtr || state == QpState::kRts ||
+                         state == QpState::kSqd || state == QpState::kSqe;
+  if (receiving && (attr_.qp_access_flags & kAccessRemoteWrite)) {
+    d->set_qp(qpn_, DirQp{pd_->handle, type_, true, attr_.dest_qp_num, peer_});
+  } else {
+    d->remove_qp(qpn_);
+  }
+}
+
 void Qp::enter_error() {
+  publish_receiving(QpState::kErr);
   attr_.qp_state = QpState::kErr;
   retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
   in_message_ = false;

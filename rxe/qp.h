@@ -82,6 +82,9 @@ struct QpCounters {
                 rnr_naks_received = 0, retry_exceeded = 0, rnr_retry_exceeded = 0,
                 dropped_wrong_peer = 0, dropped_bad_qkey = 0, dropped_no_recv = 0,
                 dropped_bad_opcode = 0;
+  // Direct placement: RDMA WRITE packets whose payload this QP wrote into the peer itself, and
+  // packets it received so placed (their payload not copied again).
+  std::uint64_t placed_sent = 0, placed_received = 0;
 };
 
 class Qp {
@@ -148,6 +151,9 @@ class Qp {
   bool retry_responses(SendWqe& w);
   // --- state
   void enter_error();  // flush; caller holds the lock
+  // Publishes the QP in the device's placement directory while it receives RDMA WRITEs in
+  // `state`, and withdraws it otherwise. Caller holds the lock.
+  void publish_receiving(QpState state);
   void send_queue_error();  // a local send error: ERR for RC, SQE for UC/UD
   void flush_queues();
   void post_recv_completion(const Wc& wc, bool solicited);

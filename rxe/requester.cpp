@@ -139,6 +139,11 @@ bool Qp::run_send(Clock::time_point now) {
 
 bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   using namespace wire;
+  // A UC message completes once it is sent, so its packets may still wait in this pass's batch.
+  // They leave before a WRITE is placed directly, which could otherwise overtake them.
+  if (type_ == QpType::kUc && w.opcode == WrOpcode::kRdmaWrite && w.sent == 0 && dev_.placing()) {
+    dev_.tx_send_now();
+  }
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
   h.bth.dest_qp = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qp_num;
@@ -236,6 +241,15 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
     } else {
       sent_psn_ = psn_add(h.bth.psn, 1);
     }
+  }
+  // Direct placement: the oldest outstanding WQE only (an earlier SEND, READ or atomic is then not
+  // still on its way, so the data cannot overtake it) and never a resend.
+  if (n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !p->retrans &&
+      dev_.placing() && &sq_.front() == &w &&
+      dev_.place_write(peer_, attr_.dest_qp_num, type_, qpn_, local_, w.rkey, w.remote_addr,
+                       w.length, off, p->data + *hl, n)) {
+    p->placed = true;
+    ++counters_.placed_sent;
   }
   if (type_ == QpType::kUd) {
     dev_.gid_to_ip(w.av.dgid, p->dst);

@@ -122,7 +122,7 @@ void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus 
   dev_.async_event({ev, this});
 }
 
-void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
+void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   using wire::OpKind;
   using wire::Seg;
   const wire::Bth& bth = pkt.hdr.bth;
@@ -365,7 +365,11 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet&) {
           else enter_error();
           return;
         }
-        std::memcpy(host, pkt.payload.data(), n);
+        if (raw.placed) {
+          ++counters_.placed_received;  // its sender wrote it already (direct placement)
+        } else {
+          std::memcpy(host, pkt.payload.data(), n);
+        }
       }
       cur_offset_ += n;
       if (ends) {

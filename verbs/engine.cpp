@@ -117,11 +117,12 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     }
     cfg.stats = value == "1";
   } else if (key == "local") {
-    if (value != "rings" && value != "kernel") {
-      error = "bad value '" + value + "' for local (expected rings or kernel)";
+    if (value != "direct" && value != "rings" && value != "kernel") {
+      error = "bad value '" + value + "' for local (expected direct, rings or kernel)";
       return false;
     }
-    cfg.local_rings = value == "rings";
+    cfg.local_rings = value != "kernel";
+    cfg.local_direct = value == "direct";
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -174,6 +175,11 @@ class MtuOverride : public netdev::Netdev {
   bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
   netdev::Counters counters() const override { return inner_->counters(); }
   void require_icrc() override { inner_->require_icrc(); }
+  bool share_directory(int fd) override { return inner_->share_directory(fd); }
+  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
+  bool open_peer_window(const netdev::IpAddr& dst, netdev::PeerWindow& w) override {
+    return inner_->open_peer_window(dst, w);
+  }
   void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
   int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
   int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }
@@ -340,6 +346,7 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  if (cfg_.local_rings && cfg_.local_direct) device_->enable_direct_placement();
   if (cfg_.stats) std::atexit([] { Engine::get()->print_stats(); });
   return true;
 }

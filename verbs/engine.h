@@ -27,6 +27,7 @@ struct Config {
   std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
   std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
   bool local_rings = true;  // udp: softrdma devices of this host meet in shared-memory rings
+  bool local_direct = true;  // … and place each other's RDMA WRITEs directly ("local=direct")
   bool stats = false;       // print the device's counters on stderr when the program exits
 };
 

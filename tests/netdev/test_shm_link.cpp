@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <numeric>
@@ -261,6 +262,96 @@ TEST(ShmLink, OffMeansTheKernelOnly) {
 
 Packet view_of(OwnedPacket& p) {
   return p.pkt;
+}
+
+// A memfd of 4096 bytes starting with `text`, sealed against resizing unless !sealed.
+int directory_file(const char* text, bool sealed = true) {
+  const int fd = memfd_create("test-directory", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  EXPECT_GE(fd, 0);
+  EXPECT_EQ(ftruncate(fd, 4096), 0);
+  EXPECT_EQ(pwrite(fd, text, std::strlen(text), 0), static_cast<ssize_t>(std::strlen(text)));
+  if (sealed) {
+    EXPECT_EQ(fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW), 0);
+  }
+  return fd;
+}
+
+TEST(ShmLink, AWindowShowsTheReceiversDirectoryAndIsWaitedFor) {
+  std::uint16_t port = 0;
+  auto a = open_at("127.0.0.1", port);
+  std::string err;
+  auto b = UdpNetdev::open(ip("127.0.0.2"), err, {}, port);  // the port that a sends to
+  ASSERT_TRUE(a && b) << err;
+  const int fd = directory_file("directory!");
+  ASSERT_TRUE(b->share_directory(fd));
+  EXPECT_FALSE(b->share_directory(fd));  // once
+  close(fd);
+  PeerWindow w;
+  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));  // no ring yet
+  ASSERT_TRUE(link_up(*a, *b, port));
+  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  EXPECT_EQ(w.pid(), getpid());
+  ASSERT_EQ(w.directory().size(), 4096u);
+  EXPECT_EQ(std::memcmp(w.directory().data(), "directory!", 10), 0);
+  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.3"), w));  // nobody there
+
+  // The receiver's quiesce waits for the open window.
+  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  std::atomic<bool> done{false};
+  std::thread t([&] {
+    b->quiesce_peer_writes();
+    done = true;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_FALSE(done);
+  w.close();
+  t.join();
+  EXPECT_TRUE(done);
+
+  // A refused write closes the way for good on that link.
+  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  w.refuse();
+  w.close();
+  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));
+  b->quiesce_peer_writes();  // returns at once: nothing open
+}
+
+// Sends from `from` to `to` until from's ring to `to` is in use.
+bool ring_up(UdpNetdev& a, const char* from, UdpNetdev& b, const char* to, std::uint16_t port) {
+  const std::size_t before = a.host_local()->outbound_up();
+  for (int i = 0; i < 100 && a.host_local()->outbound_up() == before; ++i) {
+    auto p = datagram(0, 10, from, to, port);
+    if (!send_one(a, p)) return false;
+    receive(b, 1, 20);
+  }
+  return a.host_local()->outbound_up() > before;
+}
+
+TEST(ShmLink, NoWindowOntoAnUnsealedDirectoryOrWithFaults) {
+  std::uint16_t port = 0;
+  auto a = open_at("127.0.0.1", port);
+  std::string err;
+  auto b = UdpNetdev::open(ip("127.0.0.2"), err, {}, port);
+  auto d = UdpNetdev::open(ip("127.0.0.4"), err, {}, port);
+  FaultConfig faults;
+  ASSERT_TRUE(parse_faults("delay=0.5,delay_ms=1", faults, err)) << err;
+  auto c = UdpNetdev::open(ip("127.0.0.3"), err, faults, port);
+  ASSERT_TRUE(a && b && c && d) << err;
+  const int unsealed = directory_file("directory!", false);  // could shrink under a mapping
+  ASSERT_TRUE(b->share_directory(unsealed));
+  close(unsealed);
+  const int sealed = directory_file("directory!");
+  ASSERT_TRUE(d->share_directory(sealed));
+  close(sealed);
+  PeerWindow w;
+  ASSERT_TRUE(ring_up(*a, "127.0.0.1", *b, "127.0.0.2", port));
+  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));
+  ASSERT_TRUE(ring_up(*a, "127.0.0.1", *d, "127.0.0.4", port));
+  EXPECT_TRUE(a->open_peer_window(ip("127.0.0.4"), w));
+  w.close();
+  // With faults configured, a sender opens no window: an injected loss must lose the payload.
+  ASSERT_TRUE(ring_up(*c, "127.0.0.3", *d, "127.0.0.4", port));
+  EXPECT_FALSE(c->open_peer_window(ip("127.0.0.4"), w));
 }
 
 TEST(ShmRing, KeepsOrderAcrossWrapsAndRefusesWhenFull) {

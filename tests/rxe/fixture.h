@@ -25,6 +25,13 @@ struct Node {
        netdev::FaultConfig faults = {}) {
     dev = std::make_unique<Device>(
         std::make_unique<netdev::MemoryNetdev>(fabric, addr(host), mtu, faults));
+    init();
+  }
+  explicit Node(std::unique_ptr<netdev::Netdev> nd) {
+    dev = std::make_unique<Device>(std::move(nd));
+    init();
+  }
+  void init() {
     pd = dev->alloc_pd();
     int err = 0;
     cq = dev->create_cq(65536, &err);

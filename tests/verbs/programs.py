@@ -46,6 +46,12 @@ def pair(server, client, timeout=120, delay=0.5, run_opts=()):
 failures = []
 
 
+def stats(text):
+    """The counters of a `softrdma run --stats` line in `text`, or None."""
+    m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
+
+
 def expect(cond, what, output=""):
     if not cond:
         failures.append(what)
@@ -135,7 +141,7 @@ elif case == "bad_options":
     for args, msg in [(["--netdev", "bogus"], "unknown backend"),
                       (["--faults", "drop=2"], "probability"),
                       (["--mtu", "12"], "mtu"),
-                      (["--local", "shared"], "rings or kernel"),
+                      (["--local", "shared"], "direct, rings or kernel"),
                       (["--frobnicate", "1"], "unknown option")]:
         rc, out = run_one([*args, "--", "true"])
         expect(rc == 2 and msg in out, f"softrdma run {args}: exit 2 with '{msg}'", out)
@@ -192,9 +198,6 @@ elif case == "stats":
     s_out, _ = srv.communicate(timeout=120)
     expect(rc == 0 and srv.returncode == 0, "pingpong with --stats", out + s_out)
 
-    def stats(text):
-        m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
-        return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
 
     s_stats, c_stats = stats(s_out), stats(out)
     expect(s_stats is not None and c_stats is not None, "a stats line from each side", out + s_out)
@@ -207,6 +210,36 @@ elif case == "stats":
                "both received at least the 300 pings or pongs and their ACKs", out + s_out)
     rc, out = run_one(["--", "true"], env={**os.environ, "SOFTRDMA_STATS": "yes"})
     expect(rc == 2 and "expected 0 or 1" in out, "SOFTRDMA_STATS=yes is refused", out)
+elif case == "direct":
+    # Direct placement (the default between devices of this host): each side writes its RDMA
+    # WRITEs into the other's memory itself. 2-byte and 9000-byte (three packets) messages; then
+    # the same with --local rings, which places nothing.
+    for size, local, placed in [("2", "direct", True), ("9000", "direct", True),
+                                ("2", "rings", False)]:
+        port = str(free_port())
+        args = ["ib_write_lat", "-p", port, "-s", size, "-n", "2000"]
+        (src, sout), (crc, cout) = pair(args, args + ["127.0.0.1"],
+                                        run_opts=("--stats", "--local", local))
+        name = f"ib_write_lat -s {size} --local {local}"
+        expect(src == 0 and crc == 0 and re.search(rf"^\s*{size}\s+2000\s", cout, re.M),
+               f"{name}: both exit 0 with a result", cout + sout)
+        s_stats, c_stats = stats(sout), stats(cout)
+        expect(s_stats is not None and c_stats is not None, f"{name}: stats lines", cout + sout)
+        if s_stats and c_stats:
+            packets = 1 if size == "2" else 3
+            for side, mine, other in [("client", c_stats, s_stats), ("server", s_stats, c_stats)]:
+                if placed:
+                    # All but the warm-up writes, sent while the rings were being set up.
+                    expect(mine["placed_sent"] > 1500 * packets,
+                           f"{name}: the {side} placed its writes", cout + sout)
+                    expect(mine["placed_sent"] == other["placed_rcvd"],
+                           f"{name}: every write the {side} placed was received as placed",
+                           cout + sout)
+                else:
+                    expect(mine["placed_sent"] == 0 and mine["placed_rcvd"] == 0,
+                           f"{name}: the {side} placed nothing", cout + sout)
+                expect(mine["retransmits"] == 0 and mine["placed_refused"] == 0,
+                       f"{name}: no retransmissions or refusals on the {side}", cout + sout)
 elif case == "multi_process":
     # Two ib_write_bw pairs and an ibv_rc_pingpong pair at once: six processes, each
     # with its own device, on one host.

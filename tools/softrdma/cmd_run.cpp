@@ -33,16 +33,17 @@ std::string library_dir() {
 }
 
 int run_usage(const char* why) {
-  std::fprintf(stderr,
-               "softrdma run: %s\n"
-               "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|\n"
-               "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
-               "                    [--faults SPEC] [--mtu BYTES]\n"
-               "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
-               "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
-               "                    [--vlan ID] [--dpdk-qps N] [--local rings|kernel] [--stats]\n"
-               "                    -- PROGRAM [ARGS...]\n",
-               why);
+  std::fprintf(
+      stderr,
+      "softrdma run: %s\n"
+      "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|\n"
+      "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
+      "                    [--faults SPEC] [--mtu BYTES]\n"
+      "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
+      "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
+      "                    [--vlan ID] [--dpdk-qps N] [--local direct|rings|kernel] [--stats]\n"
+      "                    -- PROGRAM [ARGS...]\n",
+      why);
   return 2;
 }
 

@@ -16,7 +16,7 @@ void usage(std::FILE* out) {
                "  run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|af_xdp:IFACE[:ADDRESS]|\n"
                "                dpdk:DEVICE[@ADDRESS]] [--faults SPEC]\n"
                "      [--mtu BYTES] [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
-               "      [--vlan ID] [--dpdk-qps N] [--local rings|kernel] [--stats]\n"
+               "      [--vlan ID] [--dpdk-qps N] [--local direct|rings|kernel] [--stats]\n"
                "      -- PROGRAM [ARGS...]\n"
                "      run an unmodified verbs program over softrdma\n"
                "  devices\n"
