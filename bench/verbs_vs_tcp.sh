@@ -46,9 +46,14 @@ perftest_value() {  # perftest_value PROGRAM SIZE [RUN_OPTION...] -> MB/s (bw) o
   esac
 }
 
+# The machine's cross-core copy rate before and after the bandwidth pair (measured back to back):
+# on a VM it moves with where the host runs the vCPUs, and both bandwidths with it.
+xcore() { if [ -x "$build/bin/xcore_copy" ]; then "$build/bin/xcore_copy" 700 | awk '{print $3}'; fi; }
+xcore_before=$(xcore)
 tcp_bw=$(qperf_value tcp_bw 65536)
-tcp_lat=$(qperf_value tcp_lat 2)
 write_bw=$(perftest_value ib_write_bw 65536)
+xcore_after=$(xcore)
+tcp_lat=$(qperf_value tcp_lat 2)
 write_lat=$(perftest_value ib_write_lat 2)
 send_lat=$(perftest_value ib_send_lat 2)
 if [ "$transport" = roce ]; then  # for comparison: host-local rings off, the kernel's UDP path
@@ -58,6 +63,7 @@ fi
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0 && a != "") printf "%.2f", a / b; else print "n/a" }'; }
 printf '%-36s %12s\n' "measure ($transport)" "value"
+printf '%-36s %9s GB/s\n' "cross-core hand-off before, after" "$xcore_before, $xcore_after"
 printf '%-36s %9s MB/s\n' "qperf tcp_bw (64 KiB)" "$tcp_bw"
 printf '%-36s %9s MB/s\n' "ib_write_bw on softrdma (64 KiB)" "$write_bw"
 printf '%-36s %9s us\n' "qperf tcp_lat (2 B, one way)" "$tcp_lat"
