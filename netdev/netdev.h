@@ -93,7 +93,6 @@ class PeerWindow {
   void refuse() {
     if (link_) link_->refuse();
   }
-  bool is_open() const { return link_ != nullptr; }
   int pid() const { return pid_; }
   std::span<const std::uint8_t> directory() const { return directory_; }  // read-only, shared
 

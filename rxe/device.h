@@ -101,7 +101,7 @@ class Device {
                    std::uint32_t src_qpn, const netdev::IpAddr& src, std::uint32_t rkey,
                    std::uint64_t msg_va, std::uint64_t msg_len, std::uint64_t off,
                    const std::uint8_t* data, std::uint32_t n);
-  bool placing() const { return placing_; }
+  bool placing() const { return dir_ != nullptr; }
 
   // --- for QPs (progress thread)
   MrTable& mrs() { return mrs_; }
@@ -148,7 +148,6 @@ class Device {
   std::string name_;
   std::unique_ptr<netdev::Netdev> netdev_;
   std::unique_ptr<Directory> dir_;  // before the objects that publish into it
-  bool placing_ = false;
   std::atomic<std::uint64_t> placement_refused_{0};
   DeviceAttr attr_;
   std::vector<Gid> gids_;

@@ -47,6 +47,19 @@ constexpr std::size_t kQpOffset = sizeof(Header);
 constexpr std::size_t kMrOffset = kQpOffset + std::size_t{kQpSlots} * sizeof(QpSlot);
 constexpr std::size_t kBytes = kMrOffset + std::size_t{kMrSlots} * sizeof(MrSlot);
 
+QpSlot* qp_table(void* base) {
+  return reinterpret_cast<QpSlot*>(static_cast<std::uint8_t*>(base) + kQpOffset);
+}
+MrSlot* mr_table(void* base) {
+  return reinterpret_cast<MrSlot*>(static_cast<std::uint8_t*>(base) + kMrOffset);
+}
+const QpSlot* qp_table(const std::uint8_t* base) {
+  return reinterpret_cast<const QpSlot*>(base + kQpOffset);
+}
+const MrSlot* mr_table(const std::uint8_t* base) {
+  return reinterpret_cast<const MrSlot*>(base + kMrOffset);
+}
+
 std::uint32_t home(std::uint32_t key, std::uint32_t slots) {
   return (key * 0x9E3779B1u) & (slots - 1);
 }
@@ -79,6 +92,33 @@ Slot* owner_find(Slot* table, std::uint32_t slots, std::uint32_t key, bool inser
     if (k == kEmpty) return insert ? (free ? free : &s) : nullptr;
   }
   return insert ? free : nullptr;
+}
+
+// Publishes (or changes) key's entry; a changed one waits out the windows open on it. An entry
+// that finds no free slot on its path is not published.
+template <class Slot, class Fill>
+void put(Slot* table, std::uint32_t slots, std::uint32_t key, const std::function<void()>& quiesce,
+         Fill fill) {
+  if (key == kEmpty || key == kRemoved) return;
+  Slot* s = owner_find(table, slots, key, true);
+  if (!s) return;
+  const bool existed = s->key.load(std::memory_order_relaxed) == key;
+  write_slot(*s, [&](Slot& x) {
+    x.key.store(key, std::memory_order_relaxed);
+    fill(x);
+  });
+  if (existed && quiesce) quiesce();
+}
+
+// Withdraws key's entry, then waits out the windows open on it.
+template <class Slot>
+void withdraw(Slot* table, std::uint32_t slots, std::uint32_t key,
+              const std::function<void()>& quiesce) {
+  if (key == kEmpty || key == kRemoved) return;
+  Slot* s = owner_find(table, slots, key, false);
+  if (!s) return;
+  write_slot(*s, [](Slot& x) { x.key.store(kRemoved, std::memory_order_relaxed); });
+  if (quiesce) quiesce();
 }
 
 // The reader's side: copies key's slot out through the seqlock. False when absent or torn.
@@ -132,14 +172,8 @@ Directory::~Directory() {
 }
 
 void Directory::set_qp(std::uint32_t qpn, const DirQp& q) {
-  if (qpn == kEmpty || qpn == kRemoved) return;
-  auto* table = reinterpret_cast<QpSlot*>(static_cast<std::uint8_t*>(map_) + kQpOffset);
   std::lock_guard lock(mu_);
-  QpSlot* s = owner_find(table, kQpSlots, qpn, true);
-  if (!s) return;
-  const bool existed = s->key.load(std::memory_order_relaxed) == qpn;
-  write_slot(*s, [&](QpSlot& x) {
-    x.key.store(qpn, std::memory_order_relaxed);
+  put(qp_table(map_), kQpSlots, qpn, quiesce_, [&](QpSlot& x) {
     x.pd.store(q.pd, std::memory_order_relaxed);
     x.flags.store(static_cast<std::uint32_t>(q.type) | (q.remote_write ? kFlagRemoteWrite : 0),
                   std::memory_order_relaxed);
@@ -147,42 +181,26 @@ void Directory::set_qp(std::uint32_t qpn, const DirQp& q) {
     x.peer[0].store(half(q.peer, 0), std::memory_order_relaxed);
     x.peer[1].store(half(q.peer, 1), std::memory_order_relaxed);
   });
-  if (existed && quiesce_) quiesce_();
 }
 
 void Directory::remove_qp(std::uint32_t qpn) {
-  auto* table = reinterpret_cast<QpSlot*>(static_cast<std::uint8_t*>(map_) + kQpOffset);
   std::lock_guard lock(mu_);
-  QpSlot* s = owner_find(table, kQpSlots, qpn, false);
-  if (!s) return;
-  write_slot(*s, [](QpSlot& x) { x.key.store(kRemoved, std::memory_order_relaxed); });
-  if (quiesce_) quiesce_();
+  withdraw(qp_table(map_), kQpSlots, qpn, quiesce_);
 }
 
 void Directory::set_mr(const DirMr& m) {
-  if (m.rkey == kEmpty || m.rkey == kRemoved) return;
-  auto* table = reinterpret_cast<MrSlot*>(static_cast<std::uint8_t*>(map_) + kMrOffset);
   std::lock_guard lock(mu_);
-  MrSlot* s = owner_find(table, kMrSlots, m.rkey, true);
-  if (!s) return;
-  const bool existed = s->key.load(std::memory_order_relaxed) == m.rkey;
-  write_slot(*s, [&](MrSlot& x) {
-    x.key.store(m.rkey, std::memory_order_relaxed);
+  put(mr_table(map_), kMrSlots, m.rkey, quiesce_, [&](MrSlot& x) {
     x.pd.store(m.pd, std::memory_order_relaxed);
     x.iova.store(m.iova, std::memory_order_relaxed);
     x.length.store(m.length, std::memory_order_relaxed);
     x.addr.store(m.addr, std::memory_order_relaxed);
   });
-  if (existed && quiesce_) quiesce_();
 }
 
 void Directory::remove_mr(std::uint32_t rkey) {
-  auto* table = reinterpret_cast<MrSlot*>(static_cast<std::uint8_t*>(map_) + kMrOffset);
   std::lock_guard lock(mu_);
-  MrSlot* s = owner_find(table, kMrSlots, rkey, false);
-  if (!s) return;
-  write_slot(*s, [](MrSlot& x) { x.key.store(kRemoved, std::memory_order_relaxed); });
-  if (quiesce_) quiesce_();
+  withdraw(mr_table(map_), kMrSlots, rkey, quiesce_);
 }
 
 DirectoryView::DirectoryView(std::span<const std::uint8_t> bytes) : bytes_(bytes) {
@@ -204,8 +222,8 @@ bool DirectoryView::writable(std::uint32_t qpn, QpType type, std::uint32_t src_q
   if (bytes_.empty() || qpn == kEmpty || qpn == kRemoved || rkey == kEmpty || rkey == kRemoved) {
     return false;
   }
-  const auto* qps = reinterpret_cast<const QpSlot*>(bytes_.data() + kQpOffset);
-  const auto* mrs = reinterpret_cast<const MrSlot*>(bytes_.data() + kMrOffset);
+  const QpSlot* qps = qp_table(bytes_.data());
+  const MrSlot* mrs = mr_table(bytes_.data());
   std::uint32_t qp_pd = 0, flags = 0, dest = 0;
   std::uint64_t peer[2] = {};
   if (!reader_find(qps, kQpSlots, qpn, [&](const QpSlot& s) {

@@ -14,7 +14,6 @@ bool Device::enable_direct_placement() {
   d->set_quiesce([nd = netdev_.get()] { nd->quiesce_peer_writes(); });
   dir_ = std::move(d);
   mrs_.set_directory(dir_.get());
-  placing_ = true;
   return true;
 }
 
