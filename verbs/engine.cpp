@@ -121,8 +121,9 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
       error = "bad value '" + value + "' for local (expected direct, rings or kernel)";
       return false;
     }
-    cfg.local_rings = value != "kernel";
-    cfg.local_direct = value == "direct";
+    cfg.local = value == "direct"  ? Config::Local::kDirect
+                : value == "rings" ? Config::Local::kRings
+                                   : Config::Local::kKernel;
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -264,13 +265,14 @@ bool Engine::start(std::string& error) {
   netdev::FaultConfig faults;
   if (!netdev::parse_faults(cfg_.faults, faults, error)) return false;
   std::unique_ptr<netdev::Netdev> nd;
+  const bool rings = cfg_.local != Config::Local::kKernel;
   if (cfg_.netdev.empty()) {
     // Zero configuration: a loopback address of our own, 127.1.H.L, with LID H<<8|L.
     std::uint16_t lid = static_cast<std::uint16_t>(getpid() % kMaxUnicastLid + 1);
     for (int attempt = 0; attempt < 256 && !nd; ++attempt) {
       address_ = netdev::IpAddr::v4(0x7F010000u | lid);
       std::string why;
-      nd = netdev::UdpNetdev::open(address_, why, faults, netdev::kRoceV2Port, cfg_.local_rings);
+      nd = netdev::UdpNetdev::open(address_, why, faults, netdev::kRoceV2Port, rings);
       if (!nd) {
         error = why;
         lid = static_cast<std::uint16_t>(lid % kMaxUnicastLid + 1);
@@ -282,7 +284,7 @@ bool Engine::start(std::string& error) {
       error = "SOFTRDMA_NETDEV: bad address in '" + cfg_.netdev + "'";
       return false;
     }
-    nd = netdev::UdpNetdev::open(address_, error, faults, netdev::kRoceV2Port, cfg_.local_rings);
+    nd = netdev::UdpNetdev::open(address_, error, faults, netdev::kRoceV2Port, rings);
     if (!nd) return false;
   } else if (cfg_.netdev.rfind("af_packet:", 0) == 0 || cfg_.netdev.rfind("af_xdp:", 0) == 0) {
     std::string iface, addr;
@@ -346,7 +348,7 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
-  if (cfg_.local_rings && cfg_.local_direct) device_->enable_direct_placement();
+  if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();
   if (cfg_.stats) std::atexit([] { Engine::get()->print_stats(); });
   return true;
 }

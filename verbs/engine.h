@@ -26,8 +26,9 @@ struct Config {
   std::string mpa;                   // iWARP MPA settings, see iwarp/mpa_spec.h
   std::optional<std::uint16_t> vlan;  // raw backends: tag frames with this 802.1Q VLAN ID
   std::uint32_t dpdk_qps = 64;        // DPDK: the QPs its mbuf pool is sized for
-  bool local_rings = true;  // udp: softrdma devices of this host meet in shared-memory rings
-  bool local_direct = true;  // … and place each other's RDMA WRITEs directly ("local=direct")
+  // udp, toward softrdma devices of this host: shared-memory rings and direct placement of RDMA
+  // WRITEs ("direct"), the rings only ("rings"), or the kernel's UDP path ("kernel").
+  enum class Local { kDirect, kRings, kKernel } local = Local::kDirect;
   bool stats = false;       // print the device's counters on stderr when the program exits
 };
 
