@@ -85,16 +85,25 @@ std::vector<std::uint32_t> receive(UdpNetdev& d, std::size_t want, int ms) {
   return seqs;
 }
 
-// Sends datagram 0 from a to b until a's ring to b is in use (the first ones go through the
-// kernel while b maps the ring).
-bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
-  for (int i = 0; i < 100 && a.host_local()->outbound_up() == 0; ++i) {
-    auto p = datagram(0, 10, "127.0.0.1", "127.0.0.2", pb);
+// Sends datagram 0 from `from` (device a) to `to` (device b) until one more of a's rings is in
+// use (the first ones go through the kernel while b maps the ring), receiving each for up to
+// wait_ms.
+bool ring_up(UdpNetdev& a, const char* from, UdpNetdev& b, const char* to, std::uint16_t port,
+             int wait_ms = 20) {
+  const std::size_t before = a.host_local()->outbound_up();
+  for (int i = 0; i < 100 && a.host_local()->outbound_up() == before; ++i) {
+    auto p = datagram(0, 10, from, to, port);
     if (!send_one(a, p)) return false;
-    receive(b, 1, 100);
+    receive(b, 1, wait_ms);
   }
+  return a.host_local()->outbound_up() > before;
+}
+
+// a (127.0.0.1) to b (127.0.0.2): the ring is up, and b has read what came before it.
+bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
+  const bool up = ring_up(a, "127.0.0.1", b, "127.0.0.2", pb, 100);
   receive(b, 100, 50);  // what is left
-  return a.host_local()->outbound_up() == 1;
+  return up && a.host_local()->outbound_up() == 1;
 }
 
 TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
@@ -314,17 +323,6 @@ TEST(ShmLink, AWindowShowsTheReceiversDirectoryAndIsWaitedFor) {
   w.close();
   EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));
   b->quiesce_peer_writes();  // returns at once: nothing open
-}
-
-// Sends from `from` to `to` until from's ring to `to` is in use.
-bool ring_up(UdpNetdev& a, const char* from, UdpNetdev& b, const char* to, std::uint16_t port) {
-  const std::size_t before = a.host_local()->outbound_up();
-  for (int i = 0; i < 100 && a.host_local()->outbound_up() == before; ++i) {
-    auto p = datagram(0, 10, from, to, port);
-    if (!send_one(a, p)) return false;
-    receive(b, 1, 20);
-  }
-  return a.host_local()->outbound_up() > before;
 }
 
 TEST(ShmLink, NoWindowOntoAnUnsealedDirectoryOrWithFaults) {
