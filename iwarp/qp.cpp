@@ -225,6 +225,8 @@ int Qp::modify_state(QpState to) {
     case QpState::kRtr:
       if (phase_ != Phase::kIdle || fd_ >= 0) return EINVAL;
       if (to == QpState::kReset) {
+        if (send_cq_) send_cq_->remove_qp(qpn_);
+        if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->remove_qp(qpn_);
         rq_.clear();
         sq_.clear();
         sq_next_ = 0;

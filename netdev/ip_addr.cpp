@@ -1,4 +1,6 @@
 #include <arpa/inet.h>
+#include <ifaddrs.h>
+#include <netinet/in.h>
 
 #include <cstring>
 
@@ -87,6 +89,29 @@ Counters AtomicCounters::snapshot() const {
   c.fault_corrupted = fault_corrupted.load(r);
   c.fault_delayed = fault_delayed.load(r);
   return c;
+}
+
+std::string interface_of(const IpAddr& a) {
+  const IpAddr loopback6 = IpAddr::v6({0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1});
+  if ((a.is_v4() && (a.v4_host() >> 24) == 127) || a == loopback6) return "lo";
+  ifaddrs* list = nullptr;
+  if (getifaddrs(&list) != 0) return "";
+  std::string name;
+  for (const ifaddrs* i = list; i && name.empty(); i = i->ifa_next) {
+    if (!i->ifa_addr) continue;
+    IpAddr have;
+    if (i->ifa_addr->sa_family == AF_INET) {
+      have = IpAddr::v4(ntohl(reinterpret_cast<const sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr));
+    } else if (i->ifa_addr->sa_family == AF_INET6) {
+      std::memcpy(have.bytes.data(), &reinterpret_cast<const sockaddr_in6*>(i->ifa_addr)->sin6_addr,
+                  16);
+    } else {
+      continue;
+    }
+    if (have == a) name = i->ifa_name;
+  }
+  freeifaddrs(list);
+  return name;
 }
 
 }  // namespace softrdma::netdev

@@ -30,6 +30,10 @@ struct IpAddr {
   auto operator<=>(const IpAddr&) const = default;
 };
 
+// The kernel interface that holds `a` (getifaddrs); "lo" for any address of 127.0.0.0/8 or
+// ::1, which the loopback interface answers for; empty when no interface holds it.
+std::string interface_of(const IpAddr& a);
+
 // True for an IP multicast group: IPv4 224.0.0.0/4 (IPv4-mapped) or IPv6 ff00::/8.
 inline bool is_multicast(const IpAddr& a) {
   if (a.is_v4()) return (a.v4_host() >> 28) == 0xE;

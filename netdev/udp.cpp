@@ -591,10 +591,12 @@ void UdpNetdev::read_socket(int fd, const IpAddr& bound, std::span<Packet* const
   constexpr std::size_t kCmsgSpace = CMSG_SPACE(sizeof(in6_pktinfo)) + 3 * CMSG_SPACE(sizeof(int));
   while (n < pkts.size() && pending_.empty()) {
     const std::size_t want = std::min(kRecvBatch, pkts.size() - n);
-    std::array<mmsghdr, kRecvBatch> msgs{};
-    std::array<iovec, kRecvBatch> iov{};
-    std::array<sockaddr_storage, kRecvBatch> from{};
-    alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kRecvBatch> cbuf{};
+    // Left uninitialised but for the fields the kernel reads: zeroing ~9 KiB of headers and
+    // control buffers cost more than the (usually empty) read itself.
+    std::array<mmsghdr, kRecvBatch> msgs;
+    std::array<iovec, kRecvBatch> iov;
+    std::array<sockaddr_storage, kRecvBatch> from;
+    alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kRecvBatch> cbuf;
     for (std::size_t i = 0; i < want; ++i) {
       iov[i].iov_base = rx_bufs_.data() + i * buf_size_;
       iov[i].iov_len = buf_size_;
@@ -605,6 +607,8 @@ void UdpNetdev::read_socket(int fd, const IpAddr& bound, std::span<Packet* const
       h.msg_iovlen = 1;
       h.msg_control = cbuf[i].data();
       h.msg_controllen = kCmsgSpace;
+      h.msg_flags = 0;
+      msgs[i].msg_len = 0;
     }
     const int r = recvmmsg(fd, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
     if (r <= 0) {

@@ -18,8 +18,8 @@ bool Cq::push(const Wc& wc, bool solicited) {
       Wc& slot = ring_[(head_ + count_) % ring_.size()];
       slot = wc;
       if (timestamps_) {
-        slot.timestamp_ns = static_cast<std::uint64_t>(
-            std::chrono::steady_clock::now().time_since_epoch().count());
+        slot.timestamp_ns =
+            static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
       }
       ++count_;
       if (arm_ == Arm::kNext ||
@@ -64,6 +64,16 @@ bool Cq::resize(std::uint32_t cqe) {
   ring_ = std::move(ring);
   head_ = 0;
   return true;
+}
+
+void Cq::remove_qp(std::uint32_t qpn) {
+  std::lock_guard lock(mutex_);
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < count_; ++i) {
+    const Wc& wc = ring_[(head_ + i) % ring_.size()];
+    if (wc.qp_num != qpn) ring_[(head_ + kept++) % ring_.size()] = wc;
+  }
+  count_ = kept;
 }
 
 std::size_t Cq::count() const {

@@ -34,6 +34,9 @@ class Cq {
   // Changes the size; false (EINVAL) when more completions are queued than fit.
   bool resize(std::uint32_t cqe);
   std::size_t count() const;
+  // Drops the completions of QP `qpn` still queued, keeping the others in order: a QP moved to
+  // RESET leaves nothing behind (its flush errors included), as a real device cleans its CQs.
+  void remove_qp(std::uint32_t qpn);
 
  private:
   enum class Arm : std::uint8_t { kNone, kNext, kSolicited };

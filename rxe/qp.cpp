@@ -118,6 +118,8 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
   if (next != cur) {
     attr_.qp_state = next;
     if (next == QpState::kReset) {
+      if (send_cq_) send_cq_->remove_qp(qpn_);
+      if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->remove_qp(qpn_);
       sq_.clear();
       rq_.clear();
       req_idx_ = 0;

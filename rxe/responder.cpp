@@ -15,15 +15,16 @@ namespace softrdma::rxe {
 
 namespace {
 
-std::uint8_t nak_for(MrCheck) { return wire::syndrome::kNakRemoteAccess; }
+std::uint8_t nak_for(MrCheck) {
+  return wire::syndrome::kNakRemoteAccess;
+}
 
 }  // namespace
 
 void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   ++counters_.rx_packets;
   const QpState st = attr_.qp_state;
-  if (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd &&
-      st != QpState::kSqe) {
+  if (st != QpState::kRtr && st != QpState::kRts && st != QpState::kSqd && st != QpState::kSqe) {
     return;  // not receiving (RESET, INIT, ERR)
   }
   const wire::Transport t = pkt.info->transport;
@@ -150,8 +151,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         std::uint8_t* host = nullptr;
         if (reth.dma_len) {
           MrTable::Guard g(dev_.mrs());
-          if (dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead,
-                                 &host) != MrCheck::kOk) {
+          if (dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead, &host) !=
+              MrCheck::kOk) {
             return;
           }
         }
@@ -307,15 +308,17 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       if (starts) {
         const wire::Reth& reth = *pkt.hdr.reth;
         if (!(attr_.qp_access_flags & kAccessRemoteWrite)) {
-          if (rc) responder_error(wire::syndrome::kNakInvalidRequest, psn, WcStatus::kSuccess);
-          else uc_drop_ = !ends, epsn_ = psn_add(psn, 1);
+          if (rc)
+            responder_error(wire::syndrome::kNakInvalidRequest, psn, WcStatus::kSuccess);
+          else
+            uc_drop_ = !ends, epsn_ = psn_add(psn, 1);
           return;
         }
         std::uint8_t* host = nullptr;
         if (reth.dma_len) {
           MrTable::Guard g(dev_.mrs());
-          const MrCheck c = dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len,
-                                               kAccessRemoteWrite, &host);
+          const MrCheck c =
+              dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteWrite, &host);
           if (c != MrCheck::kOk) {
             if (rc) {
               responder_error(nak_for(c), psn, WcStatus::kSuccess);
@@ -361,8 +364,10 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         const MrCheck c = dev_.mrs().resolve(write_rkey_, pd_, write_va_ + cur_offset_, n,
                                              kAccessRemoteWrite, &host);
         if (c != MrCheck::kOk) {
-          if (rc) responder_error(nak_for(c), psn, WcStatus::kSuccess);
-          else enter_error();
+          if (rc)
+            responder_error(nak_for(c), psn, WcStatus::kSuccess);
+          else
+            enter_error();
           return;
         }
         if (raw.placed) {
@@ -399,8 +404,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       if (reth.dma_len) {
         MrTable::Guard g(dev_.mrs());
         std::uint8_t* host = nullptr;
-        const MrCheck c = dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len,
-                                             kAccessRemoteRead, &host);
+        const MrCheck c =
+            dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead, &host);
         if (c != MrCheck::kOk) {
           responder_error(nak_for(c), psn, WcStatus::kSuccess);
           return;
@@ -432,8 +437,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       {
         MrTable::Guard g(dev_.mrs());
         std::uint8_t* host = nullptr;
-        const MrCheck c =
-            dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host);
+        const MrCheck c = dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host);
         if (c != MrCheck::kOk) {
           responder_error(nak_for(c), psn, WcStatus::kSuccess);
           return;
@@ -513,10 +517,14 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     RoceHeaders h;
     h.bth.dest_qp = attr_.dest_qp_num;
     h.bth.psn = r.next_psn;
-    if (first && last) h.bth.opcode = op::kRcReadResponseOnly;
-    else if (first) h.bth.opcode = op::kRcReadResponseFirst;
-    else if (last) h.bth.opcode = op::kRcReadResponseLast;
-    else h.bth.opcode = op::kRcReadResponseMiddle;
+    if (first && last)
+      h.bth.opcode = op::kRcReadResponseOnly;
+    else if (first)
+      h.bth.opcode = op::kRcReadResponseFirst;
+    else if (last)
+      h.bth.opcode = op::kRcReadResponseLast;
+    else
+      h.bth.opcode = op::kRcReadResponseMiddle;
     if (first || last) h.aeth = Aeth{syndrome_ack(), msn_};
     netdev::Packet* p = dev_.tx_packet();
     auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
@@ -588,6 +596,7 @@ void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   wc.opcode = WcOpcode::kRecv;
   wc.qp_num = qpn_;
   wc.src_qp = deth.src_qp;
+  wc.sl = raw.src.is_v4() ? kWcSlRoceV2Ipv4 : kWcSlRoceV2Ipv6;
   have_wqe_ = false;
   if (40 + std::uint64_t{n} > cur_wqe_.total) {
     wc.status = WcStatus::kLocLenErr;

@@ -12,34 +12,73 @@
 namespace softrdma::rxe {
 
 enum class WcStatus : std::uint8_t {
-  kSuccess = 0, kLocLenErr = 1, kLocQpOpErr = 2, kLocEecOpErr = 3, kLocProtErr = 4,
-  kWrFlushErr = 5, kMwBindErr = 6, kBadRespErr = 7, kLocAccessErr = 8, kRemInvReqErr = 9,
-  kRemAccessErr = 10, kRemOpErr = 11, kRetryExcErr = 12, kRnrRetryExcErr = 13,
-  kLocRddViolErr = 14, kRemInvRdReqErr = 15, kRemAbortErr = 16, kInvEecnErr = 17,
-  kInvEecStateErr = 18, kFatalErr = 19, kRespTimeoutErr = 20, kGeneralErr = 21,
+  kSuccess = 0,
+  kLocLenErr = 1,
+  kLocQpOpErr = 2,
+  kLocEecOpErr = 3,
+  kLocProtErr = 4,
+  kWrFlushErr = 5,
+  kMwBindErr = 6,
+  kBadRespErr = 7,
+  kLocAccessErr = 8,
+  kRemInvReqErr = 9,
+  kRemAccessErr = 10,
+  kRemOpErr = 11,
+  kRetryExcErr = 12,
+  kRnrRetryExcErr = 13,
+  kLocRddViolErr = 14,
+  kRemInvRdReqErr = 15,
+  kRemAbortErr = 16,
+  kInvEecnErr = 17,
+  kInvEecStateErr = 18,
+  kFatalErr = 19,
+  kRespTimeoutErr = 20,
+  kGeneralErr = 21,
 };
 const char* to_string(WcStatus s);
 
 enum class WcOpcode : std::uint8_t {
-  kSend = 0, kRdmaWrite = 1, kRdmaRead = 2, kCompSwap = 3, kFetchAdd = 4, kBindMw = 5,
-  kLocalInv = 6, kRecv = 128, kRecvRdmaWithImm = 129,
+  kSend = 0,
+  kRdmaWrite = 1,
+  kRdmaRead = 2,
+  kCompSwap = 3,
+  kFetchAdd = 4,
+  kBindMw = 5,
+  kLocalInv = 6,
+  kRecv = 128,
+  kRecvRdmaWithImm = 129,
 };
 
 enum WcFlags : std::uint32_t { kWcGrh = 1u << 0, kWcWithImm = 1u << 1, kWcWithInv = 1u << 3 };
 
 enum class WrOpcode : std::uint8_t {
-  kRdmaWrite = 0, kRdmaWriteWithImm = 1, kSend = 2, kSendWithImm = 3, kRdmaRead = 4,
-  kAtomicCmpAndSwp = 5, kAtomicFetchAndAdd = 6, kLocalInv = 7, kBindMw = 8, kSendWithInv = 9,
+  kRdmaWrite = 0,
+  kRdmaWriteWithImm = 1,
+  kSend = 2,
+  kSendWithImm = 3,
+  kRdmaRead = 4,
+  kAtomicCmpAndSwp = 5,
+  kAtomicFetchAndAdd = 6,
+  kLocalInv = 7,
+  kBindMw = 8,
+  kSendWithInv = 9,
   kTso = 10,
 };
 
 enum SendFlags : std::uint32_t {
-  kSendFence = 1u << 0, kSendSignaled = 1u << 1, kSendSolicited = 1u << 2, kSendInline = 1u << 3,
+  kSendFence = 1u << 0,
+  kSendSignaled = 1u << 1,
+  kSendSolicited = 1u << 2,
+  kSendInline = 1u << 3,
 };
 
 enum Access : std::uint32_t {
-  kAccessLocalWrite = 1u << 0, kAccessRemoteWrite = 1u << 1, kAccessRemoteRead = 1u << 2,
-  kAccessRemoteAtomic = 1u << 3, kAccessMwBind = 1u << 4, kAccessZeroBased = 1u << 5,
+  kAccessLocalWrite = 1u << 0,
+  kAccessRemoteWrite = 1u << 1,
+  kAccessRemoteRead = 1u << 2,
+  kAccessRemoteAtomic = 1u << 3,
+  kAccessMwBind = 1u << 4,
+  kAccessZeroBased = 1u << 5,
 };
 
 enum class QpType : std::uint8_t { kRc = 2, kUc = 3, kUd = 4 };
@@ -47,26 +86,58 @@ enum class QpState : std::uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, k
 const char* to_string(QpState s);
 
 enum QpAttrMask : std::uint32_t {
-  kQpState = 1u << 0, kQpCurState = 1u << 1, kQpEnSqdAsyncNotify = 1u << 2,
-  kQpAccessFlags = 1u << 3, kQpPkeyIndex = 1u << 4, kQpPort = 1u << 5, kQpQkey = 1u << 6,
-  kQpAv = 1u << 7, kQpPathMtu = 1u << 8, kQpTimeout = 1u << 9, kQpRetryCnt = 1u << 10,
-  kQpRnrRetry = 1u << 11, kQpRqPsn = 1u << 12, kQpMaxQpRdAtomic = 1u << 13,
-  kQpAltPath = 1u << 14, kQpMinRnrTimer = 1u << 15, kQpSqPsn = 1u << 16,
-  kQpMaxDestRdAtomic = 1u << 17, kQpPathMigState = 1u << 18, kQpCap = 1u << 19,
-  kQpDestQpn = 1u << 20, kQpRateLimit = 1u << 25,
+  kQpState = 1u << 0,
+  kQpCurState = 1u << 1,
+  kQpEnSqdAsyncNotify = 1u << 2,
+  kQpAccessFlags = 1u << 3,
+  kQpPkeyIndex = 1u << 4,
+  kQpPort = 1u << 5,
+  kQpQkey = 1u << 6,
+  kQpAv = 1u << 7,
+  kQpPathMtu = 1u << 8,
+  kQpTimeout = 1u << 9,
+  kQpRetryCnt = 1u << 10,
+  kQpRnrRetry = 1u << 11,
+  kQpRqPsn = 1u << 12,
+  kQpMaxQpRdAtomic = 1u << 13,
+  kQpAltPath = 1u << 14,
+  kQpMinRnrTimer = 1u << 15,
+  kQpSqPsn = 1u << 16,
+  kQpMaxDestRdAtomic = 1u << 17,
+  kQpPathMigState = 1u << 18,
+  kQpCap = 1u << 19,
+  kQpDestQpn = 1u << 20,
+  kQpRateLimit = 1u << 25,
 };
 
 // IB MTU enumeration (1: 256 … 5: 4096).
 enum class Mtu : std::uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
-inline std::uint32_t mtu_bytes(Mtu m) { return 128u << static_cast<unsigned>(m); }
+inline std::uint32_t mtu_bytes(Mtu m) {
+  return 128u << static_cast<unsigned>(m);
+}
 // The largest IB MTU whose packets fit an IP MTU (80 bytes of headers, as rxe).
 Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu);
 
 enum class AsyncEventType : std::uint8_t {
-  kCqErr = 0, kQpFatal = 1, kQpReqErr = 2, kQpAccessErr = 3, kCommEst = 4, kSqDrained = 5,
-  kPathMig = 6, kPathMigErr = 7, kDeviceFatal = 8, kPortActive = 9, kPortErr = 10,
-  kLidChange = 11, kPkeyChange = 12, kSmChange = 13, kSrqErr = 14, kSrqLimitReached = 15,
-  kQpLastWqeReached = 16, kClientReregister = 17, kGidChange = 18,
+  kCqErr = 0,
+  kQpFatal = 1,
+  kQpReqErr = 2,
+  kQpAccessErr = 3,
+  kCommEst = 4,
+  kSqDrained = 5,
+  kPathMig = 6,
+  kPathMigErr = 7,
+  kDeviceFatal = 8,
+  kPortActive = 9,
+  kPortErr = 10,
+  kLidChange = 11,
+  kPkeyChange = 12,
+  kSmChange = 13,
+  kSrqErr = 14,
+  kSrqLimitReached = 15,
+  kQpLastWqeReached = 16,
+  kClientReregister = 17,
+  kGidChange = 18,
 };
 
 struct Sge {
@@ -82,7 +153,7 @@ struct SendWr {
   std::uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
   std::uint32_t send_flags = 0;
-  std::uint32_t imm_data = 0;    // host order; also the rkey to invalidate for SEND_WITH_INV
+  std::uint32_t imm_data = 0;  // host order; also the rkey to invalidate for SEND_WITH_INV
   std::uint32_t invalidate_rkey = 0;
   std::span<const Sge> sg_list;  // read at post time only
   // RDMA
@@ -121,6 +192,12 @@ struct Wc {
 };
 
 using Gid = std::array<std::uint8_t, 16>;
+
+// wc.sl of a UD receive, as a RoCE NIC reports it (mlx5's CQE; UCX reads it to tell IPv4 from
+// IPv6 in the 40-byte GRH area): bit 3 = the frame carried a UDP header (RoCE v2), bits 2:0 =
+// the L3 header, 1 for IPv6 and 2 for IPv4.
+inline constexpr std::uint8_t kWcSlRoceV2Ipv6 = 0x8 | 0x1;
+inline constexpr std::uint8_t kWcSlRoceV2Ipv4 = 0x8 | 0x2;
 
 // The destination QPN of every multicast datagram (IBTA 9.6.1.2).
 inline constexpr std::uint32_t kMulticastQpn = 0xFFFFFF;

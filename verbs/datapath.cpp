@@ -92,6 +92,10 @@ namespace {
 
 int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   SoftQp* qp = soft(ibqp);
+  if (inherited(ibqp->context)) {
+    if (bad_wr) *bad_wr = wr;
+    return ENODEV;
+  }
   for (; wr; wr = wr->next) {
     rxe::SendWr w;
     int rc = convert_send_wr(qp, wr, w);
@@ -123,6 +127,10 @@ int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post post) {
 }
 
 int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (inherited(ibqp->context)) {
+    if (bad_wr) *bad_wr = wr;
+    return ENODEV;
+  }
   if (iwarp::Qp* q = soft(ibqp)->iw) {
     return post_recv_chain(wr, bad_wr,
                            [q](const rxe::RecvWr& r) { return q->post_recv(std::span(&r, 1)); });
@@ -132,6 +140,10 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
+  if (inherited(srq->context)) {
+    if (bad_wr) *bad_wr = wr;
+    return ENODEV;
+  }
   rxe::Srq* s = soft(srq)->rxe;
   return post_recv_chain(wr, bad_wr, [s](const rxe::RecvWr& r) { return s->post(r); });
 }
@@ -152,6 +164,10 @@ void idle_poll(SoftCq* c) {
 }
 
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
+  if (inherited(cq->context)) {
+    errno = ENODEV;
+    return -1;
+  }
   if (num_entries <= 0) return 0;
   drive_progress(cq->context);  // a polling application drives progress itself
   rxe::Wc buf[32];
@@ -169,6 +185,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
 }
 
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  if (inherited(cq->context)) return ENODEV;
   soft(cq)->rxe->req_notify(solicited_only != 0);
   return 0;
 }
@@ -177,6 +194,7 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
 
 int cq_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
+  if (inherited(cq->context)) return ENODEV;
   SoftCq* c = soft(cq);
   drive_progress(cq->context);
   const int n = c->rxe->poll(std::span(&c->cur, 1));
@@ -187,25 +205,45 @@ int cq_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   return 0;
 }
 
-int cq_next_poll(ibv_cq_ex* cq) { return cq_start_poll(cq, nullptr); }
+int cq_next_poll(ibv_cq_ex* cq) {
+  return cq_start_poll(cq, nullptr);
+}
 void cq_end_poll(ibv_cq_ex*) {}
 ibv_wc_opcode cq_read_opcode(ibv_cq_ex* cq) {
   return static_cast<ibv_wc_opcode>(soft(cq)->cur.opcode);
 }
-uint32_t cq_read_vendor_err(ibv_cq_ex* cq) { return soft(cq)->cur.vendor_err; }
-uint32_t cq_read_byte_len(ibv_cq_ex* cq) { return soft(cq)->cur.byte_len; }
+uint32_t cq_read_vendor_err(ibv_cq_ex* cq) {
+  return soft(cq)->cur.vendor_err;
+}
+uint32_t cq_read_byte_len(ibv_cq_ex* cq) {
+  return soft(cq)->cur.byte_len;
+}
 __be32 cq_read_imm_data(ibv_cq_ex* cq) {
   const rxe::Wc& w = soft(cq)->cur;
   return (w.wc_flags & rxe::kWcWithInv) ? w.invalidated_rkey : htobe32(w.imm_data);
 }
-uint32_t cq_read_qp_num(ibv_cq_ex* cq) { return soft(cq)->cur.qp_num; }
-uint32_t cq_read_src_qp(ibv_cq_ex* cq) { return soft(cq)->cur.src_qp; }
-unsigned int cq_read_wc_flags(ibv_cq_ex* cq) { return soft(cq)->cur.wc_flags; }
-uint32_t cq_read_slid(ibv_cq_ex* cq) { return soft(cq)->cur.slid; }
-uint8_t cq_read_sl(ibv_cq_ex* cq) { return soft(cq)->cur.sl; }
-uint8_t cq_read_dlid_path_bits(ibv_cq_ex* cq) { return soft(cq)->cur.dlid_path_bits; }
+uint32_t cq_read_qp_num(ibv_cq_ex* cq) {
+  return soft(cq)->cur.qp_num;
+}
+uint32_t cq_read_src_qp(ibv_cq_ex* cq) {
+  return soft(cq)->cur.src_qp;
+}
+unsigned int cq_read_wc_flags(ibv_cq_ex* cq) {
+  return soft(cq)->cur.wc_flags;
+}
+uint32_t cq_read_slid(ibv_cq_ex* cq) {
+  return soft(cq)->cur.slid;
+}
+uint8_t cq_read_sl(ibv_cq_ex* cq) {
+  return soft(cq)->cur.sl;
+}
+uint8_t cq_read_dlid_path_bits(ibv_cq_ex* cq) {
+  return soft(cq)->cur.dlid_path_bits;
+}
 // The "core clock" runs at 1 GHz: a completion timestamp is in nanoseconds.
-uint64_t cq_read_completion_ts(ibv_cq_ex* cq) { return soft(cq)->cur.timestamp_ns; }
+uint64_t cq_read_completion_ts(ibv_cq_ex* cq) {
+  return soft(cq)->cur.timestamp_ns;
+}
 
 // ---- ibv_qp_ex: work requests built field by field, posted by wr_complete
 
@@ -226,10 +264,12 @@ void wr_start(ibv_qp_ex* qpx) {
   soft(qpx)->pending.clear();
   soft(qpx)->wr_error = 0;
 }
-void wr_abort(ibv_qp_ex* qpx) { soft(qpx)->pending.clear(); }
+void wr_abort(ibv_qp_ex* qpx) {
+  soft(qpx)->pending.clear();
+}
 int wr_complete(ibv_qp_ex* qpx) {
   SoftQp* qp = soft(qpx);
-  int rc = qp->wr_error;
+  int rc = inherited(qpx->qp_base.context) ? ENODEV : qp->wr_error;
   for (PendingWr& p : qp->pending) {
     if (rc) break;
     p.wr.sg_list = std::span<const rxe::Sge>(p.sge);
@@ -239,7 +279,9 @@ int wr_complete(ibv_qp_ex* qpx) {
   qp->wr_error = 0;
   return rc;
 }
-void wr_send(ibv_qp_ex* q) { begin_wr(q, rxe::WrOpcode::kSend); }
+void wr_send(ibv_qp_ex* q) {
+  begin_wr(q, rxe::WrOpcode::kSend);
+}
 void wr_send_imm(ibv_qp_ex* q, __be32 imm) {
   begin_wr(q, rxe::WrOpcode::kSendWithImm).wr.imm_data = be32toh(imm);
 }
@@ -279,11 +321,21 @@ void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t ad
 void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
   begin_wr(q, rxe::WrOpcode::kLocalInv).wr.invalidate_rkey = rkey;
 }
-void wr_unsupported(ibv_qp_ex* q) { soft(q)->wr_error = EOPNOTSUPP; }
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) { wr_unsupported(q); }
-void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) { wr_unsupported(q); }
-void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) { wr_unsupported(q); }
-void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) { wr_unsupported(q); }
+void wr_unsupported(ibv_qp_ex* q) {
+  soft(q)->wr_error = EOPNOTSUPP;
+}
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
+  wr_unsupported(q);
+}
+void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
+  wr_unsupported(q);
+}
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) {
+  wr_unsupported(q);
+}
+void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
+  wr_unsupported(q);
+}
 void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   PendingWr* p = cur(q);
   if (!p || !ah) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "verbs/kernel_view.h"
 #include "verbs/objects.h"
 
 using namespace softrdma;
@@ -38,7 +39,7 @@ SoftDevice* the_device() {
   static SoftDevice* d = [] {
     Engine* e = Engine::get();
     if (!e) return static_cast<SoftDevice*>(nullptr);
-    return make_device(IBV_NODE_CA, IBV_TRANSPORT_IB, e->config().device_name.c_str(), 0);
+    return make_device(IBV_NODE_CA, IBV_TRANSPORT_IB, e->config().device_name.c_str(), kRoceUverbs);
   }();
   return d;
 }
@@ -48,7 +49,7 @@ SoftDevice* the_iwarp_device() {
   static SoftDevice* d = [] {
     Engine* e = Engine::get();
     if (!e) return static_cast<SoftDevice*>(nullptr);
-    return make_device(IBV_NODE_RNIC, IBV_TRANSPORT_IWARP, kIwarpDeviceName, 1);
+    return make_device(IBV_NODE_RNIC, IBV_TRANSPORT_IWARP, kIwarpDeviceName, kIwarpUverbs);
   }();
   return d;
 }
@@ -169,6 +170,9 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   } else {
     fill_device_attr(dev(ctx), a.orig_attr);
   }
+  // The extended fields that repeat the plain ones, as rdma-core fills them.
+  a.device_cap_flags_ex = static_cast<std::uint64_t>(a.orig_attr.device_cap_flags);
+  a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   a.max_dm_size = 0;
   a.completion_timestamp_mask = ~uint64_t{0};
   a.hca_core_clock = 1'000'000;  // kHz: timestamps are nanoseconds
@@ -247,19 +251,28 @@ ibv_context* ibv_open_device(ibv_device* device) {
     errno = ENODEV;
     return nullptr;
   }
-  auto* ctx = new SoftContext{};
-  ctx->engine = Engine::get();
-  if (iwarp) ctx->iw = &ctx->engine->iwarp_device();
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) {
-    delete ctx;
+  Engine* engine = Engine::get();  // a forked child's own, made on its first call
+  if (!engine) {
+    errno = ENODEV;
     return nullptr;
   }
+  // cmd_fd: programs dup() and poll it as they would a uverbs file; it is the null device
+  // (nothing is ever read from it; importing a context from it is EOPNOTSUPP).
+  const int cmd_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  int fds[2];
+  if (cmd_fd < 0 || pipe2(fds, O_CLOEXEC) != 0) {
+    if (cmd_fd >= 0) close(cmd_fd);
+    return nullptr;
+  }
+  auto* ctx = new SoftContext{};
+  ctx->engine = engine;
+  ctx->generation = Engine::generation();
+  if (iwarp) ctx->iw = &ctx->engine->iwarp_device();
   fcntl(fds[1], F_SETFL, O_NONBLOCK);
   ctx->async_write_fd = fds[1];
   ibv_context& c = ctx->vctx.context;
   c.device = device;
-  c.cmd_fd = -1;
+  c.cmd_fd = cmd_fd;
   c.async_fd = fds[0];
   c.num_comp_vectors = 1;
   pthread_mutex_init(&c.mutex, nullptr);
@@ -275,6 +288,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
 
 int ibv_close_device(ibv_context* context) {
   SoftContext* ctx = soft(context);
+  close(context->cmd_fd);
   close(context->async_fd);
   close(ctx->async_write_fd);
   pthread_mutex_destroy(&context->mutex);

@@ -1,7 +1,9 @@
 #include "verbs/engine.h"
 
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -124,6 +126,14 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     cfg.local = value == "direct"  ? Config::Local::kDirect
                 : value == "rings" ? Config::Local::kRings
                                    : Config::Local::kKernel;
+  } else if (key == "view") {
+    if (value != "auto" && value != "on" && value != "off") {
+      error = "bad value '" + value + "' for view (expected auto, on or off)";
+      return false;
+    }
+    cfg.view = value == "auto" ? Config::View::kAuto
+               : value == "on" ? Config::View::kOn
+                               : Config::View::kOff;
   } else if (key == "pcap") {
     cfg.pcap = value;
   } else if (key == "pcap_filter") {
@@ -226,13 +236,19 @@ bool load_config(Config& cfg, std::string& error) {
       }
     }
   }
-  const std::pair<const char*, const char*> vars[] = {
-      {"SOFTRDMA_DEVICE", "device"},       {"SOFTRDMA_NETDEV", "netdev"},
-      {"SOFTRDMA_FAULTS", "faults"},       {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"},           {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
-      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
-      {"SOFTRDMA_VLAN", "vlan"},           {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
-      {"SOFTRDMA_LOCAL", "local"},         {"SOFTRDMA_STATS", "stats"}};
+  const std::pair<const char*, const char*> vars[] = {{"SOFTRDMA_DEVICE", "device"},
+                                                      {"SOFTRDMA_NETDEV", "netdev"},
+                                                      {"SOFTRDMA_FAULTS", "faults"},
+                                                      {"SOFTRDMA_MTU", "mtu"},
+                                                      {"SOFTRDMA_PCAP", "pcap"},
+                                                      {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+                                                      {"SOFTRDMA_TRANSPORT", "transport"},
+                                                      {"SOFTRDMA_MPA", "mpa"},
+                                                      {"SOFTRDMA_VLAN", "vlan"},
+                                                      {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
+                                                      {"SOFTRDMA_LOCAL", "local"},
+                                                      {"SOFTRDMA_STATS", "stats"},
+                                                      {"SOFTRDMA_VIEW", "view"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -244,20 +260,60 @@ bool load_config(Config& cfg, std::string& error) {
   return true;
 }
 
+namespace {
+
+// The process's engine. A forked child starts with none: the parent's stays the parent's (its
+// threads did not come along), and the child's first verbs call makes one of its own.
+std::mutex g_engine_mu;
+Engine* g_engine = nullptr;
+bool g_engine_tried = false;  // made (or failed) in this process
+std::atomic<unsigned> g_generation{0};
+bool g_stats_at_exit = false;
+
+void before_fork() {
+  g_engine_mu.lock();
+}
+void after_fork_parent() {
+  g_engine_mu.unlock();
+}
+void after_fork_child() {
+  g_engine_mu.unlock();
+  g_engine = nullptr;  // left to the parent: never freed here
+  g_engine_tried = false;
+  g_generation.fetch_add(1, std::memory_order_relaxed);
+}
+
+void print_stats_at_exit() {
+  std::lock_guard lock(g_engine_mu);
+  if (g_engine && g_engine->config().stats) g_engine->print_stats();
+}
+
+}  // namespace
+
 Engine* Engine::get() {
   static std::once_flag once;
-  static Engine* engine = nullptr;
-  std::call_once(once, [] {
+  std::call_once(once, [] { pthread_atfork(before_fork, after_fork_parent, after_fork_child); });
+  std::lock_guard lock(g_engine_mu);
+  if (!g_engine_tried) {
+    g_engine_tried = true;
     auto* e = new Engine();
     std::string error;
     if (e->start(error)) {
-      engine = e;
+      g_engine = e;
+      if (e->cfg_.stats && !g_stats_at_exit) {  // once a process, children included
+        g_stats_at_exit = true;
+        std::atexit(print_stats_at_exit);
+      }
     } else {
       std::fprintf(stderr, "softrdma: %s\n", error.c_str());
       delete e;
     }
-  });
-  return engine;
+  }
+  return g_engine;
+}
+
+unsigned Engine::generation() {
+  return g_generation.load(std::memory_order_relaxed);
 }
 
 bool Engine::start(std::string& error) {
@@ -349,7 +405,6 @@ bool Engine::start(std::string& error) {
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
   if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();
-  if (cfg_.stats) std::atexit([] { Engine::get()->print_stats(); });
   return true;
 }
 

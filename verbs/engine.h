@@ -29,19 +29,26 @@ struct Config {
   // udp, toward softrdma devices of this host: shared-memory rings and direct placement of RDMA
   // WRITEs ("direct"), the rings only ("rings"), or the kernel's UDP path ("kernel").
   enum class Local { kDirect, kRings, kKernel } local = Local::kDirect;
-  bool stats = false;       // print the device's counters on stderr when the program exits
+  bool stats = false;  // print the device's counters on stderr when the program exits
+  // softrdma run: show the devices under /dev/infiniband and /sys/class/infiniband in a private
+  // mount namespace (docs/middleware.md): where it can ("auto"), or else fail ("on"), or not.
+  enum class View { kAuto, kOn, kOff } view = View::kAuto;
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
-// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local, stats); the
-// environment wins. False and a message on a bad value.
+// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local, stats, view);
+// the environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 
 class Engine {
  public:
   // The process's engine, created on first call; nullptr (and a message on
-  // stderr, once) when it cannot start, e.g. a bad SOFTRDMA_NETDEV.
+  // stderr, once) when it cannot start, e.g. a bad SOFTRDMA_NETDEV. After fork() the child
+  // gets an engine of its own (own address, own threads) on its first call.
   static Engine* get();
+  // Counts the forks this process descends from: objects made under an earlier generation
+  // belong to the parent and are refused here (verbs/objects.h: inherited()).
+  static unsigned generation();
   rxe::Device& device() { return *device_; }
   // The iWARP device (softiwarp0), created on first use; it traces to the same file.
   iwarp::Device& iwarp_device();

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "verbs/kernel_view.h"
 #include "verbs/objects.h"
 
 using namespace softrdma;
@@ -37,21 +38,13 @@ constexpr RateRow kRates[] = {
     {IBV_RATE_600_GBPS, 240, 637500},
 };
 
-// The attributes of our device that programs read from sysfs.
+// The device files of the kernel view (verbs/kernel_view.h) that programs read from sysfs.
 bool virtual_sysfs(const char* dir, const char* file, std::string& out) {
   Engine* e = Engine::get();
   if (!e) return false;
-  const std::string mine = "/sys/class/infiniband/" + e->config().device_name;
-  if (std::strncmp(dir, mine.c_str(), mine.size()) != 0) return false;
-  const std::string f = file;
-  if (f == "board_id") out = "SOFTRDMA";
-  else if (f == "fw_ver") out = "0.1.0";
-  else if (f == "hw_rev") out = "1";
-  else if (f == "node_type") out = "1: CA";
-  else if (f == "ports/1/link_layer") out = "Ethernet";
-  else if (f.rfind("ports/1/gid_attrs/types/", 0) == 0) out = "RoCE v2";
-  else return false;
-  out += "\n";
+  auto v = view_file(e->config(), dir, file);
+  if (!v) return false;
+  out = *v;
   return true;
 }
 
@@ -65,37 +58,65 @@ const char* ibv_wc_status_str(enum ibv_wc_status status) {
 
 const char* ibv_node_type_str(enum ibv_node_type t) {
   switch (t) {
-    case IBV_NODE_CA: return "InfiniBand channel adapter";
-    case IBV_NODE_SWITCH: return "InfiniBand switch";
-    case IBV_NODE_ROUTER: return "InfiniBand router";
-    case IBV_NODE_RNIC: return "iWARP NIC";
-    case IBV_NODE_USNIC: return "usNIC";
-    case IBV_NODE_USNIC_UDP: return "usNIC UDP";
-    case IBV_NODE_UNSPECIFIED: return "unspecified";
-    default: return "unknown";
+    case IBV_NODE_CA:
+      return "InfiniBand channel adapter";
+    case IBV_NODE_SWITCH:
+      return "InfiniBand switch";
+    case IBV_NODE_ROUTER:
+      return "InfiniBand router";
+    case IBV_NODE_RNIC:
+      return "iWARP NIC";
+    case IBV_NODE_USNIC:
+      return "usNIC";
+    case IBV_NODE_USNIC_UDP:
+      return "usNIC UDP";
+    case IBV_NODE_UNSPECIFIED:
+      return "unspecified";
+    default:
+      return "unknown";
   }
 }
 
 const char* ibv_port_state_str(enum ibv_port_state s) {
   switch (s) {
-    case IBV_PORT_NOP: return "PORT_NOP";
-    case IBV_PORT_DOWN: return "PORT_DOWN";
-    case IBV_PORT_INIT: return "PORT_INIT";
-    case IBV_PORT_ARMED: return "PORT_ARMED";
-    case IBV_PORT_ACTIVE: return "PORT_ACTIVE";
-    case IBV_PORT_ACTIVE_DEFER: return "PORT_ACTIVE_DEFER";
-    default: return "invalid state";
+    case IBV_PORT_NOP:
+      return "PORT_NOP";
+    case IBV_PORT_DOWN:
+      return "PORT_DOWN";
+    case IBV_PORT_INIT:
+      return "PORT_INIT";
+    case IBV_PORT_ARMED:
+      return "PORT_ARMED";
+    case IBV_PORT_ACTIVE:
+      return "PORT_ACTIVE";
+    case IBV_PORT_ACTIVE_DEFER:
+      return "PORT_ACTIVE_DEFER";
+    default:
+      return "invalid state";
   }
 }
 
 const char* ibv_event_type_str(enum ibv_event_type e) {
-  static const char* const names[] = {
-      "CQ error", "local work queue catastrophic error", "invalid request local work queue error",
-      "local access violation work queue error", "communication established",
-      "send queue drained", "path migrated", "path migration request error",
-      "local catastrophic error", "port active", "port error", "LID change", "P_Key change",
-      "SM change", "SRQ catastrophic error", "SRQ limit reached", "last WQE reached",
-      "client reregistration", "GID table change", "WQ fatal"};
+  static const char* const names[] = {"CQ error",
+                                      "local work queue catastrophic error",
+                                      "invalid request local work queue error",
+                                      "local access violation work queue error",
+                                      "communication established",
+                                      "send queue drained",
+                                      "path migrated",
+                                      "path migration request error",
+                                      "local catastrophic error",
+                                      "port active",
+                                      "port error",
+                                      "LID change",
+                                      "P_Key change",
+                                      "SM change",
+                                      "SRQ catastrophic error",
+                                      "SRQ limit reached",
+                                      "last WQE reached",
+                                      "client reregistration",
+                                      "GID table change",
+                                      "WQ fatal"};
   const auto i = static_cast<unsigned>(e);
   return i < sizeof names / sizeof names[0] ? names[i] : "unknown";
 }
@@ -121,7 +142,9 @@ enum ibv_rate mbps_to_ibv_rate(int mbps) {
   return IBV_RATE_MAX;
 }
 
-const char* ibv_get_sysfs_path(void) { return "/sys"; }
+const char* ibv_get_sysfs_path(void) {
+  return "/sys";
+}
 
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size) {
   std::string v;
@@ -148,10 +171,18 @@ int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t siz
 
 // Registered memory stays in this process and the engine never pins pages, so
 // fork() needs no preparation.
-int ibv_fork_init(void) { return 0; }
-enum ibv_fork_status ibv_is_fork_initialized(void) { return IBV_FORK_UNNEEDED; }
-int ibv_dontfork_range(void*, size_t) { return 0; }
-int ibv_dofork_range(void*, size_t) { return 0; }
+int ibv_fork_init(void) {
+  return 0;
+}
+enum ibv_fork_status ibv_is_fork_initialized(void) {
+  return IBV_FORK_UNNEEDED;
+}
+int ibv_dontfork_range(void*, size_t) {
+  return 0;
+}
+int ibv_dofork_range(void*, size_t) {
+  return 0;
+}
 
 int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t[6], uint16_t*) {
   return EOPNOTSUPP;

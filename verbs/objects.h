@@ -30,6 +30,7 @@ struct SoftContext {
   Engine* engine;
   int async_write_fd;
   iwarp::Device* iw = nullptr;  // set for a softiwarp0 context: its objects live there
+  unsigned generation = 0;      // Engine::generation() when opened
 };
 
 struct SoftPd {
@@ -85,7 +86,7 @@ struct IwQpHooks {
 struct SoftQp {
   ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
   rxe::Qp* rxe;
-  iwarp::Qp* iw = nullptr;  // instead of rxe on a softiwarp0 context
+  iwarp::Qp* iw = nullptr;           // instead of rxe on a softiwarp0 context
   std::shared_ptr<IwQpHooks> hooks;  // softiwarp0 only
   SoftContext* ctx;
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
@@ -96,18 +97,54 @@ inline SoftContext* soft(ibv_context* c) {
   return reinterpret_cast<SoftContext*>(reinterpret_cast<char*>(c) -
                                         offsetof(verbs_context, context));
 }
-inline SoftPd* soft(ibv_pd* p) { return reinterpret_cast<SoftPd*>(p); }
-inline SoftMr* soft(ibv_mr* m) { return reinterpret_cast<SoftMr*>(m); }
-inline SoftCq* soft(ibv_cq* c) { return reinterpret_cast<SoftCq*>(c); }
-inline SoftCq* soft(ibv_cq_ex* c) { return reinterpret_cast<SoftCq*>(c); }
-inline SoftSrq* soft(ibv_srq* s) { return reinterpret_cast<SoftSrq*>(s); }
-inline SoftQp* soft(ibv_qp* q) { return reinterpret_cast<SoftQp*>(q); }
-inline SoftQp* soft(ibv_qp_ex* q) { return reinterpret_cast<SoftQp*>(q); }
-inline SoftAh* soft(ibv_ah* a) { return reinterpret_cast<SoftAh*>(a); }
-inline SoftChannel* soft(ibv_comp_channel* c) { return reinterpret_cast<SoftChannel*>(c); }
-inline rxe::Device& dev(ibv_context* c) { return soft(c)->engine->device(); }
+inline SoftPd* soft(ibv_pd* p) {
+  return reinterpret_cast<SoftPd*>(p);
+}
+inline SoftMr* soft(ibv_mr* m) {
+  return reinterpret_cast<SoftMr*>(m);
+}
+inline SoftCq* soft(ibv_cq* c) {
+  return reinterpret_cast<SoftCq*>(c);
+}
+inline SoftCq* soft(ibv_cq_ex* c) {
+  return reinterpret_cast<SoftCq*>(c);
+}
+inline SoftSrq* soft(ibv_srq* s) {
+  return reinterpret_cast<SoftSrq*>(s);
+}
+inline SoftQp* soft(ibv_qp* q) {
+  return reinterpret_cast<SoftQp*>(q);
+}
+inline SoftQp* soft(ibv_qp_ex* q) {
+  return reinterpret_cast<SoftQp*>(q);
+}
+inline SoftAh* soft(ibv_ah* a) {
+  return reinterpret_cast<SoftAh*>(a);
+}
+inline SoftChannel* soft(ibv_comp_channel* c) {
+  return reinterpret_cast<SoftChannel*>(c);
+}
+inline rxe::Device& dev(ibv_context* c) {
+  return soft(c)->engine->device();
+}
 // The iWARP device of a softiwarp0 context; nullptr for softroce0.
-inline iwarp::Device* iw(ibv_context* c) { return soft(c)->iw; }
+inline iwarp::Device* iw(ibv_context* c) {
+  return soft(c)->iw;
+}
+
+// errno = err, and the nullptr a verb that makes an object returns on failure.
+template <class T>
+T* fail(int err) {
+  errno = err;
+  return nullptr;
+}
+
+// A context (and everything made on it) that a forked child inherited from its parent: it
+// stays the parent's, and verbs on it fail here with ENODEV instead of reaching an engine
+// whose threads are not in this process.
+inline bool inherited(ibv_context* c) {
+  return soft(c)->generation != Engine::generation();
+}
 
 // Shared by the API and the data path.
 void fill_context_ops(SoftContext* ctx);

@@ -15,12 +15,6 @@ void unregister_iwarp_qp(SoftQp* s);
 
 namespace {
 
-template <class T>
-T* fail(int err) {
-  errno = err;
-  return nullptr;
-}
-
 constexpr uint64_t kSendOps =
     IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
     IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
@@ -52,27 +46,34 @@ void copy_cap(const rxe::QpCap& cap, ibv_qp_cap& out) {
   out.max_inline_data = cap.max_inline_data;
 }
 
-// A softiwarp0 QP: RC only; it starts in RESET like any verbs QP and reaches RTS through the
-// MPA negotiation the CM starts (see docs/iwarp.md).
+// A softiwarp0 QP: RC only; it starts in INIT, as iWARP QPs do (siw's IDLE, which the kernel
+// reports as INIT), and reaches RTS through the MPA negotiation the CM starts (docs/iwarp.md).
 ibv_qp* create_iwarp_qp(ibv_context* context, iwarp::Device& d, ibv_qp_init_attr_ex* a,
                         rxe::QpType type, rxe::QpCap& cap) {
   int err = 0;
   iwarp::Qp* q = d.create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
                              a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
   if (!q) return fail<ibv_qp>(err);
-  q->modify_state(rxe::QpState::kReset);
   copy_cap(cap, a->cap);
   auto* s = new SoftQp{};
   s->rxe = nullptr;
   s->iw = q;
   s->ctx = soft(context);
   init_ibv_qp(s, context, a, q->qpn());
+  s->qpx.qp_base.state = static_cast<ibv_qp_state>(q->state());
   register_iwarp_qp(s);
   return &s->qpx.qp_base;
 }
 
 ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint32_t qpn = 0) {
-  if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS)) {
+  if (inherited(context)) return fail<ibv_qp>(ENODEV);
+  if (a->comp_mask &
+      ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+    return fail<ibv_qp>(EOPNOTSUPP);
+  }
+  // No creation flag is implemented (scatter-FCS, CVLAN stripping, source QPN, ...); naming
+  // none of them is fine.
+  if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
   if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) return fail<ibv_qp>(EINVAL);
@@ -166,6 +167,7 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 }
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
+  if (inherited(qp->context)) return ENODEV;
   SoftQp* s = soft(qp);
   if (s->iw) {
     if (!(mask & IBV_QP_STATE)) return 0;  // attributes of a connection come from the CM
@@ -203,6 +205,7 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 }
 
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
+  if (inherited(qp->context)) return ENODEV;
   rxe::QpAttr a;
   rxe::QpCap cap;
   if (iwarp::Qp* q = soft(qp)->iw) {
@@ -256,6 +259,7 @@ int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {
 }
 
 int ibv_destroy_qp(ibv_qp* qp) {
+  if (inherited(qp->context)) return ENODEV;
   SoftQp* s = soft(qp);
   if (s->iw) unregister_iwarp_qp(s);
   const int rc = s->iw ? iw(qp->context)->destroy_qp(s->iw) : dev(qp->context).destroy_qp(s->rxe);

@@ -21,20 +21,17 @@ void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
 
 namespace {
 
-template <class T>
-T* fail(int err) {
-  errno = err;
-  return nullptr;
-}
-
 void route_async_events(rxe::Device& d) {
   static std::once_flag once;
   std::call_once(once, [&d] {
     d.set_async_handler([](const rxe::AsyncEvent& ev) {
       SoftContext* ctx = nullptr;
-      if (ev.qp && ev.qp->user) ctx = static_cast<SoftQp*>(ev.qp->user)->ctx;
-      else if (ev.cq && ev.cq->user) ctx = soft(static_cast<SoftCq*>(ev.cq->user)->cqx.context);
-      else if (ev.srq && ev.srq->user) ctx = soft(static_cast<SoftSrq*>(ev.srq->user)->srq.context);
+      if (ev.qp && ev.qp->user)
+        ctx = static_cast<SoftQp*>(ev.qp->user)->ctx;
+      else if (ev.cq && ev.cq->user)
+        ctx = soft(static_cast<SoftCq*>(ev.cq->user)->cqx.context);
+      else if (ev.srq && ev.srq->user)
+        ctx = soft(static_cast<SoftSrq*>(ev.srq->user)->srq.context);
       if (ctx) post_async_event(ctx, ev);
     });
   });
@@ -46,18 +43,18 @@ void init_sync(pthread_mutex_t& m, pthread_cond_t& c) {
 }
 
 ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
-  if (access & ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-                 IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING |
-                 IBV_ACCESS_OPTIONAL_RANGE)) {
+  if (inherited(pd->context)) return fail<ibv_mr>(ENODEV);
+  if (access &
+      ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+        IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE)) {
     // Memory windows, zero-based, on-demand paging, huge-page hints are not implemented.
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
   const unsigned acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                                  IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
-  auto mr = iw(pd->context)
-                ? iw(pd->context)->reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err)
-                : dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
+  auto mr = iw(pd->context) ? iw(pd->context)->reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err)
+                            : dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
   m->rxe = mr;
@@ -76,6 +73,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
 extern "C" {
 
 ibv_pd* ibv_alloc_pd(ibv_context* context) {
+  if (inherited(context)) return fail<ibv_pd>(ENODEV);
   auto* p = new SoftPd{};
   p->pd.context = context;
   p->rxe = iw(context) ? iw(context)->alloc_pd() : dev(context).alloc_pd();
@@ -84,6 +82,7 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
+  if (inherited(pd->context)) return ENODEV;
   const int rc = iw(pd->context) ? iw(pd->context)->dealloc_pd(soft(pd)->rxe)
                                  : dev(pd->context).dealloc_pd(soft(pd)->rxe);
   if (rc) return rc;
@@ -110,22 +109,22 @@ ibv_mr* ibv_reg_dmabuf_mr(ibv_pd*, uint64_t, size_t, uint64_t, int, int) {
 }
 
 int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, int access) {
-  if (flags & ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD |
-                IBV_REREG_MR_CHANGE_ACCESS)) {
+  if (flags &
+      ~(IBV_REREG_MR_CHANGE_TRANSLATION | IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_ACCESS)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
+  if (inherited(mr->context)) return IBV_REREG_MR_ERR_INPUT;
   SoftMr* m = soft(mr);
   rxe::Pd* newpd = (flags & IBV_REREG_MR_CHANGE_PD) ? soft(pd)->rxe : nullptr;
   void* newaddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : nullptr;
-  const unsigned acc = (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access)
-                                                             : m->rxe->access;
+  const unsigned acc =
+      (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : m->rxe->access;
   if ((acc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
   rxe::MrTable& mrs = iw(mr->context) ? iw(mr->context)->mrs() : dev(mr->context).mrs();
-  if (!mrs.rereg(mr->lkey, newpd, newaddr, length,
-                                     reinterpret_cast<uint64_t>(addr), acc)) {
+  if (!mrs.rereg(mr->lkey, newpd, newaddr, length, reinterpret_cast<uint64_t>(addr), acc)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
   if (newpd) mr->pd = pd;
@@ -137,8 +136,9 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 }
 
 int ibv_dereg_mr(ibv_mr* mr) {
-  const int rc = iw(mr->context) ? iw(mr->context)->dereg_mr(mr->lkey)
-                                 : dev(mr->context).dereg_mr(mr->lkey);
+  if (inherited(mr->context)) return ENODEV;
+  const int rc =
+      iw(mr->context) ? iw(mr->context)->dereg_mr(mr->lkey) : dev(mr->context).dereg_mr(mr->lkey);
   if (rc) return rc;
   delete soft(mr);
   return 0;
@@ -169,11 +169,11 @@ int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
 namespace {
 
 ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) {
-  constexpr uint64_t kSupported = IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM |
-                                  IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
-                                  IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL |
-                                  IBV_WC_EX_WITH_DLID_PATH_BITS |
-                                  IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
+  if (inherited(context)) return fail<ibv_cq_ex>(ENODEV);
+  constexpr uint64_t kSupported =
+      IBV_WC_EX_WITH_BYTE_LEN | IBV_WC_EX_WITH_IMM | IBV_WC_EX_WITH_QP_NUM | IBV_WC_EX_WITH_SRC_QP |
+      IBV_WC_EX_WITH_SLID | IBV_WC_EX_WITH_SL | IBV_WC_EX_WITH_DLID_PATH_BITS |
+      IBV_WC_EX_WITH_COMPLETION_TIMESTAMP;
   if (a.wc_flags & ~kSupported) return fail<ibv_cq_ex>(EOPNOTSUPP);
   if (a.comp_vector != 0) return fail<ibv_cq_ex>(EINVAL);
   if (a.comp_mask & ~(IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD)) {
@@ -223,8 +223,8 @@ ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 extern "C" {
 
-ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
-                      ibv_comp_channel* channel, int comp_vector) {
+ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                      int comp_vector) {
   if (cqe <= 0) return fail<ibv_cq>(EINVAL);
   ibv_cq_init_attr_ex a{};
   a.cqe = static_cast<uint32_t>(cqe);
@@ -236,15 +236,17 @@ ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
 }
 
 int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (inherited(cq->context)) return ENODEV;
   if (cqe <= 0 || !soft(cq)->rxe->resize(static_cast<uint32_t>(cqe))) return EINVAL;
   cq->cqe = cqe;
   return 0;
 }
 
 int ibv_destroy_cq(ibv_cq* cq) {
+  if (inherited(cq->context)) return ENODEV;
   SoftCq* c = soft(cq);
-  const int rc = iw(cq->context) ? iw(cq->context)->destroy_cq(c->rxe)
-                                 : dev(cq->context).destroy_cq(c->rxe);
+  const int rc =
+      iw(cq->context) ? iw(cq->context)->destroy_cq(c->rxe) : dev(cq->context).destroy_cq(c->rxe);
   if (rc) return rc;
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
@@ -270,11 +272,13 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 }
 
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (inherited(pd->context)) return fail<ibv_srq>(ENODEV);
   int err = 0;
   rxe::Srq* s = nullptr;
   if (iw(pd->context)) {
-    s = iw(pd->context)->create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
-                                    attr->attr.srq_limit, &err);
+    s = iw(pd->context)
+            ->create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
+                         &err);
   } else {
     rxe::Device& d = dev(pd->context);
     route_async_events(d);
@@ -293,6 +297,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {
+  if (inherited(srq->context)) return ENODEV;
   std::optional<uint32_t> max_wr, limit;
   if (mask & IBV_SRQ_MAX_WR) max_wr = attr->max_wr;
   if (mask & IBV_SRQ_LIMIT) limit = attr->srq_limit;
@@ -307,6 +312,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 }
 
 int ibv_destroy_srq(ibv_srq* srq) {
+  if (inherited(srq->context)) return ENODEV;
   const int rc = iw(srq->context) ? iw(srq->context)->destroy_srq(soft(srq)->rxe)
                                   : dev(srq->context).destroy_srq(soft(srq)->rxe);
   if (rc) return rc;
@@ -317,6 +323,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
 }
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
+  if (inherited(pd->context)) return fail<ibv_ah>(ENODEV);
   if (iw(pd->context)) return fail<ibv_ah>(EOPNOTSUPP);  // iWARP: connected QPs only
   rxe::AhAttr a;
   if (!convert_ah_attr(soft(pd->context), *attr, a)) return fail<ibv_ah>(EINVAL);
@@ -332,6 +339,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 }
 
 int ibv_destroy_ah(ibv_ah* ah) {
+  if (inherited(ah->context)) return ENODEV;
   const int rc = dev(ah->context).destroy_ah(soft(ah)->id);
   if (rc) return rc;
   delete soft(ah);

@@ -131,8 +131,11 @@ TEST_F(Ud, SendWithGrhAndImmediate) {
   EXPECT_EQ(rwc[0].src_qp, qa->qpn());
   EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcGrh | kWcWithImm));
   EXPECT_EQ(rwc[0].imm_data, 0xCAFEu);
+  // sl says RoCE v2 over IPv4, as a RoCE NIC reports it (UCX reads the GRH's layout from it).
+  EXPECT_EQ(rwc[0].sl, 0xA);
   // GRH: 20 zero bytes, then the IPv4 header with the sender's address.
-  EXPECT_TRUE(std::all_of(dst.bytes.begin(), dst.bytes.begin() + 20, [](auto x) { return x == 0; }));
+  EXPECT_TRUE(
+      std::all_of(dst.bytes.begin(), dst.bytes.begin() + 20, [](auto x) { return x == 0; }));
   EXPECT_EQ(dst.bytes[20], 0x45);
   EXPECT_EQ(dst.bytes[20 + 9], 17);  // UDP
   EXPECT_EQ(dst.bytes[20 + 12], 192);

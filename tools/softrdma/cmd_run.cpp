@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tools/softrdma/commands.h"
+#include "tools/softrdma/private_view.h"
 #include "verbs/engine.h"
 
 namespace softrdma::tools {
@@ -42,6 +43,7 @@ int run_usage(const char* why) {
       "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
       "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
       "                    [--vlan ID] [--dpdk-qps N] [--local direct|rings|kernel] [--stats]\n"
+      "                    [--view auto|on|off]\n"
       "                    -- PROGRAM [ARGS...]\n",
       why);
   return 2;
@@ -60,7 +62,8 @@ int cmd_run(int argc, char** argv) {
                                                       {"--mpa", "SOFTRDMA_MPA"},
                                                       {"--vlan", "SOFTRDMA_VLAN"},
                                                       {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
-                                                      {"--local", "SOFTRDMA_LOCAL"}};
+                                                      {"--local", "SOFTRDMA_LOCAL"},
+                                                      {"--view", "SOFTRDMA_VIEW"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
@@ -101,6 +104,21 @@ int cmd_run(int argc, char** argv) {
   if (!verbs::load_config(cfg, error)) {
     std::fprintf(stderr, "softrdma run: %s\n", error.c_str());
     return 2;
+  }
+  // The devices under /dev/infiniband and /sys/class/infiniband, for the programs that look
+  // there (UCX), in a mount namespace of the program's own.
+  if (cfg.view != verbs::Config::View::kOff) {
+    if (!enter_private_view(verbs::kernel_view(cfg), error)) {
+      if (cfg.view == verbs::Config::View::kOn) {
+        std::fprintf(stderr, "softrdma run: --view on: %s\n", error.c_str());
+        return 2;
+      }
+      std::fprintf(stderr,
+                   "softrdma run: no private /dev/infiniband and /sys/class/infiniband (%s): "
+                   "programs that look there, such as UCX, will not see the devices "
+                   "(docs/middleware.md)\n",
+                   error.c_str());
+    }
   }
   const std::string lib = library_dir();
   std::string path = lib;

@@ -149,7 +149,13 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   a.init(ctx);
   b.init(ctx);
   ASSERT_TRUE(a.qp && b.qp && a.mr && b.mr);
-  EXPECT_EQ(a.qp->state, IBV_QPS_RESET);
+  EXPECT_EQ(a.qp->state, IBV_QPS_INIT);  // iWARP QPs start in INIT (siw: IDLE)
+  {
+    ibv_qp_attr q{};
+    ibv_qp_init_attr qi{};
+    ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_STATE, &qi), 0);
+    EXPECT_EQ(q.qp_state, IBV_QPS_INIT);
+  }
   ibv_qp_attr init{};
   init.qp_state = IBV_QPS_INIT;
   ASSERT_EQ(ibv_modify_qp(a.qp, &init, IBV_QP_STATE), 0);

@@ -1,0 +1,366 @@
+// The drop-in libibverbs.so.1 against what rdma-core's own tests and middleware expect of a
+// device: extended query fields, a usable cmd_fd, creation flags, ATOMIC_WRITE refused, CQs
+// cleaned when a QP goes to RESET, iWARP QPs starting in INIT, and fork(): a child's device
+// is its own while its parent's objects stay the parent's.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+ibv_context* open_by_name(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; i < n && !ctx; ++i) {
+    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
+  }
+  ibv_free_device_list(list);
+  return ctx;
+}
+
+// Polls `cq` until it has given `want` completions or 10 s passed.
+std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
+  std::vector<ibv_wc> got;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc wc[16];
+    const int n = ibv_poll_cq(cq, 16, wc);
+    if (n < 0) break;
+    got.insert(got.end(), wc, wc + n);
+    if (n == 0) std::this_thread::sleep_for(100us);
+  }
+  return got;
+}
+
+// Two RC QPs of one device connected to each other, with a buffer each.
+struct Loop {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {};
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(2 * 65536);
+  ibv_mr* mr = nullptr;
+
+  bool open(ibv_context* c) {
+    ctx = c;
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 256, nullptr, nullptr, 0);
+    if (!pd || !cq) return false;
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    for (auto& q : qp) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.qp_type = IBV_QPT_RC;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 32;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      q = ibv_create_qp(pd, &a);
+      if (!q) return false;
+    }
+    return mr != nullptr;
+  }
+
+  bool connect() {
+    ibv_gid gid;
+    if (ibv_query_gid(ctx, 1, 0, &gid)) return false;
+    for (int i = 0; i < 2; ++i) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_INIT;
+      a.port_num = 1;
+      a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        return false;
+      }
+      a = {};
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = IBV_MTU_1024;
+      a.dest_qp_num = qp[1 - i]->qp_num;
+      a.rq_psn = 0;
+      a.max_dest_rd_atomic = 1;
+      a.min_rnr_timer = 1;
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = gid;
+      a.ah_attr.grh.hop_limit = 64;
+      a.ah_attr.port_num = 1;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+        return false;
+      }
+      a = {};
+      a.qp_state = IBV_QPS_RTS;
+      a.timeout = 14;
+      a.retry_cnt = 7;
+      a.rnr_retry = 7;
+      a.max_rd_atomic = 1;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  int post_recv(int q, std::uint64_t id, std::size_t off, std::uint32_t len) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
+    ibv_recv_wr w{};
+    w.wr_id = id;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(qp[q], &w, &bad);
+  }
+
+  int send(int q, std::uint64_t id, std::size_t off, std::uint32_t len,
+           ibv_wr_opcode op = IBV_WR_SEND) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
+    ibv_send_wr w{};
+    w.wr_id = id;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = op;
+    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp[q], &w, &bad);
+  }
+
+  // A 4000-byte SEND from QP 0 to QP 1, its bytes checked: true when it arrived whole.
+  bool transfer(std::uint8_t tag) {
+    for (std::size_t i = 0; i < 4000; ++i) buf[i] = static_cast<std::uint8_t>(tag + i);
+    if (post_recv(1, 7, 65536, 4000) || send(0, 8, 0, 4000)) return false;
+    const auto wcs = poll_n(cq, 2);
+    if (wcs.size() != 2) return false;
+    for (const ibv_wc& wc : wcs) {
+      if (wc.status != IBV_WC_SUCCESS) return false;
+    }
+    return std::memcmp(buf.data(), buf.data() + 65536, 4000) == 0;
+  }
+
+  void close() {
+    for (auto& q : qp) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+};
+
+TEST(VerbsApi, QueryDeviceExRepeatsThePlainFields) {
+  for (const char* name : {"softroce0", "softiwarp0"}) {
+    ibv_context* ctx = open_by_name(name);
+    ASSERT_TRUE(ctx) << name;
+    ibv_device_attr_ex ex{};
+    ASSERT_EQ(ibv_query_device_ex(ctx, nullptr, &ex), 0);
+    EXPECT_EQ(ex.phys_port_cnt_ex, 1u) << name;
+    EXPECT_EQ(ex.orig_attr.phys_port_cnt, 1) << name;
+    EXPECT_NE(ex.device_cap_flags_ex, 0u) << name;
+    EXPECT_EQ(ex.device_cap_flags_ex, static_cast<std::uint64_t>(ex.orig_attr.device_cap_flags))
+        << name;
+    ibv_close_device(ctx);
+  }
+}
+
+TEST(VerbsApi, CmdFdIsADescriptorProgramsCanDup) {
+  ibv_context* ctx = open_by_name("softroce0");
+  ASSERT_TRUE(ctx);
+  ASSERT_GE(ctx->cmd_fd, 0);
+  EXPECT_GE(fcntl(ctx->cmd_fd, F_GETFD), 0);
+  const int copy = dup(ctx->cmd_fd);
+  ASSERT_GE(copy, 0);
+  errno = 0;
+  EXPECT_EQ(ibv_import_device(copy), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  close(copy);
+  const int fd = ctx->cmd_fd;
+  ibv_close_device(ctx);
+  EXPECT_EQ(fcntl(fd, F_GETFD), -1);  // closed with its context
+}
+
+TEST(VerbsApi, CreateQpExTakesCreateFlagsThatAreZero) {
+  ibv_context* ctx = open_by_name("softroce0");
+  ASSERT_TRUE(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_qp_init_attr_ex a{};
+  a.send_cq = a.recv_cq = cq;
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  a.pd = pd;
+  a.create_flags = 0;
+  ibv_qp* qp = ibv_create_qp_ex(ctx, &a);
+  ASSERT_TRUE(qp) << std::strerror(errno);
+  EXPECT_EQ(ibv_destroy_qp(qp), 0);
+  a.create_flags = IBV_QP_CREATE_SCATTER_FCS;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(ctx, &a), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+TEST(VerbsApi, AtomicWriteIsRefused) {
+  Loop l;
+  ASSERT_TRUE(l.open(open_by_name("softroce0")));
+  ASSERT_TRUE(l.connect());
+  // Not offered as a send operation of an extended QP ...
+  ibv_qp_init_attr_ex a{};
+  a.send_cq = a.recv_cq = l.cq;
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  a.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  a.pd = l.pd;
+  a.send_ops_flags = IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_ATOMIC_WRITE;
+  errno = 0;
+  EXPECT_EQ(ibv_create_qp_ex(l.ctx, &a), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  // ... nor taken as an opcode on a QP in RTS; the QP goes on working.
+  EXPECT_EQ(l.send(0, 1, 0, 8, IBV_WR_ATOMIC_WRITE), EOPNOTSUPP);
+  EXPECT_TRUE(l.transfer(3));
+  l.close();
+}
+
+TEST(VerbsApi, ResetRemovesTheQpsCompletionsOnly) {
+  Loop l;
+  ASSERT_TRUE(l.open(open_by_name("softroce0")));
+  ASSERT_TRUE(l.connect());
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(l.post_recv(0, 100 + i, 0, 64), 0);
+  for (int i = 0; i < 2; ++i) ASSERT_EQ(l.post_recv(1, 200 + i, 0, 64), 0);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(l.qp[0], &err, IBV_QP_STATE), 0);
+  ASSERT_EQ(ibv_modify_qp(l.qp[1], &err, IBV_QP_STATE), 0);
+  // Both QPs' flush errors are queued (modify to ERR flushes at once); QP 0 to RESET takes
+  // its own away.
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(l.qp[0], &reset, IBV_QP_STATE), 0);
+  const auto wcs = poll_n(l.cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const ibv_wc& wc : wcs) {
+    EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR);
+    EXPECT_EQ(wc.qp_num, l.qp[1]->qp_num);
+  }
+  ibv_wc extra;
+  EXPECT_EQ(ibv_poll_cq(l.cq, 1, &extra), 0);
+  // Re-used from RESET, QP 0 sees only its new traffic.
+  ASSERT_EQ(ibv_modify_qp(l.qp[1], &reset, IBV_QP_STATE), 0);
+  ASSERT_TRUE(l.connect());
+  EXPECT_TRUE(l.transfer(9));
+  l.close();
+}
+
+TEST(VerbsApi, ResetRemovesAnIwarpQpsCompletions) {
+  Loop l;
+  ASSERT_TRUE(l.open(open_by_name("softiwarp0")));
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(l.post_recv(0, 100 + i, 0, 64), 0);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(l.qp[0], &err, IBV_QP_STATE), 0);
+  ibv_qp_attr reset{};
+  reset.qp_state = IBV_QPS_RESET;
+  ASSERT_EQ(ibv_modify_qp(l.qp[0], &reset, IBV_QP_STATE), 0);
+  ibv_wc wc;
+  EXPECT_EQ(ibv_poll_cq(l.cq, 1, &wc), 0);
+  l.close();
+}
+
+TEST(VerbsApi, IwarpQpsStartInInit) {
+  ibv_context* ctx = open_by_name("softiwarp0");
+  ASSERT_TRUE(ctx);
+  Loop l;
+  ASSERT_TRUE(l.open(ctx));
+  ibv_qp_attr a{};
+  ibv_qp_init_attr ia{};
+  ASSERT_EQ(ibv_query_qp(l.qp[0], &a, IBV_QP_STATE, &ia), 0);
+  EXPECT_EQ(a.qp_state, IBV_QPS_INIT);
+  EXPECT_EQ(l.qp[0]->state, IBV_QPS_INIT);
+  l.close();
+}
+
+// Waits for `pid` for up to 30 s (then kills it); its exit status, or -1.
+int wait_child(pid_t pid) {
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    std::this_thread::sleep_for(10ms);
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+  return -1;
+}
+
+TEST(VerbsApi, AForkedChildGetsADeviceOfItsOwn) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ASSERT_GT(n, 0);
+  ibv_context* parent = ibv_open_device(list[0]);
+  ASSERT_TRUE(parent);
+  ibv_gid parent_gid;
+  ASSERT_EQ(ibv_query_gid(parent, 1, 0, &parent_gid), 0);
+  Loop mine;
+  ASSERT_TRUE(mine.open(parent));
+  ASSERT_TRUE(mine.connect());
+  ASSERT_TRUE(mine.transfer(1));
+
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // The parent's objects stay the parent's ...
+    errno = 0;
+    if (ibv_alloc_pd(parent) != nullptr || errno != ENODEV) _exit(10);
+    if (mine.post_recv(1, 1, 0, 8) != ENODEV) _exit(11);
+    ibv_wc wc;
+    if (ibv_poll_cq(mine.cq, 1, &wc) != -1) _exit(12);
+    // ... and the device opened from the parent's list is the child's own: another address,
+    // its own progress thread (a transfer completes).
+    ibv_context* own = ibv_open_device(list[0]);
+    if (!own) _exit(13);
+    ibv_gid gid;
+    if (ibv_query_gid(own, 1, 0, &gid) || std::memcmp(&gid, &parent_gid, sizeof gid) == 0) {
+      _exit(14);
+    }
+    Loop l;
+    if (!l.open(own) || !l.connect()) _exit(15);
+    if (!l.transfer(2)) _exit(16);
+    l.close();
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(wait_child(pid), 0);
+  // The parent's device works on after the child.
+  EXPECT_TRUE(mine.transfer(5));
+  mine.close();
+  ibv_free_device_list(list);
+}
+
+TEST(VerbsApi, AChildOfAProcessThatNeverUsedVerbsIsUnaffected) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    Loop l;
+    if (!l.open(open_by_name("softroce0")) || !l.connect() || !l.transfer(4)) _exit(1);
+    l.close();
+    _exit(0);
+  }
+  ASSERT_GT(pid, 0);
+  EXPECT_EQ(wait_child(pid), 0);
+}
+
+}  // namespace
