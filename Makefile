@@ -9,7 +9,7 @@ FUZZ_SECONDS ?= 30
 DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libisal-dev \
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
-            ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3 strace
+            ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3
 
 .PHONY: setup configure build test demo fuzz asan bench format clean
 
@@ -46,14 +46,16 @@ asan: setup
 	cmake --build $(ASANBUILD) -j$(JOBS)
 	cd $(ASANBUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
 
-# Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP, and
-# on each backend across a veth pair (bench/backends.sh, as root).
+# Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP, on
+# each backend across a veth pair (bench/backends.sh, as root), and UCX and MPI over softrdma
+# against UCX's TCP transport (bench/middleware.sh).
 bench: build
 	$(BUILD)/bin/rxe_bench 3
 	$(BUILD)/bin/iwarp_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5 iwarp
 	bash bench/backends.sh $(BUILD) 3
+	bash bench/middleware.sh $(BUILD) 3
 
 format:
 	find wire pcap lint tools tests cm iwarp -name '*.cpp' -o -name '*.h' | xargs clang-format -i

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -40,7 +41,10 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   epoll_add(kick_fd_, kKickTag, EPOLLIN);
-  thread_ = std::thread([this] { progress_loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "softrdma-iwarp");  // as top -H and perf show it
+    progress_loop();
+  });
 }
 
 Device::~Device() {

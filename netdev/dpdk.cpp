@@ -219,7 +219,10 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   nc.answer_arp = iface.empty() || interface_with(addr).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
   if (!d->start(where, addr, nc, faults, error)) return nullptr;
-  d->poller_ = std::thread([p = d.get()] { p->poll_loop(); });
+  d->poller_ = std::thread([p = d.get()] {
+    pthread_setname_np(pthread_self(), "softrdma-dpdk");
+    p->poll_loop();
+  });
   return d;
 }
 

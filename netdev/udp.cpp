@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "netdev/icrc_pseudo.h"
@@ -33,6 +34,8 @@ namespace {
 constexpr int kSockBuf = 16 << 20;
 constexpr std::size_t kSendChunk = 64;
 constexpr std::size_t kRecvBatch = 32;
+// After an empty read of the socket, how long recv_batch leaves it alone.
+constexpr std::int64_t kSocketQuietNs = 5'000;
 constexpr std::size_t kGroBufSize = 65536;
 constexpr int kSendWaitMs = 100;
 
@@ -577,7 +580,14 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
       return deliver(view, addrs_[0], out, icrc_filled);
     });
   }
-  read_socket(rx_fd_, addrs_[0], pkts, n);
+  if (n < pkts.size() && pending_.empty()) {
+    const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();
+    if (now >= socket_quiet_until_ns_) {
+      const std::size_t before = n;
+      read_socket(rx_fd_, addrs_[0], pkts, n);
+      socket_quiet_until_ns_ = n == before ? now + kSocketQuietNs : 0;
+    }
+  }
   if (have_groups_.load(std::memory_order_acquire)) {
     std::lock_guard lock(group_mu_);
     for (const Group& g : groups_) read_socket(g.sock->fd, g.addr, pkts, n);

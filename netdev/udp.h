@@ -141,6 +141,11 @@ class UdpNetdev : public Netdev {
   std::vector<std::uint8_t> rx_bufs_;
   std::deque<Pending> pending_;
   bool pending_signaled_ = false;
+  // An empty read of the device's socket leaves it alone for a few microseconds: passes that
+  // follow each other closely (a program polling several CQs) pay one system call, not one
+  // each. Datagrams from this host come through the rings; a datagram arriving meanwhile
+  // waits at most that long (the progress thread's epoll sees it at once).
+  std::int64_t socket_quiet_until_ns_ = 0;
 };
 
 }  // namespace softrdma::netdev

@@ -1,5 +1,6 @@
 #include "rxe/device.h"
 
+#include <pthread.h>
 #include <sched.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -55,7 +56,10 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
   ev.data.fd = netdev_->wait_fd();
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, netdev_->wait_fd(), &ev);
 
-  thread_ = std::thread([this] { progress_loop(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "softrdma-rxe");  // as top -H and perf show it
+    progress_loop();
+  });
 }
 
 Device::~Device() {
