@@ -782,30 +782,51 @@ int rdma_ack_cm_event(rdma_cm_event* event) {
 int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
   if (!id) return fail(EINVAL);
   CmId* c = cm_id(id);
+  // As librdmacm: a synchronous id stays one only by moving to a channel of the caller's.
+  if (c->sync && !channel) return fail(EINVAL);
   bool sync = false;
   if (!channel) {
     channel = rdma_create_event_channel();
     if (!channel) return -1;
     sync = true;
   }
-  std::lock_guard lock(mutex());
+  // A synchronous id's last event (the one its call waited for) is acked first, as
+  // librdmacm does: nobody else will, and rdma_destroy_id would wait for it.
+  if (c->sync && id->event) {
+    rdma_ack_cm_event(id->event);
+    id->event = nullptr;
+  }
+  std::unique_lock lock(mutex());
   Channel* old = c->channel;
   const bool old_private = c->sync;
   // Events of this id still queued move along with it.
   std::deque<Event*> keep, moved;
   for (Event* e : old->queue) (e->owner == c ? moved : keep).push_back(e);
   std::uint8_t b;
-  for (std::size_t i = 0; i < moved.size(); ++i) (void)!read(old->ch.fd, &b, 1);
+  if (!old->closed) {
+    for (std::size_t i = 0; i < moved.size(); ++i) (void)!read(old->ch.fd, &b, 1);
+  }
   old->queue = std::move(keep);
   c->channel = cm::channel(channel);
   c->sync = sync;
   id->channel = channel;
   for (Event* e : moved) {
+    e->queued_on = c->channel;
     c->channel->queue.push_back(e);
     b = 1;
     (void)!write(c->channel->write_fd, &b, 1);
   }
-  if (old_private && old->queue.empty()) destroy_channel(old);
+  if (old_private) destroy_channel(old);
+  // As the kernel's rdma_cm: the call returns once the events of this id handed out on
+  // the old channel have been acked, so none is processed there afterwards.
+  acked().wait(lock, [&] {
+    int queued = 0;
+    for (const Event* e : c->channel->queue) queued += e->owner == c;
+    if (c->request_channel && c->request_channel != c->channel && !c->request_channel->closed) {
+      for (const Event* e : c->request_channel->queue) queued += e->owner == c;
+    }
+    return c->events_out <= queued;
+  });
   return 0;
 }
 
