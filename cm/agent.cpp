@@ -24,14 +24,17 @@
 
 namespace softrdma::cm {
 
+// Both are never destroyed: a program may exit (a signal handler calling exit(), as
+// libinfinipath's does) while one of its threads waits on them, and glibc's
+// pthread_cond_destroy would then wait for that thread forever.
 std::mutex& mutex() {
-  static std::mutex m;
-  return m;
+  static auto* m = new std::mutex;
+  return *m;
 }
 
 std::condition_variable& acked() {
-  static std::condition_variable cv;
-  return cv;
+  static auto* cv = new std::condition_variable;
+  return *cv;
 }
 
 namespace {
