@@ -9,7 +9,11 @@
 #include <rdma/rdma_verbs.h>
 
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <future>
+#include <memory>
 #include <random>
 #include <string>
 #include <thread>
@@ -390,4 +394,112 @@ TEST(CmApi, DevicesAndEventNames) {
   EXPECT_EQ(list[n], nullptr);
   rdma_free_devices(list);
   EXPECT_STREQ(rdma_event_str(RDMA_CM_EVENT_TIMEWAIT_EXIT), "RDMA_CM_EVENT_TIMEWAIT_EXIT");
+}
+
+// As rdma-core: with neither node nor service, rdma_getaddrinfo takes the addresses, QP
+// type and port space from the hints (libfabric's verbs provider resolves its endpoints so).
+TEST(CmApi, GetaddrinfoWithoutNodeOrServiceTakesTheHintsAddresses) {
+  rdma_addrinfo* res = nullptr;
+  EXPECT_EQ(rdma_getaddrinfo(nullptr, nullptr, nullptr, &res), -1);
+  EXPECT_EQ(errno, EINVAL);
+
+  Pair p;  // a listener, so that the endpoint made from the answer resolves to it
+  sockaddr_in dst = loopback(p.port), src = loopback(0);
+  rdma_addrinfo hints{};
+  hints.ai_qp_type = IBV_QPT_RC;
+  hints.ai_port_space = RDMA_PS_TCP;
+  hints.ai_dst_addr = reinterpret_cast<sockaddr*>(&dst);
+  hints.ai_dst_len = sizeof dst;
+  hints.ai_src_addr = reinterpret_cast<sockaddr*>(&src);
+  hints.ai_src_len = sizeof src;
+  ASSERT_EQ(rdma_getaddrinfo(nullptr, nullptr, &hints, &res), 0) << strerror(errno);
+  ASSERT_NE(res, nullptr);
+  EXPECT_EQ(res->ai_qp_type, IBV_QPT_RC);
+  EXPECT_EQ(res->ai_port_space, RDMA_PS_TCP);
+  EXPECT_EQ(res->ai_family, AF_INET);
+  EXPECT_FALSE(res->ai_flags & RAI_PASSIVE);
+  ASSERT_EQ(res->ai_dst_len, sizeof dst);
+  ASSERT_EQ(res->ai_src_len, sizeof src);
+  EXPECT_EQ(std::memcmp(res->ai_dst_addr, &dst, sizeof dst), 0);
+  EXPECT_EQ(std::memcmp(res->ai_src_addr, &src, sizeof src), 0);
+  EXPECT_NE(res->ai_dst_addr, hints.ai_dst_addr);  // copies, freed by rdma_freeaddrinfo
+  EXPECT_EQ(res->ai_next, nullptr);
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_ep(&id, res, nullptr, nullptr), 0) << strerror(errno);
+  EXPECT_EQ(rdma_get_dst_port(id), htons(p.port));
+  rdma_destroy_ep(id);
+  rdma_freeaddrinfo(res);
+
+  // Passive, the source address alone (the provider's listening endpoint).
+  rdma_addrinfo passive{};
+  passive.ai_flags = RAI_PASSIVE;
+  passive.ai_port_space = RDMA_PS_TCP;
+  passive.ai_src_addr = reinterpret_cast<sockaddr*>(&src);
+  passive.ai_src_len = sizeof src;
+  ASSERT_EQ(rdma_getaddrinfo(nullptr, nullptr, &passive, &res), 0) << strerror(errno);
+  EXPECT_TRUE(res->ai_flags & RAI_PASSIVE);
+  EXPECT_EQ(res->ai_dst_addr, nullptr);
+  ASSERT_EQ(res->ai_src_len, sizeof src);
+  EXPECT_EQ(std::memcmp(res->ai_src_addr, &src, sizeof src), 0);
+  rdma_freeaddrinfo(res);
+}
+
+// As rdma-core: migrating a synchronous id acks the event its last call waited for (which
+// only the id holds), so a later rdma_destroy_id does not wait for it; events still queued
+// for the id move to the new channel. (libfabric's verbs provider: a sync id resolved, then
+// moved to its event queue's channel.)
+TEST(CmApi, MigrateIdThenDestroyDoesNotWaitForTheSyncIdsEvent) {
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(nullptr, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = loopback(9);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  ASSERT_NE(id->event, nullptr);                // ADDR_RESOLVED, held by the sync id
+  EXPECT_EQ(rdma_migrate_id(id, nullptr), -1);  // a sync id needs a channel to go to
+  EXPECT_EQ(errno, EINVAL);
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_NE(ch, nullptr);
+  ASSERT_EQ(rdma_migrate_id(id, ch), 0);
+  EXPECT_EQ(id->event, nullptr);
+  EXPECT_EQ(id->channel, ch);
+  ASSERT_EQ(rdma_resolve_route(id, 2000), 0);  // asynchronous now: the event comes on ch
+  expect_event(ch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+
+  // rdma_destroy_id on another thread: if it blocks, the test fails (and exits: the blocked
+  // thread cannot be joined).
+  auto done = std::make_shared<std::promise<int>>();
+  std::future<int> f = done->get_future();
+  std::thread([id, ch, done] {
+    done->set_value(rdma_destroy_id(id));
+    rdma_destroy_event_channel(ch);
+  }).detach();
+  if (f.wait_for(std::chrono::seconds(5)) != std::future_status::ready) {
+    std::fprintf(stderr, "FAIL: rdma_destroy_id after rdma_migrate_id blocked for 5 s\n");
+    std::fflush(stderr);
+    std::_Exit(1);
+  }
+  EXPECT_EQ(f.get(), 0);
+}
+
+// Events of an async id still queued on its channel go with it to the new one.
+TEST(CmApi, MigrateIdMovesQueuedEvents) {
+  rdma_event_channel* a = rdma_create_event_channel();
+  rdma_event_channel* b = rdma_create_event_channel();
+  rdma_cm_id* id = nullptr;
+  ASSERT_EQ(rdma_create_id(a, &id, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in dst = loopback(9);
+  ASSERT_EQ(rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000), 0);
+  pollfd pa{a->fd, POLLIN, 0};
+  ASSERT_EQ(poll(&pa, 1, 2000), 1);  // ADDR_RESOLVED queued on a, not taken
+  ASSERT_EQ(rdma_migrate_id(id, b), 0);
+  fcntl(a->fd, F_SETFL, fcntl(a->fd, F_GETFL) | O_NONBLOCK);
+  rdma_cm_event* ev = nullptr;
+  EXPECT_EQ(rdma_get_cm_event(a, &ev), -1);  // gone from a
+  EXPECT_EQ(errno, EAGAIN);
+  ev = expect_event(b, RDMA_CM_EVENT_ADDR_RESOLVED, true);
+  ASSERT_NE(ev, nullptr);
+  EXPECT_EQ(ev->id, id);
+  rdma_ack_cm_event(ev);
+  rdma_destroy_id(id);
+  rdma_destroy_event_channel(a);
+  rdma_destroy_event_channel(b);
 }
