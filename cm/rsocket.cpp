@@ -1,13 +1,23 @@
 // rsockets (RDMACM_1.0): stream sockets over RC QPs connected through this librdmacm.
 // Each side posts kSlots receive buffers of kSlotSize bytes; a SEND carries a chunk of the
 // stream, a zero-length SEND the end of it (shutdown), a SEND with immediate data a control
-// message (riomap's window). Flow control: each side RDMA-WRITEs into the peer's 8-byte
-// credit word how many of its receive buffers it has re-posted so far; a sender never has
-// more than kSlots chunks the peer has not re-posted for. riowrite is an RDMA WRITE into the
-// window the peer mapped. The protocol is softrdma's own: both ends must use this library
-// (docs/rdma-cm.md). SOCK_DGRAM rsockets are not implemented (EOPNOTSUPP).
+// message (riomap's window; the close). Flow control: each side RDMA-WRITEs into the peer's
+// 8-byte credit word how many of its receive buffers it has re-posted so far; a sender never
+// has more than kSlots chunks the peer has not re-posted for, and keeps the last two for the
+// end of its stream and its close. riowrite is an RDMA WRITE into the window the peer mapped.
+// The protocol is softrdma's own: both ends must use this library (docs/rdma-cm.md).
+// SOCK_DGRAM rsockets are not implemented (EOPNOTSUPP).
+//
+// Closing, as rdma-core's rsockets (its RS_CTRL_DISCONNECT): rclose sends a close message
+// unless the peer's came first; a side that has the peer's close sends nothing more (no
+// data, credits or close of its own), tears its QP down at once, and its DREQ follows. The
+// side that sent the close keeps its QP (which goes on acknowledging what the peer sent
+// before it saw the close) until the peer's close or DREQ arrives, the connection breaks or
+// kLinger passes, and at exit waits up to kExitLinger for those (TCP's FIN_WAIT_2): so
+// neither side sends to a QP that is gone, and nothing is retransmitted at teardown.
 #include <endian.h>
 #include <fcntl.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -18,6 +28,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdarg>
 #include <cstdio>
 #include <cstdlib>
@@ -33,8 +44,14 @@ namespace {
 constexpr int kSlots = 32;
 constexpr std::uint32_t kSlotSize = 64 * 1024;
 constexpr std::uint32_t kCtrlIomap = 1;         // immediate data of a control message
+constexpr std::uint32_t kCtrlClose = 2;         // zero-length: the sender closed its socket
 constexpr std::uint64_t kSendTag = 1ull << 32;  // send wr_ids: kSendTag | slot (recvs: slot)
 constexpr std::uint64_t kCreditWr = ~0ull;
+// Credits a sender keeps back for the end of its stream and its close: data and control
+// messages leave two, the end of the stream one, the close none.
+constexpr std::uint64_t kReservedData = 2, kReservedEnd = 1, kReservedClose = 0;
+constexpr auto kLinger = std::chrono::seconds(10);
+constexpr auto kExitLinger = std::chrono::seconds(2);
 
 // Exchanged in the connection's private data.
 struct Hello {
@@ -67,8 +84,10 @@ struct RSocket {
   rdma_cm_id* id = nullptr;
   bool listening = false;
   bool connected = false;
-  bool eof = false;     // the peer's stream ended
-  bool broken = false;  // the connection failed
+  bool eof = false;          // the peer's stream ended
+  bool peer_closed = false;  // the peer closed its socket: send it nothing more
+  bool closing = false;      // we sent our close: send nothing more
+  bool broken = false;       // the connection failed
   bool shut_wr = false;
   int error = 0;
   std::map<std::pair<int, int>, int> opts;  // (level, name) -> int value
@@ -202,9 +221,12 @@ void teardown(RSocket* s) {
   std::free(s->credit_word);
 }
 
-// Tells the peer how many receive buffers we have re-posted (an 8-byte RDMA WRITE).
+// Tells the peer how many receive buffers we have re-posted (an 8-byte RDMA WRITE). Not
+// once the peer's stream has ended: it sends nothing more that needs them.
 void tell_credits(RSocket* s) {
-  if (!s->connected || s->broken || s->reposted == s->reposted_told) return;
+  if (!s->connected || s->broken || s->eof || s->closing || s->reposted == s->reposted_told) {
+    return;
+  }
   s->credit_word[1] = s->reposted;
   ibv_sge sge{reinterpret_cast<std::uintptr_t>(&s->credit_word[1]), 8, s->cmr->lkey};
   ibv_send_wr wr{};
@@ -251,7 +273,10 @@ void drain(RSocket* s) {
       if (!is_send) {
         const int slot = static_cast<int>(w.wr_id);
         if (w.wc_flags & IBV_WC_WITH_IMM) {  // a control message
-          if (be32toh(w.imm_data) == kCtrlIomap && w.byte_len >= sizeof(Window)) {
+          if (be32toh(w.imm_data) == kCtrlClose) {
+            s->eof = true;
+            s->peer_closed = true;
+          } else if (be32toh(w.imm_data) == kCtrlIomap && w.byte_len >= sizeof(Window)) {
             Window win{};
             std::memcpy(&win, s->rbuf.data() + std::size_t(slot) * kSlotSize, sizeof win);
             win.mr = nullptr;
@@ -284,8 +309,10 @@ std::uint64_t credits(RSocket* s) {
 bool readable(RSocket* s) {
   return !s->rx.empty() || s->eof || s->broken;
 }
-bool writable(RSocket* s) {
-  return s->broken || (credits(s) > 0 && !s->free_sslots.empty());
+// Whether a message that must leave `reserve` credits to the peer can go (or fails at once:
+// a broken connection, a peer that closed).
+bool writable(RSocket* s, std::uint64_t reserve = kReservedData) {
+  return s->broken || s->peer_closed || (credits(s) > reserve && !s->free_sslots.empty());
 }
 
 // Waits until `ready` or the timeout (ms, -1: forever); false on timeout.
@@ -321,12 +348,15 @@ int post_send(RSocket* s, int slot, std::uint32_t len, bool imm, std::uint32_t i
   return rc;
 }
 
-// Sends one message of `len` bytes from `src` (a chunk, a control message or an end).
-int send_message(RSocket* s, const void* src, std::uint32_t len, bool imm, std::uint32_t v) {
+// Sends one message of `len` bytes from `src` (a chunk, a control message or an end),
+// leaving `reserve` of the peer's credits.
+int send_message(RSocket* s, const void* src, std::uint32_t len, bool imm, std::uint32_t v,
+                 std::uint64_t reserve = kReservedData) {
   if (!wait_for(
-          s, [&] { return writable(s); }, s->nonblocking ? 0 : -1))
+          s, [&] { return writable(s, reserve); }, s->nonblocking ? 0 : -1))
     return EAGAIN;
   if (s->broken) return s->error ? s->error : ECONNRESET;
+  if (s->peer_closed || s->closing) return EPIPE;
   const int slot = s->free_sslots.back();
   s->free_sslots.pop_back();
   if (len) std::memcpy(s->sbuf.data() + std::size_t(slot) * kSlotSize, src, len);
@@ -351,12 +381,72 @@ class S {
   std::unique_lock<std::mutex> lock_;
 };
 
+// What rgetsockopt reports as the segment size (TCP_MAXSEG): the path MTU, as rdma-core.
+int mss(RSocket* s) {
+  return s->id && s->id->route.num_paths && s->id->route.path_rec
+             ? 1 << (7 + s->id->route.path_rec->mtu)
+             : 2048;
+}
+
+// Sockets closed by us whose peer has not closed yet (see the top of the file).
+struct Lingering {
+  std::shared_ptr<RSocket> s;
+  std::chrono::steady_clock::time_point until;
+};
+std::mutex g_linger_mu;
+std::vector<Lingering>& lingerers() {
+  static auto* v = new std::vector<Lingering>;
+  return *v;
+}
+
+// Whether a lingering socket may go: the peer closed, its DREQ came (an event on the id's
+// channel), the connection broke or the time is up.
+bool linger_done(RSocket* s, std::chrono::steady_clock::time_point until) {
+  drain(s);  // sends nothing: s->closing
+  if (s->peer_closed || s->broken || std::chrono::steady_clock::now() >= until) return true;
+  pollfd p{s->id->channel->fd, POLLIN, 0};
+  return poll(&p, 1, 0) > 0;
+}
+
+// Tears down the lingering sockets that may go; with `at_exit`, waits for them up to
+// kExitLinger first.
+void reap(bool at_exit) {
+  std::lock_guard lock(g_linger_mu);
+  auto& v = lingerers();
+  const auto exit_until = std::chrono::steady_clock::now() + kExitLinger;
+  for (;;) {
+    for (auto it = v.begin(); it != v.end();) {
+      std::lock_guard sl(it->s->mu);
+      if (linger_done(it->s.get(), at_exit ? std::min(it->until, exit_until) : it->until)) {
+        teardown(it->s.get());
+        it = v.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    if (!at_exit || v.empty()) return;
+    poll(nullptr, 0, 1);
+  }
+}
+
+void lingering(std::shared_ptr<RSocket> s) {
+  static std::once_flag once;
+  // Registered after the device's own exit handler (which prints --stats): runs before it.
+  std::call_once(once, [] { std::atexit([] { reap(true); }); });
+  {
+    std::lock_guard lock(g_linger_mu);
+    lingerers().push_back(Lingering{std::move(s), std::chrono::steady_clock::now() + kLinger});
+  }
+  reap(false);
+}
+
 }  // namespace
 
 extern "C" {
 
 int rsocket(int domain, int type, int protocol) {
   (void)protocol;
+  reap(false);  // sockets closed earlier whose peers have closed since
   if (domain != AF_INET && domain != AF_INET6) return fail(EAFNOSUPPORT);
   const int base = type & ~(SOCK_NONBLOCK | SOCK_CLOEXEC);
   if (base != SOCK_STREAM) return fail(EOPNOTSUPP);  // datagram rsockets: not implemented
@@ -479,13 +569,16 @@ int rshutdown(int socket, int how) {
   if (!s) return -1;
   if (!s->connected) return fail(ENOTCONN);
   if ((how == SHUT_WR || how == SHUT_RDWR) && !s->shut_wr) {
-    const bool nb = s->nonblocking;
-    s->nonblocking = false;  // the end of the stream is always sent
-    send_message(s, nullptr, 0, false, 0);
-    s->nonblocking = nb;
+    drain(s);
+    if (!s->peer_closed && !s->broken) {
+      const bool nb = s->nonblocking;
+      s->nonblocking = false;  // the end of the stream is always sent
+      send_message(s, nullptr, 0, false, 0, kReservedEnd);
+      s->nonblocking = nb;
+      wait_for(
+          s, [&] { return s->outstanding == 0 || s->broken; }, 2000);
+    }
     s->shut_wr = true;
-    wait_for(
-        s, [&] { return s->outstanding == 0 || s->broken; }, 2000);
   }
   return 0;
 }
@@ -499,14 +592,30 @@ int rclose(int socket) {
     s = std::move(it->second);
     table().erase(it);
   }
-  std::lock_guard sl(s->mu);
-  if (s->connected && !s->shut_wr && !s->broken) {
-    send_message(s.get(), nullptr, 0, false, 0);
-    wait_for(
-        s.get(), [&] { return s->outstanding == 0 || s->broken; }, 2000);
+  bool linger = false;
+  {
+    std::lock_guard sl(s->mu);
+    if (s->connected) {
+      drain(s.get());  // the peer's close may be here already: then we send nothing
+      if (!s->peer_closed && !s->broken) {
+        s->nonblocking = false;
+        const int rc = send_message(s.get(), nullptr, 0, true, kCtrlClose, kReservedClose);
+        s->closing = true;
+        if (rc == 0) {
+          wait_for(
+              s.get(), [&] { return s->outstanding == 0 || s->broken; }, 2000);
+          linger = !s->broken && !s->peer_closed;
+        }
+      }
+    }
+    close(s->fd);
+    if (!linger) teardown(s.get());
   }
-  teardown(s.get());
-  close(s->fd);
+  if (linger) {
+    lingering(std::move(s));
+  } else {
+    reap(false);
+  }
   return 0;
 }
 
@@ -730,8 +839,32 @@ int rgetsockopt(int socket, int level, int optname, void* optval, socklen_t* opt
   S s(socket);
   if (!s) return -1;
   if (!optval || !optlen || *optlen < sizeof(int)) return fail(EINVAL);
+  if (level == IPPROTO_TCP && optname == TCP_INFO) {
+    // As rdma-core's rsockets: the state and the send queue's depth as the window; the rest
+    // (retransmissions, RTT …) is TCP's and zero here.
+    tcp_info info{};
+    info.tcpi_state = s->connected && !s->broken ? TCP_ESTABLISHED : TCP_CLOSE;
+    info.tcpi_snd_cwnd = kSlots;
+    info.tcpi_snd_mss = info.tcpi_rcv_mss = static_cast<std::uint32_t>(mss(s));
+    const socklen_t n = std::min<socklen_t>(*optlen, sizeof info);
+    std::memcpy(optval, &info, n);
+    *optlen = n;
+    return 0;
+  }
+  if (level == SOL_SOCKET && optname == SO_LINGER) {
+    if (*optlen < sizeof(linger)) return fail(EINVAL);
+    linger l{};
+    auto it = s->opts.find({level, optname});
+    l.l_onoff = it != s->opts.end() && it->second;
+    std::memcpy(optval, &l, sizeof l);
+    *optlen = sizeof l;
+    return 0;
+  }
   int v = 0;
-  if (level == SOL_SOCKET && optname == SO_ERROR) {
+  if (level == IPPROTO_TCP && optname == TCP_MAXSEG) {
+    // As rdma-core's rsockets: the path MTU.
+    v = mss(s);
+  } else if (level == SOL_SOCKET && optname == SO_ERROR) {
     v = s->error;
     s->error = 0;
   } else if (level == SOL_SOCKET && (optname == SO_SNDBUF || optname == SO_RCVBUF)) {

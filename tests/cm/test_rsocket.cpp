@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <rdma/rsocket.h>
 #include <sys/mman.h>
@@ -147,4 +148,26 @@ TEST(Rsocket, BadCalls) {
   EXPECT_EQ(errno, ECONNREFUSED);
   EXPECT_EQ(rclose(s), 0);
   EXPECT_EQ(rclose(s), -1);
+}
+
+// As rdma-core's rsockets: a peer's close ends the stream and what is still sent to it fails
+// (EPIPE) instead of going to a QP that is gone.
+TEST(Rsocket, ThePeersCloseEndsTheStreamAndOurSends) {
+  Conn c;
+  ASSERT_GE(c.server, 0);
+  ASSERT_EQ(rsend(c.client, "last", 4, 0), 4);
+  ASSERT_EQ(rclose(c.client), 0);
+  c.client = -1;
+  char buf[16];
+  pollfd p{c.server, POLLIN, 0};
+  ASSERT_EQ(rpoll(&p, 1, 5000), 1);
+  ASSERT_EQ(rrecv(c.server, buf, sizeof buf, 0), 4);  // what came before the close
+  EXPECT_EQ(std::memcmp(buf, "last", 4), 0);
+  EXPECT_EQ(rrecv(c.server, buf, sizeof buf, 0), 0);  // then the end
+  EXPECT_EQ(rsend(c.server, "x", 1, 0), -1);
+  EXPECT_EQ(errno, EPIPE);
+  tcp_info info{};
+  socklen_t len = sizeof info;
+  ASSERT_EQ(rgetsockopt(c.server, IPPROTO_TCP, TCP_INFO, &info, &len), 0);
+  EXPECT_EQ(len, sizeof info);
 }
