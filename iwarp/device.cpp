@@ -196,12 +196,47 @@ Qp* Device::create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* s
   return raw;
 }
 
+namespace {
+void add(QpCounters& to, const QpCounters& c) {
+  to.tx_fpdus += c.tx_fpdus;
+  to.rx_fpdus += c.rx_fpdus;
+  to.tx_bytes += c.tx_bytes;
+  to.rx_bytes += c.rx_bytes;
+  to.sendmsg_calls += c.sendmsg_calls;
+  to.crc_errors += c.crc_errors;
+  to.terminates_sent += c.terminates_sent;
+  to.terminates_received += c.terminates_received;
+  to.faults_injected += c.faults_injected;
+  to.rx_direct_bytes += c.rx_direct_bytes;
+}
+}  // namespace
+
 int Device::destroy_qp(Qp* qp) {
   std::lock_guard lock(progress_mu_);
   auto it = qps_.find(qp->qpn());
   if (it == qps_.end()) return EINVAL;
+  add(retired_, it->second->counters());
   qps_.erase(it);
   return 0;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() {
+  QpCounters t;
+  {
+    std::lock_guard lock(progress_mu_);
+    t = retired_;
+    for (auto& [n, qp] : qps_) add(t, qp->counters());
+  }
+  return {{"tx_fpdus", t.tx_fpdus},
+          {"rx_fpdus", t.rx_fpdus},
+          {"tx_bytes", t.tx_bytes},
+          {"rx_bytes", t.rx_bytes},
+          {"rx_direct_bytes", t.rx_direct_bytes},
+          {"sendmsg_calls", t.sendmsg_calls},
+          {"crc_errors", t.crc_errors},
+          {"terminates_sent", t.terminates_sent},
+          {"terminates_received", t.terminates_received},
+          {"faults_injected", t.faults_injected}};
 }
 
 // ---- connection management

@@ -89,6 +89,8 @@ class Device {
   int abort(Qp* qp);
 
   rxe::MrTable& mrs() { return mrs_; }
+  // Named counters for the whole device (its QPs', destroyed ones included), for --stats.
+  std::vector<std::pair<std::string, std::uint64_t>> hw_counters();
   // Runs one pass of receive progress on the calling thread unless another thread is in
   // one (never blocks); applications that poll their CQs call it.
   void poll_progress();
@@ -126,6 +128,7 @@ class Device {
 
   std::mutex progress_mu_;  // held by whoever runs a pass; guards the maps below
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
+  QpCounters retired_;  // counters of destroyed QPs
   std::uint32_t next_qpn_ = 0x11;
   std::map<std::uint64_t, PendingRequest> pending_;  // read_request in progress, by tag
   std::map<int, ReadRequestDone> requests_;          // requests read, by fd, until accept/reject

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <charconv>
@@ -416,6 +417,15 @@ void Engine::print_stats() {
     line += " " + name + "=" + std::to_string(value);
   }
   std::fprintf(stderr, "%s\n", line.c_str());
+  if (iwarp_) {  // softiwarp0 carried something: its QPs' counters too (over kernel TCP)
+    const auto counters = iwarp_->hw_counters();
+    if (std::none_of(counters.begin(), counters.end(), [](const auto& c) { return c.second; })) {
+      return;
+    }
+    line = "softrdma: stats " + iwarp_->name() + " tcp:";
+    for (const auto& [name, value] : counters) line += " " + name + "=" + std::to_string(value);
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
 }
 
 iwarp::Device& Engine::iwarp_device() {
