@@ -264,6 +264,10 @@ int ibv_destroy_qp(ibv_qp* qp) {
   if (s->iw) unregister_iwarp_qp(s);
   const int rc = s->iw ? iw(qp->context)->destroy_qp(s->iw) : dev(qp->context).destroy_qp(s->rxe);
   if (rc) return rc;
+  // Its completions still queued go with it, as mlx5 cleans its CQs when a QP is destroyed:
+  // libfabric's rxm reads its CQ after closing an endpoint and would take them for live ones.
+  if (qp->send_cq) soft(qp->send_cq)->rxe->remove_qp(qp->qp_num);
+  if (qp->recv_cq && qp->recv_cq != qp->send_cq) soft(qp->recv_cq)->rxe->remove_qp(qp->qp_num);
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete s;

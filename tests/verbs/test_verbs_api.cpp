@@ -1,7 +1,7 @@
 // The drop-in libibverbs.so.1 against what rdma-core's own tests and middleware expect of a
 // device: extended query fields, a usable cmd_fd, creation flags, ATOMIC_WRITE refused, CQs
-// cleaned when a QP goes to RESET, iWARP QPs starting in INIT, and fork(): a child's device
-// is its own while its parent's objects stay the parent's.
+// cleaned when a QP goes to RESET or is destroyed, iWARP QPs starting in INIT, and fork(): a
+// child's device is its own while its parent's objects stay the parent's.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -280,6 +280,38 @@ TEST(VerbsApi, ResetRemovesAnIwarpQpsCompletions) {
   ibv_wc wc;
   EXPECT_EQ(ibv_poll_cq(l.cq, 1, &wc), 0);
   l.close();
+}
+
+// As mlx5 (which cleans its CQs when a QP is destroyed): a destroyed QP leaves no completion
+// behind, the other QPs' stay. libfabric's rxm reads its CQ after closing an endpoint and
+// would take them for the completions of a live one.
+TEST(VerbsApi, DestroyRemovesTheQpsCompletionsOnly) {
+  for (const char* name : {"softroce0", "softiwarp0"}) {
+    Loop l;
+    ASSERT_TRUE(l.open(open_by_name(name)));
+    if (std::strcmp(name, "softroce0") == 0) {  // (iWARP QPs start in INIT)
+      ASSERT_TRUE(l.connect());
+    }
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(l.post_recv(0, 100 + i, 0, 64), 0);
+    for (int i = 0; i < 2; ++i) ASSERT_EQ(l.post_recv(1, 200 + i, 0, 64), 0);
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    ASSERT_EQ(ibv_modify_qp(l.qp[0], &err, IBV_QP_STATE), 0);
+    ASSERT_EQ(ibv_modify_qp(l.qp[1], &err, IBV_QP_STATE), 0);
+    const std::uint32_t gone = l.qp[0]->qp_num, kept = l.qp[1]->qp_num;
+    ASSERT_EQ(ibv_destroy_qp(l.qp[0]), 0);
+    l.qp[0] = nullptr;
+    const auto wcs = poll_n(l.cq, 2);
+    ASSERT_EQ(wcs.size(), 2u) << name;
+    for (const ibv_wc& wc : wcs) {
+      EXPECT_EQ(wc.status, IBV_WC_WR_FLUSH_ERR) << name;
+      EXPECT_EQ(wc.qp_num, kept) << name;
+      EXPECT_NE(wc.qp_num, gone) << name;
+    }
+    ibv_wc extra;
+    EXPECT_EQ(ibv_poll_cq(l.cq, 1, &extra), 0) << name;
+    l.close();
+  }
 }
 
 TEST(VerbsApi, IwarpQpsStartInInit) {
