@@ -476,9 +476,9 @@ void Device::progress_loop() {
   }
 }
 
-void Device::poll_progress() {
+bool Device::poll_progress() {
   std::unique_lock lock(progress_mu_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+  if (!lock.owns_lock()) return false;
   for (auto& [n, qp] : qps_) {
     std::unique_lock qlock(qp->mu_, std::try_to_lock);
     if (!qlock.owns_lock()) continue;
@@ -490,6 +490,7 @@ void Device::poll_progress() {
   auto cbs = collect_callbacks();
   lock.unlock();
   for (auto& cb : cbs) cb();
+  return true;
 }
 
 }  // namespace softrdma::iwarp

@@ -92,8 +92,8 @@ class Device {
   // Named counters for the whole device (its QPs', destroyed ones included), for --stats.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters();
   // Runs one pass of receive progress on the calling thread unless another thread is in
-  // one (never blocks); applications that poll their CQs call it.
-  void poll_progress();
+  // one (never blocks; false then); applications that poll their CQs call it.
+  bool poll_progress();
   void kick();
 
  private:

@@ -598,19 +598,20 @@ std::int64_t now_ns() {
 }
 }  // namespace
 
-void Device::poll_progress() {
+bool Device::poll_progress() {
   const std::int64_t now = now_ns();
   if (now - app_poll_last_ns_.load(std::memory_order_relaxed) > kPollGapNs) {
     app_poll_run_ns_.store(now, std::memory_order_relaxed);
   }
   app_poll_last_ns_.store(now, std::memory_order_relaxed);
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
-  if (!lock.owns_lock()) return;
+  if (!lock.owns_lock()) return false;
   step();
   if (!active_.empty()) {
     // Work left over: make sure the progress thread picks it up.
     signal_kick();
   }
+  return true;
 }
 
 void Device::progress_loop() {

@@ -109,11 +109,12 @@ class Device {
   netdev::Packet* tx_packet();
   void tx_commit();
   void tx_send_now() { tx_flush(); }  // sends what is committed so far (not a packet in hand)
-  void kick(Qp* qp);  // the QP has send work (any thread)
+  void kick(Qp* qp);                  // the QP has send work (any thread)
   // Runs one step of protocol progress on the calling thread if no other thread
   // is doing so (never blocks). Applications that poll their CQs call it, so a
-  // busy-polling program needs no context switch to make progress.
-  void poll_progress();
+  // busy-polling program needs no context switch to make progress. False when another
+  // thread was in a pass (nothing ran).
+  bool poll_progress();
 
   void async_event(const AsyncEvent& ev);
   // Inside a progress pass, receive completions (and UC/UD send completions) wait until
@@ -185,12 +186,11 @@ class Device {
   std::vector<netdev::Packet*> tx_ptrs_, rx_ptrs_;
   std::size_t tx_count_ = 0;
 
-  std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0},
-      tx_packets_{0};
+  std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0}, tx_packets_{0};
   std::atomic<std::uint64_t> rx_mcast_dropped_{0};  // to a group not joined, or a bad QPN
   int kick_fd_ = -1;
   std::atomic<bool> kick_signaled_{false};  // the eventfd holds a count to drain
-  int epoll_fd_ = -1;  // the kick fd and the netdev's fd
+  int epoll_fd_ = -1;                       // the kick fd and the netdev's fd
   // When the sleeping progress thread means to wake (steady-clock ns): a pass on
   // another thread that arms an earlier timer wakes it.
   std::atomic<std::int64_t> planned_wake_ns_{0};

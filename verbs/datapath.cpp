@@ -148,19 +148,27 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   return post_recv_chain(wr, bad_wr, [s](const rxe::RecvWr& r) { return s->post(r); });
 }
 
-// A polling application drives progress itself, on whichever device the CQ belongs to.
-void drive_progress(ibv_context* ctx) {
-  if (iwarp::Device* d = iw(ctx)) {
-    d->poll_progress();
-  } else {
-    dev(ctx).poll_progress();
-  }
+// A polling application drives progress itself, on whichever device the CQ belongs to. False
+// when another thread (the progress thread) was in a pass.
+bool drive_progress(ibv_context* ctx) {
+  if (iwarp::Device* d = iw(ctx)) return d->poll_progress();
+  return dev(ctx).poll_progress();
 }
 
-// An application spinning on an empty CQ gives its core away now and then, so
-// that on a small machine the progress threads run without waiting for a tick.
-void idle_poll(SoftCq* c) {
-  if (++c->empty_polls % 32 == 0) sched_yield();
+// After an empty poll. A program that polls drives progress in its own passes, so it keeps its
+// core: yielding it would let a progress thread in, and every such switch is on the latency
+// path (UCX polls four CQs per loop). It yields when the progress thread holds the pass (so
+// that the holder, perhaps waiting for this very core, finishes it), and otherwise at most once
+// a millisecond, so that the process's other threads are not starved on a small machine.
+void idle_poll(bool drove) {
+  thread_local std::int64_t last_yield_ns = 0;
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  const std::int64_t now = std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+  if (!drove || now - last_yield_ns >= 1'000'000) {
+    last_yield_ns = now;
+    sched_yield();
+  }
 }
 
 int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
@@ -169,7 +177,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     return -1;
   }
   if (num_entries <= 0) return 0;
-  drive_progress(cq->context);  // a polling application drives progress itself
+  const bool drove = drive_progress(cq->context);  // a polling application drives progress
   rxe::Wc buf[32];
   int total = 0;
   while (total < num_entries) {
@@ -180,7 +188,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     total += n;
     if (n < want) break;
   }
-  if (total == 0) idle_poll(soft(cq));
+  if (total == 0) idle_poll(drove);
   return total;
 }
 
@@ -196,9 +204,9 @@ int cq_start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
   if (attr && attr->comp_mask) return EINVAL;
   if (inherited(cq->context)) return ENODEV;
   SoftCq* c = soft(cq);
-  drive_progress(cq->context);
+  const bool drove = drive_progress(cq->context);
   const int n = c->rxe->poll(std::span(&c->cur, 1));
-  if (n == 0) idle_poll(c);
+  if (n == 0) idle_poll(drove);
   if (n <= 0) return n < 0 ? EIO : ENOENT;
   cq->wr_id = c->cur.wr_id;
   cq->status = static_cast<ibv_wc_status>(c->cur.status);

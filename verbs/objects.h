@@ -53,7 +53,6 @@ struct SoftCq {
   rxe::Cq* rxe;
   std::uint64_t wc_flags;  // ibv_create_cq_ex's wc_flags
   rxe::Wc cur;             // the completion start_poll/next_poll stands on
-  std::uint32_t empty_polls = 0;
 };
 
 struct SoftSrq {
