@@ -4,6 +4,7 @@
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -83,9 +84,34 @@ struct Agent {
   std::vector<std::function<void()>> tasks;
 };
 
+// The process's agent, which lives as long as the process (its thread never stops). A forked
+// child starts with a fresh one: the parent's thread did not come along, and its ids and their
+// connections stay the parent's (the child's verbs device is its own too, verbs/engine.h).
+Agent* g_agent = nullptr;
+
+void before_fork() {
+  mutex().lock();
+}
+void after_fork_parent() {
+  mutex().unlock();
+}
+void after_fork_child() {
+  // The child's copies of the parent's bound ports would keep them claimed while it lives.
+  for (CmId* id : g_agent->ids) {
+    if (id->registry_fd >= 0) close(id->registry_fd);
+    id->registry_fd = -1;
+  }
+  g_agent = new Agent;  // the parent's is left as it is
+  mutex().unlock();
+}
+
 Agent& agent() {
-  static Agent* a = new Agent;  // lives as long as the process: its thread never stops
-  return *a;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    g_agent = new Agent;
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+  });
+  return *g_agent;
 }
 
 constexpr std::uint8_t kRespTimeoutCode = 18;  // 4.096 us * 2^18 = 1.07 s

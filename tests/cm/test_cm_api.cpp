@@ -7,8 +7,11 @@
 #include <poll.h>
 #include <rdma/rdma_cma.h>
 #include <rdma/rdma_verbs.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -502,4 +505,93 @@ TEST(CmApi, MigrateIdMovesQueuedEvents) {
   rdma_destroy_id(id);
   rdma_destroy_event_channel(a);
   rdma_destroy_event_channel(b);
+}
+
+namespace {
+
+// Connects `p`'s client to its listener and accepts: false unless both see ESTABLISHED.
+bool connect_pair(Pair& p) {
+  sockaddr_in dst = loopback(p.port);
+  if (rdma_resolve_addr(p.client, nullptr, reinterpret_cast<sockaddr*>(&dst), 2000)) return false;
+  rdma_cm_event* ev = next_event(p.cch);
+  if (!ev || ev->event != RDMA_CM_EVENT_ADDR_RESOLVED) return false;
+  rdma_ack_cm_event(ev);
+  if (rdma_resolve_route(p.client, 2000)) return false;
+  ev = next_event(p.cch);
+  if (!ev || ev->event != RDMA_CM_EVENT_ROUTE_RESOLVED) return false;
+  rdma_ack_cm_event(ev);
+  ibv_qp_init_attr ca = qp_attr();
+  rdma_conn_param cp{};
+  if (rdma_create_qp(p.client, nullptr, &ca) || rdma_connect(p.client, &cp)) return false;
+  ev = next_event(p.sch);
+  if (!ev || ev->event != RDMA_CM_EVENT_CONNECT_REQUEST) return false;
+  p.child = ev->id;
+  rdma_ack_cm_event(ev);
+  ibv_qp_init_attr sa = qp_attr();
+  if (rdma_create_qp(p.child, nullptr, &sa) || rdma_accept(p.child, &cp)) return false;
+  ev = next_event(p.cch);
+  if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED) return false;
+  rdma_ack_cm_event(ev);
+  ev = next_event(p.sch);
+  if (!ev || ev->event != RDMA_CM_EVENT_ESTABLISHED) return false;
+  rdma_ack_cm_event(ev);
+  return true;
+}
+
+}  // namespace
+
+// A process that uses rdma_cm and then forks: the child's rdma_cm is its own (its own agent and
+// device), and it does not hold on to the ports its parent bound.
+TEST(CmApi, AForkedChildConnectsOnItsOwnAndLeavesTheParentsPortsAlone) {
+  Pair mine;
+  ASSERT_TRUE(connect_pair(mine));
+  rdma_cm_id* held = nullptr;
+  rdma_event_channel* ch = rdma_create_event_channel();
+  ASSERT_EQ(rdma_create_id(ch, &held, nullptr, RDMA_PS_TCP), 0);
+  const std::uint16_t port = bind_free(held);
+  int go[2], ready[2];
+  ASSERT_EQ(pipe(go), 0);
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    // (fork's child handlers have run by now)
+    if (write(ready[1], "r", 1) != 1) _exit(9);
+    char c;
+    if (read(go[0], &c, 1) != 1) _exit(10);
+    Pair p;
+    _exit(connect_pair(p) ? 0 : 11);
+  }
+  ASSERT_GT(pid, 0);
+  char r;
+  ASSERT_EQ(read(ready[0], &r, 1), 1);
+  // With the child alive, the parent releases its port and can bind it again.
+  ASSERT_EQ(rdma_destroy_id(held), 0);
+  ASSERT_EQ(rdma_create_id(ch, &held, nullptr, RDMA_PS_TCP), 0);
+  sockaddr_in a = loopback(port);
+  EXPECT_EQ(rdma_bind_addr(held, reinterpret_cast<sockaddr*>(&a)), 0) << std::strerror(errno);
+  ASSERT_EQ(write(go[1], "x", 1), 1);
+  int status = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  pid_t w = 0;
+  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  if (w == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+  }
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  rdma_destroy_id(held);
+  rdma_destroy_event_channel(ch);
+  for (int fd : {go[0], go[1], ready[0], ready[1]}) close(fd);
+  // The parent's connection still works after the child.
+  char rbuf[16] = {}, sbuf[16] = "after the fork";
+  ibv_mr* rmr = rdma_reg_msgs(mine.child, rbuf, sizeof rbuf);
+  ASSERT_NE(rmr, nullptr);
+  ASSERT_EQ(rdma_post_recv(mine.child, nullptr, rbuf, sizeof rbuf, rmr), 0);
+  ASSERT_EQ(rdma_post_send(mine.client, nullptr, sbuf, sizeof sbuf, nullptr, IBV_SEND_INLINE), 0);
+  ibv_wc wc{};
+  ASSERT_EQ(rdma_get_recv_comp(mine.child, &wc), 1);
+  EXPECT_STREQ(rbuf, sbuf);
+  rdma_dereg_mr(rmr);
 }

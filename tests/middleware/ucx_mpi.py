@@ -178,6 +178,18 @@ def case_ucx_nonroot():
     expect(r.returncode == 0 and "softroce0:1" in out, "nobody: ucx_info lists softroce0:1", out)
     ucx_pair("nobody rc_verbs tag_lat", "rc_verbs,ud_verbs", ["-t", "tag_lat", "-n", "2000"],
              2000, "rc_verbs/softroce0:1", prefix)
+    # A user's runs share one user namespace, so direct placement between them still works.
+    p = str(port())
+    srv = run(["ib_write_lat", "-p", p, "-n", "2000"], prefix=prefix)
+    expect(wait_tcp(p), "nobody ib_write_lat: server listening")  # perftest's own TCP port
+    cli = run(["ib_write_lat", "-p", p, "-n", "2000", "127.0.0.1"], prefix=prefix)
+    crc, cout = finish(cli)
+    src, sout = finish(srv)
+    expect(crc == 0 and src == 0, f"nobody ib_write_lat: exits {crc}, {src}", cout + sout)
+    for side, out in (("client", cout), ("server", sout)):
+        s = stats(out)
+        expect(s and s[0]["placed_sent"] > 1000 and s[0]["placed_refused"] == 0,
+               f"nobody ib_write_lat {side}: WRITEs not placed across the runs", out)
 
 
 def case_ucx_rc():

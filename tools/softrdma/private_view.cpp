@@ -2,15 +2,24 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/nsfs.h>
 #include <sched.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <set>
+#include <sstream>
 
 namespace softrdma::tools {
 
@@ -30,6 +39,70 @@ bool write_file(const std::string& path, const std::string& text) {
   return ok;
 }
 
+// The user namespace the views of this user's runs share. Processes in different user
+// namespaces may not write into each other's memory (process_vm_writev), which direct placement
+// needs, so every non-root `softrdma run` of a user joins the one a live earlier run made. A run
+// that makes one names it with an abstract socket "softrdma-view/UID/PID" that its program keeps
+// open (across exec) for as long as it lives.
+constexpr const char* kViewSocketPrefix = "softrdma-view/";
+
+// An abstract socket's name in /proc/net/unix, "@softrdma-view/UID/PID": the PID, or 0.
+pid_t holder_of(const std::string& line, uid_t uid) {
+  const std::string want = "@" + std::string(kViewSocketPrefix) + std::to_string(uid) + "/";
+  const auto at = line.find(want);
+  if (at == std::string::npos) return 0;
+  return static_cast<pid_t>(std::atol(line.c_str() + at + want.size()));
+}
+
+// Joins the view namespace of a live run of this user; false when there is none to join.
+bool join_shared_userns(uid_t uid, gid_t gid) {
+  std::FILE* f = std::fopen("/proc/net/unix", "re");
+  if (!f) return false;
+  std::vector<pid_t> holders;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    if (const pid_t p = holder_of(line, uid); p > 0) holders.push_back(p);
+  }
+  std::fclose(f);
+  // Its maps must be ours exactly: our uid and our gid, each to itself.
+  const std::string uid_map = std::to_string(uid) + " " + std::to_string(uid) + " 1";
+  const std::string gid_map = std::to_string(gid) + " " + std::to_string(gid) + " 1";
+  auto map_is = [](pid_t p, const char* which, const std::string& want) {
+    std::FILE* m = std::fopen(("/proc/" + std::to_string(p) + "/" + which).c_str(), "re");
+    if (!m) return false;
+    char buf[128] = {};
+    const bool got = std::fgets(buf, sizeof buf, m) != nullptr;
+    std::fclose(m);
+    unsigned long in = 0, out = 0, n = 0;
+    std::istringstream words(got ? buf : "");
+    words >> in >> out >> n;
+    return std::to_string(in) + " " + std::to_string(out) + " " + std::to_string(n) == want;
+  };
+  for (pid_t p : holders) {
+    if (!map_is(p, "uid_map", uid_map) || !map_is(p, "gid_map", gid_map)) continue;
+    const int ns = open(("/proc/" + std::to_string(p) + "/ns/user").c_str(), O_RDONLY | O_CLOEXEC);
+    if (ns < 0) continue;
+    uid_t owner = 0;
+    const bool ours = ioctl(ns, NS_GET_OWNER_UID, &owner) == 0 && owner == uid;
+    const bool joined = ours && setns(ns, CLONE_NEWUSER) == 0;
+    close(ns);
+    if (joined) return true;
+  }
+  return false;
+}
+
+// Names the user namespace just made, through a socket the exec'd program inherits.
+void name_shared_userns(uid_t uid) {
+  const int fd = socket(AF_UNIX, SOCK_DGRAM, 0);  // no CLOEXEC: the program holds it
+  if (fd < 0) return;
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  const std::string name = kViewSocketPrefix + std::to_string(uid) + "/" + std::to_string(getpid());
+  std::memcpy(a.sun_path + 1, name.data(), std::min(name.size(), sizeof a.sun_path - 2));
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  if (bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) close(fd);
+}
+
 // A mount namespace of our own: plain for root (or anyone with CAP_SYS_ADMIN), else inside a
 // user namespace in which we keep our uid and gid (so the program still runs as itself).
 bool new_namespace(std::string& why) {
@@ -37,6 +110,11 @@ bool new_namespace(std::string& why) {
   const std::string plain = fail("mount namespace");
   const uid_t uid = geteuid();
   const gid_t gid = getegid();
+  if (join_shared_userns(uid, gid)) {
+    if (unshare(CLONE_NEWNS) == 0) return true;
+    why = fail("mount namespace in the shared user namespace");
+    return false;
+  }
   if (unshare(CLONE_NEWUSER | CLONE_NEWNS) != 0) {
     why = plain + "; " + fail("user namespace");
     return false;
@@ -47,6 +125,7 @@ bool new_namespace(std::string& why) {
     why = fail("user namespace id maps");
     return false;
   }
+  name_shared_userns(uid);
   return true;
 }
 
