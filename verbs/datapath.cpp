@@ -155,17 +155,30 @@ bool drive_progress(ibv_context* ctx) {
   return dev(ctx).poll_progress();
 }
 
-// After an empty poll. A program that polls drives progress in its own passes, so it keeps its
-// core: yielding it would let a progress thread in, and every such switch is on the latency
-// path (UCX polls four CQs per loop). It yields when the progress thread holds the pass (so
-// that the holder, perhaps waiting for this very core, finishes it), and otherwise at most once
-// a millisecond, so that the process's other threads are not starved on a small machine.
-void idle_poll(bool drove) {
-  thread_local std::int64_t last_yield_ns = 0;
+std::int64_t monotonic_ns() {
   timespec ts;
-  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
-  const std::int64_t now = std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
-  if (!drove || now - last_yield_ns >= 1'000'000) {
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return std::int64_t{ts.tv_sec} * 1'000'000'000 + ts.tv_nsec;
+}
+
+// When this thread's last poll found a completion.
+thread_local std::int64_t t_last_found_ns = 0;
+
+// After an empty poll. A program that polls drives progress in its own passes, so it keeps its
+// core while completions come: yielding it would let a progress thread in, and every such switch
+// is on the latency path (UCX polls four CQs per loop). It yields when the progress thread holds
+// the pass (so that the holder, perhaps waiting for this very core, finishes it); every 32nd
+// empty poll once nothing has come for 30 us (the peer, spinning on memory, then waits for its
+// progress thread, which on a small machine needs this core); and otherwise once a millisecond,
+// so that the process's other threads are not starved.
+void idle_poll(bool drove) {
+  constexpr std::int64_t kStarvedNs = 30'000;
+  constexpr unsigned kStarvedYieldEvery = 32;
+  thread_local std::int64_t last_yield_ns = 0;
+  thread_local unsigned empty = 0;
+  const std::int64_t now = monotonic_ns();
+  const bool starved = now - t_last_found_ns > kStarvedNs && ++empty % kStarvedYieldEvery == 0;
+  if (!drove || starved || now - last_yield_ns >= 1'000'000) {
     last_yield_ns = now;
     sched_yield();
   }
@@ -188,7 +201,10 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     total += n;
     if (n < want) break;
   }
-  if (total == 0) idle_poll(drove);
+  if (total == 0)
+    idle_poll(drove);
+  else
+    t_last_found_ns = monotonic_ns();
   return total;
 }
 
