@@ -484,7 +484,8 @@ bool IwarpChecker::Impl::parse_fpdu(Direction& dir) {
     violation(dir, frame, "fpdu.length", "a ULPDU_Length of at least 18 (untagged DDP header)",
               std::to_string(ulen));
   } else {
-    const wire::DdpIssue issue = wire::check_ddp_header(*h);
+    wire::DdpIssue issue = wire::check_ddp_header(*h);
+    if (issue == wire::DdpIssue::kNone) issue = wire::check_ddp_reserved(*h);
     if (issue != wire::DdpIssue::kNone) {
       std::string expected, found;
       switch (issue) {

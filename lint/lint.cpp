@@ -67,8 +67,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
       ++report.counters().skipped;
       continue;
     }
-    if (v->is_ipv6 == false && wire::ipv4_header_checksum(v->ip_header) != 0 &&
-        f.caplen == f.len) {
+    if (v->is_ipv6 == false && wire::ipv4_header_checksum(v->ip_header) != 0 && f.caplen == f.len) {
       report.add({frame_no, flow_string(*v), "ip.checksum", "a valid IPv4 header checksum",
                   hex(v->ipv4.checksum, 4)});
     }

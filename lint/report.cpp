@@ -32,10 +32,18 @@ std::string json_quote(const std::string& s) {
   std::string os = "\"";
   for (unsigned char c : s) {
     switch (c) {
-      case '"': os += "\\\""; break;
-      case '\\': os += "\\\\"; break;
-      case '\n': os += "\\n"; break;
-      case '\t': os += "\\t"; break;
+      case '"':
+        os += "\\\"";
+        break;
+      case '\\':
+        os += "\\\\";
+        break;
+      case '\n':
+        os += "\\n";
+        break;
+      case '\t':
+        os += "\\t";
+        break;
       default:
         if (c < 0x20) {
           char buf[8];
@@ -54,8 +62,9 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
   os << "{\"file\":";
   os << json_quote(file);
   os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
-     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames << ",\"excused\":" << counters_.excused
-     << ",\"violation_count\":" << violations_.size() << ",\"violations\":[";
+     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
+     << ",\"excused\":" << counters_.excused << ",\"violation_count\":" << violations_.size()
+     << ",\"violations\":[";
   bool first = true;
   for (const auto& v : violations_) {
     os << (first ? "" : ",") << "{\"frame\":" << v.frame << ",\"flow\":";

@@ -1,7 +1,6 @@
 #include "lint/roce_flow.h"
 
 #include <optional>
-
 #include <string>
 #include <vector>
 
@@ -308,8 +307,7 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
   if (!f.resp_gaps.empty() && info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
     // A read asked again covers missing responses: those were losses.
     const std::uint32_t n = read_packets(pkt.hdr.reth->dma_len, f.mtu);
-    std::erase_if(f.resp_gaps,
-                  [&](const Flow::Gap& g) { return psn_diff(g.missing, psn) < n; });
+    std::erase_if(f.resp_gaps, [&](const Flow::Gap& g) { return psn_diff(g.missing, psn) < n; });
   }
 
   // PSN continuity. A PSN behind the next new one is a retransmission (go-back-N on RC).

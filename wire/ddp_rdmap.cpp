@@ -106,14 +106,19 @@ Expected<DdpHeader> decode_ddp_header(Bytes in) {
 DdpIssue check_ddp_header(const DdpHeader& h) {
   if (h.ddp_version != kDdpVersion) return DdpIssue::kBadDdpVersion;
   if (h.rdmap_version != kRdmapVersion) return DdpIssue::kBadRdmapVersion;
-  if (h.ddp_reserved != 0) return DdpIssue::kDdpReserved;
-  if (h.rdmap_reserved != 0) return DdpIssue::kRdmapReserved;
   const OpcodeInfo& info = opcode_info(h.opcode);
   if (!info.known) return DdpIssue::kUnknownOpcode;
   if (info.tagged != h.tagged) return DdpIssue::kTaggedMismatch;
-  if (!h.tagged) {
-    if (h.qn != info.queue) return DdpIssue::kQueueNumber;
-    if (!info.uses_inv_stag && h.inv_stag != 0) return DdpIssue::kRdmapReserved;
+  if (!h.tagged && h.qn != info.queue) return DdpIssue::kQueueNumber;
+  return DdpIssue::kNone;
+}
+
+DdpIssue check_ddp_reserved(const DdpHeader& h) {
+  if (h.ddp_reserved != 0) return DdpIssue::kDdpReserved;
+  if (h.rdmap_reserved != 0) return DdpIssue::kRdmapReserved;
+  const OpcodeInfo& info = opcode_info(h.opcode);
+  if (!h.tagged && info.known && !info.uses_inv_stag && h.inv_stag != 0) {
+    return DdpIssue::kRdmapReserved;
   }
   return DdpIssue::kNone;
 }
@@ -195,7 +200,6 @@ Expected<Terminate> parse_terminate(Bytes in) {
     if (in.size() - off < kReadRequestLen) return Error::kTruncated;
     t.rdmap_header = in.subspan(off, kReadRequestLen);
   }
-  if (t.reserved != 0) return Error::kReservedBits;
   if (t.layer > static_cast<std::uint8_t>(TermLayer::kLlp)) return Error::kBadValue;
   if (t.m && !t.d) return Error::kBadValue;
   return t;

@@ -64,7 +64,8 @@ struct DdpHeader {
   std::size_t header_len() const { return tagged ? kDdpTaggedLen : kDdpUntaggedLen; }
 };
 
-// What check_ddp_header found wrong first, in the order listed.
+// What check_ddp_header (a receiver rejects these) or check_ddp_reserved (RFC 5040/5041:
+// sent as zero, ignored on receive; reported by lint) found wrong first, in the order listed.
 enum class DdpIssue : std::uint8_t {
   kNone = 0,
   kBadDdpVersion,    // DV != 1
@@ -81,7 +82,10 @@ Error to_error(DdpIssue i);
 
 // Decodes the header (length from the T bit) without judging its fields: kTruncated only.
 Expected<DdpHeader> decode_ddp_header(Bytes in);
+// Versions, opcode, T bit and queue number; reserved fields are not judged.
 DdpIssue check_ddp_header(const DdpHeader& h);
+// The reserved fields only: kDdpReserved, kRdmapReserved (Inv STag too, where reserved).
+DdpIssue check_ddp_reserved(const DdpHeader& h);
 // decode_ddp_header + check_ddp_header; the first issue becomes the Error.
 Expected<DdpHeader> parse_ddp_header(Bytes in);
 // Writes 14 or 18 bytes as h.tagged says (fields are masked to their widths).
@@ -169,7 +173,8 @@ struct Terminate {
     return kTerminateControlLen + (d ? 2 + ddp_header.size() : 0) + (r ? rdmap_header.size() : 0);
   }
 };
-// Errors: kTruncated, kReservedBits (reserved bits), kBadValue (layer > 2, or M without D).
+// Errors: kTruncated, kBadValue (layer > 2, or M without D). Reserved bits are returned in
+// `reserved`, not judged (RFC 5040: ignored on receive).
 Expected<Terminate> parse_terminate(Bytes in);
 // kBadLength when a copied header has the wrong size, kBadValue for out-of-range fields.
 Expected<std::size_t> build_terminate(MutBytes out, const Terminate& t);

@@ -16,7 +16,8 @@ bool link_type_supported(int linktype) {
 namespace {
 
 // Returns the ethertype and the offset of the network header.
-Expected<std::size_t> link_header(Bytes frame, int linktype, FrameView& v, std::uint16_t& ethertype) {
+Expected<std::size_t> link_header(Bytes frame, int linktype, FrameView& v,
+                                  std::uint16_t& ethertype) {
   switch (static_cast<LinkType>(linktype)) {
     case LinkType::kEthernet: {
       auto eth = parse_ethernet(frame);

@@ -12,23 +12,23 @@ namespace softrdma::wire {
 // pcap link-layer types we understand (LINKTYPE_* values).
 enum class LinkType : std::uint16_t {
   kEthernet = 1,
-  kRaw = 101,         // raw IPv4/IPv6
-  kLinuxSll = 113,    // Linux cooked v1
-  kLinuxSll2 = 276,   // Linux cooked v2
+  kRaw = 101,        // raw IPv4/IPv6
+  kLinuxSll = 113,   // Linux cooked v1
+  kLinuxSll2 = 276,  // Linux cooked v2
 };
 bool link_type_supported(int linktype);
 
 struct FrameView {
   std::optional<Ethernet> eth;  // absent for cooked and raw captures
   bool is_ipv6 = false;
-  Ipv4 ipv4;                    // valid when !is_ipv6
-  Ipv6 ipv6;                    // valid when is_ipv6
-  Bytes ip_header;              // the IP header bytes (without options for v6 extension headers)
+  Ipv4 ipv4;        // valid when !is_ipv6
+  Ipv6 ipv6;        // valid when is_ipv6
+  Bytes ip_header;  // the IP header bytes (without options for v6 extension headers)
   std::uint8_t l4_proto = 0;
   std::optional<Udp> udp;
   std::optional<Tcp> tcp;
-  Bytes l4_segment;             // transport header + payload as the IP length says
-  Bytes payload;                // transport payload
+  Bytes l4_segment;  // transport header + payload as the IP length says
+  Bytes payload;     // transport payload
 };
 
 // Fails with kTruncated, kBadLength, kBadVersion … where a layer is cut short or

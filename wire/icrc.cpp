@@ -27,8 +27,8 @@ std::uint32_t compute_icrc(Bytes ip_header, Bytes udp_header, Bytes roce, Error*
     ip[1] = ip[2] = ip[3] = 0xFF;
     ip[7] = 0xFF;  // hop limit
   } else {
-    ip[1] = 0xFF;  // TOS
-    ip[8] = 0xFF;  // TTL
+    ip[1] = 0xFF;            // TOS
+    ip[8] = 0xFF;            // TTL
     ip[10] = ip[11] = 0xFF;  // header checksum
   }
   std::uint8_t* udp = ip + ip_header.size();

@@ -43,7 +43,7 @@ Expected<MpaFrame> parse_mpa(Bytes in) {
   f.enhanced = (flags & kMpaFlagEnhanced) != 0;
   f.revision = load8(&in[17]);
   f.pd_length = load16(&in[18]);
-  if ((flags & kMpaFlagReserved) != 0) return Error::kReservedBits;
+  f.reserved = static_cast<std::uint8_t>(flags & kMpaFlagReserved);
   if (f.revision != 1 && f.revision != 2) return Error::kBadVersion;
   if (f.pd_length > kMpaMaxPrivateData) return Error::kBadLength;
   if (in.size() - kMpaHeaderLen < f.pd_length) return Error::kTruncated;

@@ -41,6 +41,7 @@ struct MpaFrame {
   bool reject = false;
   bool enhanced = false;
   std::uint8_t revision = 1;
+  std::uint8_t reserved = 0;    // the flags' reserved bits: sent as zero, ignored on receive
   std::uint16_t pd_length = 0;  // PD_Length as on the wire (includes the IRD/ORD words)
   MpaIrdOrd ird_ord;            // valid when enhanced
   Bytes private_data;           // user private data (after IRD/ORD when enhanced)
@@ -48,7 +49,7 @@ struct MpaFrame {
 };
 
 // Errors: kBadKey (neither key, judged on the bytes present), kTruncated,
-// kReservedBits (flags low nibble), kBadVersion (revision not 1/2, or enhanced
+// kBadVersion (revision not 1/2, or enhanced
 // with revision 1), kBadLength (PD_Length > 512, or enhanced with PD_Length < 4).
 Expected<MpaFrame> parse_mpa(Bytes in);
 

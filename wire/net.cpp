@@ -45,7 +45,9 @@ std::uint16_t checksum_fold(std::uint32_t sum) {
   return static_cast<std::uint16_t>(~sum & 0xFFFF);
 }
 
-std::uint16_t ipv4_header_checksum(Bytes hdr) { return checksum_fold(checksum_add(0, hdr)); }
+std::uint16_t ipv4_header_checksum(Bytes hdr) {
+  return checksum_fold(checksum_add(0, hdr));
+}
 
 Expected<Ipv4> parse_ipv4(Bytes in) {
   if (in.size() < kIpv4MinLen) return Error::kTruncated;
@@ -80,8 +82,8 @@ Expected<std::size_t> build_ipv4(MutBytes out, const Ipv4& h) {
   p[1] = h.tos;
   store16(p + 2, h.total_len);
   store16(p + 4, h.id);
-  store16(p + 6, static_cast<std::uint16_t>((h.df ? 0x4000 : 0) | (h.mf ? 0x2000 : 0) |
-                                            h.frag_offset));
+  store16(p + 6,
+          static_cast<std::uint16_t>((h.df ? 0x4000 : 0) | (h.mf ? 0x2000 : 0) | h.frag_offset));
   p[8] = h.ttl;
   p[9] = h.protocol;
   store16(p + 10, 0);
@@ -110,8 +112,8 @@ Expected<Ipv6> parse_ipv6(Bytes in) {
 Expected<std::size_t> build_ipv6(MutBytes out, const Ipv6& h) {
   if (out.size() < kIpv6Len) return Error::kNoRoom;
   if (h.flow_label > 0xFFFFF) return Error::kBadValue;
-  store32(out.data(), (6u << 28) | (static_cast<std::uint32_t>(h.traffic_class) << 20) |
-                          h.flow_label);
+  store32(out.data(),
+          (6u << 28) | (static_cast<std::uint32_t>(h.traffic_class) << 20) | h.flow_label);
   store16(out.data() + 4, h.payload_len);
   out[6] = h.next_header;
   out[7] = h.hop_limit;

@@ -60,9 +60,8 @@ Expected<std::size_t> build_roce_frame(MutBytes out, const RoceAddr& addr, const
       compute_icrc(ip, udp.first(kUdpLen), body.first(body.size() - kIcrcLen));
   store32le(body.data() + body.size() - kIcrcLen, icrc);
   if (addr.udp_checksum) {
-    std::uint16_t c = addr.ipv6
-                          ? l4_checksum_ipv6(addr.src6, addr.dst6, kIpProtoUdp, udp)
-                          : l4_checksum_ipv4(addr.src4, addr.dst4, kIpProtoUdp, udp);
+    std::uint16_t c = addr.ipv6 ? l4_checksum_ipv6(addr.src6, addr.dst6, kIpProtoUdp, udp)
+                                : l4_checksum_ipv4(addr.src4, addr.dst4, kIpProtoUdp, udp);
     store16(udp.data() + 6, c == 0 ? 0xFFFF : c);
   }
   return total;

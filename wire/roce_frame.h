@@ -17,12 +17,12 @@ struct RoceAddr {
   Ipv6Addr src6{}, dst6{};
   std::uint16_t src_port = 0xC000;  // per-QP entropy port (49152–65535)
   std::uint16_t dst_port = kRoceV2Port;
-  std::uint8_t traffic_class = 0;   // IPv4 TOS / IPv6 traffic class
-  std::uint8_t hop_limit = 64;      // IPv4 TTL / IPv6 hop limit
+  std::uint8_t traffic_class = 0;  // IPv4 TOS / IPv6 traffic class
+  std::uint8_t hop_limit = 64;     // IPv4 TTL / IPv6 hop limit
   std::uint16_t ip_id = 0;
   std::uint32_t flow_label = 0;
-  bool udp_checksum = false;        // RoCEv2 normally sends 0
-  std::optional<Ethernet> eth;      // written first when set; its ethertype is filled in
+  bool udp_checksum = false;    // RoCEv2 normally sends 0
+  std::optional<Ethernet> eth;  // written first when set; its ethertype is filled in
 };
 
 // The UDP source port rxe derives from a QPN: 0xC000 | (hash & 0x3FFF).

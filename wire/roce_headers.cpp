@@ -70,7 +70,9 @@ Expected<AtomicAckEth> parse_atomic_ack_eth(Bytes in) {
   if (in.size() < kAtomicAckEthLen) return Error::kTruncated;
   return AtomicAckEth{load64(in.data())};
 }
-void encode_atomic_ack_eth(std::uint8_t* p, const AtomicAckEth& h) { store64(p, h.orig); }
+void encode_atomic_ack_eth(std::uint8_t* p, const AtomicAckEth& h) {
+  store64(p, h.orig);
+}
 
 Expected<Deth> parse_deth(Bytes in) {
   if (in.size() < kDethLen) return Error::kTruncated;
@@ -86,6 +88,16 @@ std::size_t roce_len(const RoceOpcodeInfo& info, std::size_t payload_len) {
   return info.header_len() + payload_len + roce_pad(payload_len) + kIcrcLen;
 }
 
+bool roce_reserved_set(const RocePacket& pkt) {
+  const Bth& b = pkt.hdr.bth;
+  if (b.resv6 != 0 || b.resv7 != 0) return true;
+  if (pkt.hdr.deth && pkt.hdr.deth->resv != 0) return true;
+  for (std::uint8_t x : pkt.cnp_reserved) {
+    if (x != 0) return true;
+  }
+  return false;
+}
+
 Expected<RocePacket> parse_roce(Bytes in) {
   auto bth = parse_bth(in);
   if (!bth) return bth.error();
@@ -97,7 +109,6 @@ Expected<RocePacket> parse_roce(Bytes in) {
   if (bth->tver != 0) return Error::kBadVersion;
   pkt.header_len = info.header_len();
   if (in.size() < pkt.header_len + kIcrcLen) return Error::kTruncated;
-  if (bth->resv6 != 0 || bth->resv7 != 0) return Error::kReservedBits;
 
   const std::uint8_t* p = in.data() + kBthLen;
   if (info.headers & kDeth) {
@@ -162,16 +173,34 @@ Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
   std::uint8_t* p = out.data();
   encode_bth(p, bth);
   p += kBthLen;
-  if (info.headers & kDeth) { encode_deth(p, *h.deth); p += kDethLen; }
-  if (info.headers & kReth) { encode_reth(p, *h.reth); p += kRethLen; }
-  if (info.headers & kAtomicEth) { encode_atomic_eth(p, *h.atomic_eth); p += kAtomicEthLen; }
-  if (info.headers & kAeth) { encode_aeth(p, *h.aeth); p += kAethLen; }
+  if (info.headers & kDeth) {
+    encode_deth(p, *h.deth);
+    p += kDethLen;
+  }
+  if (info.headers & kReth) {
+    encode_reth(p, *h.reth);
+    p += kRethLen;
+  }
+  if (info.headers & kAtomicEth) {
+    encode_atomic_eth(p, *h.atomic_eth);
+    p += kAtomicEthLen;
+  }
+  if (info.headers & kAeth) {
+    encode_aeth(p, *h.aeth);
+    p += kAethLen;
+  }
   if (info.headers & kAtomicAckEth) {
     encode_atomic_ack_eth(p, *h.atomic_ack_eth);
     p += kAtomicAckEthLen;
   }
-  if (info.headers & kImmDt) { store32(p, *h.imm); p += kImmDtLen; }
-  if (info.headers & kIeth) { store32(p, *h.inv_rkey); p += kIethLen; }
+  if (info.headers & kImmDt) {
+    store32(p, *h.imm);
+    p += kImmDtLen;
+  }
+  if (info.headers & kIeth) {
+    store32(p, *h.inv_rkey);
+    p += kIethLen;
+  }
   if (info.headers & kCnpPad) std::memset(p, 0, kCnpPadLen);
   return hlen;
 }

@@ -44,10 +44,14 @@ struct Aeth {
 enum class AethKind : std::uint8_t { kAck, kRnrNak, kReserved, kNak };
 inline AethKind aeth_kind(std::uint8_t syndrome) {
   switch (syndrome >> 5) {
-    case 0: return AethKind::kAck;
-    case 1: return AethKind::kRnrNak;
-    case 3: return AethKind::kNak;
-    default: return AethKind::kReserved;
+    case 0:
+      return AethKind::kAck;
+    case 1:
+      return AethKind::kRnrNak;
+    case 3:
+      return AethKind::kNak;
+    default:
+      return AethKind::kReserved;
   }
 }
 namespace syndrome {
@@ -93,16 +97,20 @@ struct RocePacket {
   std::size_t header_len = 0;  // BTH + extended headers
   Bytes payload;               // without pad
   Bytes pad;
-  Bytes cnp_reserved;          // the 16 bytes after a CNP's BTH
-  std::uint32_t icrc = 0;      // as received (the 4 wire bytes read least-significant first)
+  Bytes cnp_reserved;      // the 16 bytes after a CNP's BTH
+  std::uint32_t icrc = 0;  // as received (the 4 wire bytes read least-significant first)
 };
 
 // Parses the UDP payload of a RoCEv2 datagram. Errors: kTruncated (shorter than
 // the opcode's headers + ICRC), kUnknownOpcode, kBadVersion (TVer != 0),
-// kReservedBits (BTH reserved bits), kBadPad (pad count larger than the payload,
-// or pad on an opcode that carries none), kBadLength (payload where none is
-// allowed). The ICRC is returned, not checked.
+// kBadPad (pad count larger than the payload, or pad on an opcode that carries
+// none), kBadLength (payload where none is allowed). The ICRC is returned, not
+// checked. Reserved fields (BTH resv6/resv7, DETH resv, a CNP's 16 bytes) are
+// returned, not judged: IBTA has receivers ignore them; see roce_reserved_set.
 Expected<RocePacket> parse_roce(Bytes udp_payload);
+// True when a reserved field of the packet is not zero (a sender's fault, which receivers
+// ignore).
+bool roce_reserved_set(const RocePacket& pkt);
 
 // Header-only decoders (the span starts at the header).
 Expected<Bth> parse_bth(Bytes in);

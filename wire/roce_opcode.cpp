@@ -29,16 +29,19 @@ constexpr Row kRows[] = {
     {0x08, {"RC RDMA_WRITE_LAST", T::kRc, K::kWrite, S::kLast, 0, true, true}},
     {0x09, {"RC RDMA_WRITE_LAST_WITH_IMMEDIATE", T::kRc, K::kWrite, S::kLast, kImmDt, true, true}},
     {0x0A, {"RC RDMA_WRITE_ONLY", T::kRc, K::kWrite, S::kOnly, kReth, true, true}},
-    {0x0B, {"RC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kRc, K::kWrite, S::kOnly, kReth | kImmDt, true,
-            true}},
+    {0x0B,
+     {"RC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kRc, K::kWrite, S::kOnly, kReth | kImmDt, true,
+      true}},
     {0x0C, {"RC RDMA_READ_REQUEST", T::kRc, K::kReadRequest, S::kOnly, kReth, false, true}},
-    {0x0D, {"RC RDMA_READ_RESPONSE_FIRST", T::kRc, K::kReadResponse, S::kFirst, kAeth, true, false}},
+    {0x0D,
+     {"RC RDMA_READ_RESPONSE_FIRST", T::kRc, K::kReadResponse, S::kFirst, kAeth, true, false}},
     {0x0E, {"RC RDMA_READ_RESPONSE_MIDDLE", T::kRc, K::kReadResponse, S::kMiddle, 0, true, false}},
     {0x0F, {"RC RDMA_READ_RESPONSE_LAST", T::kRc, K::kReadResponse, S::kLast, kAeth, true, false}},
     {0x10, {"RC RDMA_READ_RESPONSE_ONLY", T::kRc, K::kReadResponse, S::kOnly, kAeth, true, false}},
     {0x11, {"RC ACKNOWLEDGE", T::kRc, K::kAck, S::kOnly, kAeth, false, false}},
-    {0x12, {"RC ATOMIC_ACKNOWLEDGE", T::kRc, K::kAtomicAck, S::kOnly, kAeth | kAtomicAckEth, false,
-            false}},
+    {0x12,
+     {"RC ATOMIC_ACKNOWLEDGE", T::kRc, K::kAtomicAck, S::kOnly, kAeth | kAtomicAckEth, false,
+      false}},
     {0x13, {"RC CMP_SWAP", T::kRc, K::kAtomic, S::kOnly, kAtomicEth, false, true}},
     {0x14, {"RC FETCH_ADD", T::kRc, K::kAtomic, S::kOnly, kAtomicEth, false, true}},
     {0x16, {"RC SEND_LAST_WITH_INVALIDATE", T::kRc, K::kSend, S::kLast, kIeth, true, true}},
@@ -54,8 +57,9 @@ constexpr Row kRows[] = {
     {0x28, {"UC RDMA_WRITE_LAST", T::kUc, K::kWrite, S::kLast, 0, true, true}},
     {0x29, {"UC RDMA_WRITE_LAST_WITH_IMMEDIATE", T::kUc, K::kWrite, S::kLast, kImmDt, true, true}},
     {0x2A, {"UC RDMA_WRITE_ONLY", T::kUc, K::kWrite, S::kOnly, kReth, true, true}},
-    {0x2B, {"UC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kUc, K::kWrite, S::kOnly, kReth | kImmDt, true,
-            true}},
+    {0x2B,
+     {"UC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kUc, K::kWrite, S::kOnly, kReth | kImmDt, true,
+      true}},
     {0x64, {"UD SEND_ONLY", T::kUd, K::kSend, S::kOnly, kDeth, true, true}},
     {0x65, {"UD SEND_ONLY_WITH_IMMEDIATE", T::kUd, K::kSend, S::kOnly, kDeth | kImmDt, true, true}},
     {0x81, {"CNP", T::kCnp, K::kCnp, S::kNone, kCnpPad, false, true}},
@@ -84,8 +88,12 @@ std::size_t ext_header_len(std::uint8_t ext) {
   return n;
 }
 
-std::size_t RoceOpcodeInfo::header_len() const { return kBthLen + ext_header_len(headers); }
+std::size_t RoceOpcodeInfo::header_len() const {
+  return kBthLen + ext_header_len(headers);
+}
 
-const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode) { return kTable[opcode]; }
+const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode) {
+  return kTable[opcode];
+}
 
 }  // namespace softrdma::wire

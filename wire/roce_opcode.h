@@ -11,7 +11,15 @@ namespace softrdma::wire {
 enum class Transport : std::uint8_t { kNone, kRc, kUc, kUd, kCnp };
 enum class Seg : std::uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
 enum class OpKind : std::uint8_t {
-  kNone, kSend, kWrite, kReadRequest, kReadResponse, kAck, kAtomicAck, kAtomic, kCnp
+  kNone,
+  kSend,
+  kWrite,
+  kReadRequest,
+  kReadResponse,
+  kAck,
+  kAtomicAck,
+  kAtomic,
+  kCnp
 };
 
 // Extended headers, as bits; they follow the BTH in this (IBTA) order.
@@ -53,12 +61,12 @@ namespace op {
 inline constexpr std::uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast = 0x02,
                               kRcSendLastImm = 0x03, kRcSendOnly = 0x04, kRcSendOnlyImm = 0x05,
                               kRcWriteFirst = 0x06, kRcWriteMiddle = 0x07, kRcWriteLast = 0x08,
-                              kRcWriteLastImm = 0x09, kRcWriteOnly = 0x0A,
-                              kRcWriteOnlyImm = 0x0B, kRcReadRequest = 0x0C,
-                              kRcReadResponseFirst = 0x0D, kRcReadResponseMiddle = 0x0E,
-                              kRcReadResponseLast = 0x0F, kRcReadResponseOnly = 0x10,
-                              kRcAck = 0x11, kRcAtomicAck = 0x12, kRcCompareSwap = 0x13,
-                              kRcFetchAdd = 0x14, kRcSendLastInv = 0x16, kRcSendOnlyInv = 0x17;
+                              kRcWriteLastImm = 0x09, kRcWriteOnly = 0x0A, kRcWriteOnlyImm = 0x0B,
+                              kRcReadRequest = 0x0C, kRcReadResponseFirst = 0x0D,
+                              kRcReadResponseMiddle = 0x0E, kRcReadResponseLast = 0x0F,
+                              kRcReadResponseOnly = 0x10, kRcAck = 0x11, kRcAtomicAck = 0x12,
+                              kRcCompareSwap = 0x13, kRcFetchAdd = 0x14, kRcSendLastInv = 0x16,
+                              kRcSendOnlyInv = 0x17;
 inline constexpr std::uint8_t kUcBase = 0x20, kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65,
                               kCnp = 0x81;
 }  // namespace op

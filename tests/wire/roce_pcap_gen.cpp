@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
   }
   std::vector<std::uint8_t> defined;
   for (int i = 0; i < 256; ++i)
-    if (roce_opcode_info(static_cast<std::uint8_t>(i)).defined()) defined.push_back(static_cast<std::uint8_t>(i));
+    if (roce_opcode_info(static_cast<std::uint8_t>(i)).defined())
+      defined.push_back(static_cast<std::uint8_t>(i));
   std::vector<std::uint8_t> buf(4096), payload(1024);
   const auto r32 = [&] { return static_cast<std::uint32_t>(rng()); };
   for (int n = 1; n <= count; ++n) {
@@ -46,7 +47,8 @@ int main(int argc, char** argv) {
     char tmp[128];
     if (info.headers & kDeth) {
       h.deth = Deth{r32(), 0, r32() & kQpnMask};
-      std::snprintf(tmp, sizeof tmp, "\tdeth.q_key=%u\tdeth.srcqp=%u", h.deth->qkey, h.deth->src_qp);
+      std::snprintf(tmp, sizeof tmp, "\tdeth.q_key=%u\tdeth.srcqp=%u", h.deth->qkey,
+                    h.deth->src_qp);
       fields += tmp;
     }
     if (info.headers & kReth) {
@@ -64,7 +66,8 @@ int main(int argc, char** argv) {
     if (info.headers & kAeth) {
       static constexpr std::uint8_t kSyndromes[] = {0x1F, 0x00, 0x25, 0x60, 0x61, 0x62, 0x63};
       h.aeth = Aeth{kSyndromes[rng() % 7], r32() & 0xFFFFFF};
-      std::snprintf(tmp, sizeof tmp, "\taeth.syndrome=%u\taeth.msn=%u", h.aeth->syndrome, h.aeth->msn);
+      std::snprintf(tmp, sizeof tmp, "\taeth.syndrome=%u\taeth.msn=%u", h.aeth->syndrome,
+                    h.aeth->msn);
       fields += tmp;
     }
     if (info.headers & kAtomicAckEth) {
@@ -83,7 +86,8 @@ int main(int argc, char** argv) {
       fields += tmp;
     }
     std::size_t plen = 0;
-    if (info.payload) plen = (info.seg == Seg::kFirst || info.seg == Seg::kMiddle) ? 256 : rng() % 300;
+    if (info.payload)
+      plen = (info.seg == Seg::kFirst || info.seg == Seg::kMiddle) ? 256 : rng() % 300;
     for (std::size_t i = 0; i < plen; ++i) payload[i] = static_cast<std::uint8_t>(rng());
     RoceAddr a;
     a.ipv6 = !ipv4_only && rng() % 4 == 0;

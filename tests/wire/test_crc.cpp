@@ -9,7 +9,9 @@
 using namespace softrdma::wire;
 
 namespace {
-Bytes str(const char* s) { return Bytes(reinterpret_cast<const std::uint8_t*>(s), std::strlen(s)); }
+Bytes str(const char* s) {
+  return Bytes(reinterpret_cast<const std::uint8_t*>(s), std::strlen(s));
+}
 
 // The CRC as MPA sends it: least-significant byte first.
 std::array<std::uint8_t, 4> wire_bytes(std::uint32_t crc) {
@@ -19,14 +21,18 @@ std::array<std::uint8_t, 4> wire_bytes(std::uint32_t crc) {
 }
 }  // namespace
 
-TEST(Crc, Crc32IeeeCheckValue) { EXPECT_EQ(crc32_ieee_refl(0, str("123456789")), 0xCBF43926u); }
+TEST(Crc, Crc32IeeeCheckValue) {
+  EXPECT_EQ(crc32_ieee_refl(0, str("123456789")), 0xCBF43926u);
+}
 
 TEST(Crc, Crc32IeeeChains) {
   const std::uint32_t a = crc32_ieee_refl(0, str("1234"));
   EXPECT_EQ(crc32_ieee_refl(a, str("56789")), 0xCBF43926u);
 }
 
-TEST(Crc, Crc32cCheckValue) { EXPECT_EQ(crc32c(0, str("123456789")), 0xE3069283u); }
+TEST(Crc, Crc32cCheckValue) {
+  EXPECT_EQ(crc32c(0, str("123456789")), 0xE3069283u);
+}
 
 TEST(Crc, Crc32cChains) {
   const std::uint32_t a = crc32c(0, str("12345"));

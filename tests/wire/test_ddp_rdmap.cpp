@@ -103,9 +103,20 @@ TEST(Ddp, Violations) {
   EXPECT_EQ(issue([](DdpHeader&) {}), DdpIssue::kNone);
   EXPECT_EQ(issue([](DdpHeader& h) { h.ddp_version = 0; }), DdpIssue::kBadDdpVersion);
   EXPECT_EQ(issue([](DdpHeader& h) { h.rdmap_version = 2; }), DdpIssue::kBadRdmapVersion);
-  EXPECT_EQ(issue([](DdpHeader& h) { h.ddp_reserved = 4; }), DdpIssue::kDdpReserved);
-  EXPECT_EQ(issue([](DdpHeader& h) { h.rdmap_reserved = 1; }), DdpIssue::kRdmapReserved);
-  EXPECT_EQ(issue([](DdpHeader& h) { h.inv_stag = 5; }), DdpIssue::kRdmapReserved);
+  // Reserved fields: a receiver ignores them (check_ddp_header), lint reports them.
+  EXPECT_EQ(issue([](DdpHeader& h) { h.ddp_reserved = 4; }), DdpIssue::kNone);
+  EXPECT_EQ(issue([](DdpHeader& h) { h.rdmap_reserved = 1; }), DdpIssue::kNone);
+  EXPECT_EQ(issue([](DdpHeader& h) { h.inv_stag = 5; }), DdpIssue::kNone);
+  auto reserved = [&](auto mutate) {
+    DdpHeader h = header_for(3);
+    mutate(h);
+    EXPECT_TRUE(build_ddp_header(b, h).ok());
+    return check_ddp_reserved(*decode_ddp_header(b));
+  };
+  EXPECT_EQ(reserved([](DdpHeader&) {}), DdpIssue::kNone);
+  EXPECT_EQ(reserved([](DdpHeader& h) { h.ddp_reserved = 4; }), DdpIssue::kDdpReserved);
+  EXPECT_EQ(reserved([](DdpHeader& h) { h.rdmap_reserved = 1; }), DdpIssue::kRdmapReserved);
+  EXPECT_EQ(reserved([](DdpHeader& h) { h.inv_stag = 5; }), DdpIssue::kRdmapReserved);
   EXPECT_EQ(issue([](DdpHeader& h) { h.opcode = 9; }), DdpIssue::kUnknownOpcode);
   EXPECT_EQ(issue([](DdpHeader& h) { h.opcode = 0; }), DdpIssue::kTaggedMismatch);
   EXPECT_EQ(issue([](DdpHeader& h) { h.qn = 1; }), DdpIssue::kQueueNumber);
@@ -185,8 +196,10 @@ TEST(Rdmap, TerminateRoundTrip) {
   EXPECT_EQ(parse_terminate(bad).error(), Error::kBadValue);
   bad = {0x00, 0, 0x80, 0};  // M without D
   EXPECT_EQ(parse_terminate(bad).error(), Error::kBadValue);
-  bad = {0x00, 0, 0x00, 1};  // reserved
-  EXPECT_EQ(parse_terminate(bad).error(), Error::kReservedBits);
+  bad = {0x00, 0, 0x00, 1};          // reserved
+  auto term = parse_terminate(bad);  // reserved bits: returned, not judged
+  ASSERT_TRUE(term.ok());
+  EXPECT_EQ(term->reserved, 1u);
 }
 
 TEST(Rdmap, ErrorCodeValues) {

@@ -1,19 +1,20 @@
 #include <gtest/gtest.h>
 
-#include "tests/wire/hex.h"
-
 #include <array>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "tests/wire/hex.h"
 #include "wire/crc.h"
 #include "wire/fpdu.h"
 
 using namespace softrdma::wire;
 
 namespace {
-std::vector<std::uint8_t> unhex(const char* s) { return from_hex(s); }
+std::vector<std::uint8_t> unhex(const char* s) {
+  return from_hex(s);
+}
 
 std::vector<std::uint8_t> send_fpdu() {
   return unhex("001e 41 43 00000000 00000000 00000001 00000000 68656c6c6f20697761727021 85c55345");

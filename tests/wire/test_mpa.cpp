@@ -1,18 +1,19 @@
 #include <gtest/gtest.h>
 
-#include "tests/wire/hex.h"
-
 #include <array>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "tests/wire/hex.h"
 #include "wire/mpa.h"
 
 using namespace softrdma::wire;
 
 namespace {
-std::vector<std::uint8_t> unhex(const char* s) { return from_hex(s); }
+std::vector<std::uint8_t> unhex(const char* s) {
+  return from_hex(s);
+}
 }  // namespace
 
 TEST(Mpa, CapturedRequestParses) {
@@ -111,8 +112,13 @@ TEST(Mpa, Errors) {
   };
   EXPECT_EQ(with(3, 'x'), Error::kBadKey);
   EXPECT_EQ(with(9, 'x'), Error::kBadKey);  // neither "Req" nor "Rep"
-  EXPECT_EQ(with(16, 0x41), Error::kReservedBits);
-  EXPECT_EQ(with(16, 0x48), Error::kReservedBits);
+  // Reserved flag bits are returned, not judged (RFC 5044: ignored on receive).
+  auto res = base;
+  res[16] = 0x48;
+  auto rp = parse_mpa(res);
+  ASSERT_TRUE(rp.ok());
+  EXPECT_EQ(rp->reserved, 0x08);
+  EXPECT_TRUE(rp->crc);
   EXPECT_EQ(with(17, 0), Error::kBadVersion);
   EXPECT_EQ(with(17, 3), Error::kBadVersion);
   EXPECT_EQ(with(16, 0x50), Error::kBadVersion);  // enhanced with revision 1

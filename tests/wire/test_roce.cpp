@@ -14,7 +14,9 @@ using namespace softrdma::wire;
 
 namespace {
 
-std::uint32_t r32(std::mt19937& g) { return static_cast<std::uint32_t>(g()); }
+std::uint32_t r32(std::mt19937& g) {
+  return static_cast<std::uint32_t>(g());
+}
 
 // The CNP captured from a ConnectX-4 Lx (../shared/conformance/vectors.md).
 const char* kCnpFrame =
@@ -35,16 +37,19 @@ RoceHeaders sample_headers(std::uint8_t opcode, std::mt19937& rng) {
   h.bth.ack_req = r32(rng) & 1;
   h.bth.psn = r32(rng) & kPsnMask;
   const RoceOpcodeInfo& info = roce_opcode_info(opcode);
-  if (info.headers & kDeth) h.deth = Deth{static_cast<std::uint32_t>(r32(rng)), 0, r32(rng) & kQpnMask};
+  if (info.headers & kDeth)
+    h.deth = Deth{static_cast<std::uint32_t>(r32(rng)), 0, r32(rng) & kQpnMask};
   if (info.headers & kReth)
     h.reth = Reth{(std::uint64_t{r32(rng)} << 32) | r32(rng), static_cast<std::uint32_t>(r32(rng)),
                   static_cast<std::uint32_t>(r32(rng))};
   if (info.headers & kAtomicEth)
-    h.atomic_eth = AtomicEth{(std::uint64_t{r32(rng)} << 32) | (r32(rng) & ~7u),
-                             static_cast<std::uint32_t>(r32(rng)), (std::uint64_t{r32(rng)} << 32) | r32(rng),
-                             (std::uint64_t{r32(rng)} << 32) | r32(rng)};
-  if (info.headers & kAeth) h.aeth = Aeth{static_cast<std::uint8_t>(r32(rng) & 0x1F), r32(rng) & 0xFFFFFF};
-  if (info.headers & kAtomicAckEth) h.atomic_ack_eth = AtomicAckEth{(std::uint64_t{r32(rng)} << 32) | r32(rng)};
+    h.atomic_eth = AtomicEth{
+        (std::uint64_t{r32(rng)} << 32) | (r32(rng) & ~7u), static_cast<std::uint32_t>(r32(rng)),
+        (std::uint64_t{r32(rng)} << 32) | r32(rng), (std::uint64_t{r32(rng)} << 32) | r32(rng)};
+  if (info.headers & kAeth)
+    h.aeth = Aeth{static_cast<std::uint8_t>(r32(rng) & 0x1F), r32(rng) & 0xFFFFFF};
+  if (info.headers & kAtomicAckEth)
+    h.atomic_ack_eth = AtomicAckEth{(std::uint64_t{r32(rng)} << 32) | r32(rng)};
   if (info.headers & kImmDt) h.imm = static_cast<std::uint32_t>(r32(rng));
   if (info.headers & kIeth) h.inv_rkey = static_cast<std::uint32_t>(r32(rng));
   return h;
@@ -252,12 +257,20 @@ TEST(RoceHeaders, ParseErrorsArePrecise) {
   auto bad = buf;
   bad[1] |= 0x01;  // TVer 1
   EXPECT_EQ(parse_roce(bad).error(), Error::kBadVersion);
+  // Reserved bits (BTH byte 4 low six, byte 8 low seven) are returned, not judged.
   bad = buf;
-  bad[4] |= 0x01;
-  EXPECT_EQ(parse_roce(bad).error(), Error::kReservedBits);
+  bad[4] |= 0x10;
+  auto r4 = parse_roce(bad);
+  ASSERT_TRUE(r4.ok());
+  EXPECT_EQ(r4->hdr.bth.resv6, 0x10);
+  EXPECT_TRUE(roce_reserved_set(*r4));
+  EXPECT_FALSE(roce_reserved_set(*parse_roce(buf)));
   bad = buf;
   bad[8] |= 0x01;
-  EXPECT_EQ(parse_roce(bad).error(), Error::kReservedBits);
+  auto r8 = parse_roce(bad);
+  ASSERT_TRUE(r8.ok());
+  EXPECT_EQ(r8->hdr.bth.resv7, 0x01);
+  EXPECT_TRUE(roce_reserved_set(*r8));
   bad = buf;
   bad[0] = 0x15;
   EXPECT_EQ(parse_roce(bad).error(), Error::kUnknownOpcode);
