@@ -9,40 +9,57 @@
 
 namespace softrdma::netdev {
 
+namespace {
+
+// The IP and UDP headers Linux puts on the wire for a datagram (IPv4: ID 0, DF set; variant
+// fields as the ICRC masks them anyway).
+struct PseudoHeaders {
+  std::array<std::uint8_t, wire::kIpv6Len> ip{};
+  std::size_t ip_len = 0;
+  std::array<std::uint8_t, wire::kUdpLen> udp{};
+
+  bool build(const IpAddr& src, const IpAddr& dst, std::uint16_t sport, std::uint16_t dport,
+             std::uint32_t len) {
+    if (len < wire::kBthLen + wire::kIcrcLen || len > 0xFFFF - wire::kUdpLen) return false;
+    const auto udp_len = static_cast<std::uint16_t>(wire::kUdpLen + len);
+    if (src.is_v4()) {
+      ip_len = wire::kIpv4MinLen;
+      ip[0] = 0x45;
+      wire::store16(&ip[2], static_cast<std::uint16_t>(wire::kIpv4MinLen + udp_len));
+      wire::store16(&ip[4], 0);       // ID 0: unconnected socket, DF set
+      wire::store16(&ip[6], 0x4000);  // DF, fragment offset 0
+      ip[8] = 64;
+      ip[9] = wire::kIpProtoUdp;
+      std::memcpy(&ip[12], &src.bytes[12], 4);
+      std::memcpy(&ip[16], &dst.bytes[12], 4);
+    } else {
+      ip_len = wire::kIpv6Len;
+      ip[0] = 0x60;  // traffic class and flow label are masked
+      wire::store16(&ip[4], udp_len);
+      ip[6] = wire::kIpProtoUdp;
+      ip[7] = 64;
+      std::memcpy(&ip[8], src.bytes.data(), 16);
+      std::memcpy(&ip[24], dst.bytes.data(), 16);
+    }
+    wire::store16(&udp[0], sport);
+    wire::store16(&udp[2], dport);
+    wire::store16(&udp[4], udp_len);
+    return true;
+  }
+  wire::Bytes ip_bytes() const { return wire::Bytes(ip.data(), ip_len); }
+  wire::Bytes udp_bytes() const { return wire::Bytes(udp); }
+};
+
+}  // namespace
+
 bool compute_packet_icrc(const IpAddr& src, const IpAddr& dst, std::uint16_t sport,
                          std::uint16_t dport, const std::uint8_t* data, std::uint32_t len,
                          std::uint32_t& icrc) {
-  if (len < wire::kBthLen + wire::kIcrcLen || len > 0xFFFF - wire::kUdpLen) return false;
-  const auto udp_len = static_cast<std::uint16_t>(wire::kUdpLen + len);
-  std::array<std::uint8_t, wire::kIpv6Len> ip{};
-  std::size_t ip_len;
-  if (src.is_v4()) {
-    // TOS, TTL and the checksum are masked by the ICRC; the rest is what Linux sends.
-    ip_len = wire::kIpv4MinLen;
-    ip[0] = 0x45;
-    wire::store16(&ip[2], static_cast<std::uint16_t>(wire::kIpv4MinLen + udp_len));
-    wire::store16(&ip[4], 0);       // ID 0: unconnected socket, DF set
-    wire::store16(&ip[6], 0x4000);  // DF, fragment offset 0
-    ip[8] = 64;
-    ip[9] = wire::kIpProtoUdp;
-    std::memcpy(&ip[12], &src.bytes[12], 4);
-    std::memcpy(&ip[16], &dst.bytes[12], 4);
-  } else {
-    ip_len = wire::kIpv6Len;
-    ip[0] = 0x60;  // traffic class and flow label are masked
-    wire::store16(&ip[4], udp_len);
-    ip[6] = wire::kIpProtoUdp;
-    ip[7] = 64;
-    std::memcpy(&ip[8], src.bytes.data(), 16);
-    std::memcpy(&ip[24], dst.bytes.data(), 16);
-  }
-  std::array<std::uint8_t, wire::kUdpLen> udp{};
-  wire::store16(&udp[0], sport);
-  wire::store16(&udp[2], dport);
-  wire::store16(&udp[4], udp_len);
+  PseudoHeaders h;
+  if (!h.build(src, dst, sport, dport, len)) return false;
   wire::Error err = wire::Error::kNone;
-  icrc = wire::compute_icrc(wire::Bytes(ip.data(), ip_len), wire::Bytes(udp),
-                            wire::Bytes(data, len - wire::kIcrcLen), &err);
+  icrc = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(), wire::Bytes(data, len - wire::kIcrcLen),
+                            &err);
   return err == wire::Error::kNone;
 }
 
@@ -56,11 +73,19 @@ bool fill_icrc(const Packet& p) {
 }
 
 bool check_icrc(const Packet& p) {
-  std::uint32_t icrc = 0;
-  if (!p.data || !compute_packet_icrc(p.src, p.dst, p.src_port, p.dst_port, p.data, p.len, icrc)) {
-    return false;
-  }
-  return wire::load32le(p.data + p.len - wire::kIcrcLen) == icrc;
+  PseudoHeaders h;
+  if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
+  const wire::Bytes roce(p.data, p.len - wire::kIcrcLen);
+  const std::uint32_t got = wire::load32le(p.data + p.len - wire::kIcrcLen);
+  wire::Error err = wire::Error::kNone;
+  const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(), roce, &err);
+  if (err != wire::Error::kNone) return false;
+  if (got == want || !p.src.is_v4()) return got == want;
+  // Sent with another IPv4 ID or without DF (other hosts' kernels, NICs), which the socket
+  // does not show: the ICRC fits exactly one ID/flags word; it must be an unfragmented one.
+  bool ok = false;
+  const wire::Ipv4IdFlags f = wire::icrc_solve_ipv4_id(h.ip_bytes(), h.udp_bytes(), roce, got, &ok);
+  return ok && (f.flags_frag == 0x4000 || f.flags_frag == 0x0000);
 }
 
 }  // namespace softrdma::netdev

@@ -17,7 +17,11 @@ bool compute_packet_icrc(const IpAddr& src, const IpAddr& dst, std::uint16_t spo
 
 // Stores the ICRC of `p` (from its addressing) into its last 4 bytes; false if too short.
 bool fill_icrc(const Packet& p);
-// True when the last 4 bytes of `p` hold the ICRC its addressing and content call for.
+// True when the last 4 bytes of `p` hold the ICRC its addressing and content call for. A UDP
+// socket does not show the IPv4 ID and flags: an IPv4 datagram passes when its ICRC is right for
+// ID 0 with DF (Linux's own), or for the one ID/flags word it then fits, when that word is an
+// unfragmented datagram's (DF or not, offset 0). That leaves 16 of the ICRC's 32 bits checked
+// for such senders (docs/backends.md, "What the ICRC check covers").
 bool check_icrc(const Packet& p);
 
 }  // namespace softrdma::netdev

@@ -15,4 +15,18 @@ namespace softrdma::wire {
 // Returns 0 and sets *err (when given) if a span is too short.
 std::uint32_t compute_icrc(Bytes ip_header, Bytes udp_header, Bytes roce, Error* err = nullptr);
 
+// The IPv4 header's bytes 4-7 (identification, flags and fragment offset), which the ICRC
+// covers but a UDP socket does not show.
+struct Ipv4IdFlags {
+  std::uint16_t id = 0;
+  std::uint16_t flags_frag = 0;
+};
+// The one value of those bytes under which `icrc` is right for the rest of the datagram
+// (ip_header as guessed: its bytes 4-7 are ignored; the other spans as compute_icrc). The CRC
+// is linear in its input and a bijection over any 4 consecutive bytes, so exactly one value
+// fits: a receiver that knows the flags (DF or none, offset 0) still checks 16 of the 32 bits.
+// Returns nullopt-like {false} through `ok` when a span is too short or the header is not IPv4.
+Ipv4IdFlags icrc_solve_ipv4_id(Bytes ip_header, Bytes udp_header, Bytes roce, std::uint32_t icrc,
+                               bool* ok = nullptr);
+
 }  // namespace softrdma::wire

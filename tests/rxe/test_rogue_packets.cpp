@@ -80,8 +80,8 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
   // [guard | region | guard]: the region is registered; receives also land in it.
   std::vector<std::uint8_t> mem(kGuard + kRegion + kGuard, 0xA5);
   std::uint8_t* region = mem.data() + kGuard;
-  auto mr = dev.reg_mr(pd, region, kRegion, reinterpret_cast<std::uint64_t>(region), kAllAccess,
-                       &err);
+  auto mr =
+      dev.reg_mr(pd, region, kRegion, reinterpret_cast<std::uint64_t>(region), kAllAccess, &err);
   ASSERT_TRUE(mr);
   QpCap cap = default_cap();
   Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
@@ -146,10 +146,17 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
       pkt.resize(*n);
       // Now and then damage it: truncate, flip bytes, or send pure noise.
       switch (rng() % 10) {
-        case 0: pkt.resize(rng() % pkt.size()); break;
-        case 1: pkt[rng() % pkt.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255); break;
-        case 2: for (auto& b : pkt) b = static_cast<std::uint8_t>(rng()); break;
-        default: break;
+        case 0:
+          pkt.resize(rng() % pkt.size());
+          break;
+        case 1:
+          pkt[rng() % pkt.size()] ^= static_cast<std::uint8_t>(1 + rng() % 255);
+          break;
+        case 2:
+          for (auto& b : pkt) b = static_cast<std::uint8_t>(rng());
+          break;
+        default:
+          break;
       }
       inj->inject(peer, std::move(pkt));
     }
@@ -173,12 +180,70 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
   EXPECT_GT(c.rx_packets, 1000u);
   const auto changed = std::count_if(region, region + kRegion, [](auto b) { return b != 0xA5; });
   EXPECT_GT(changed, 0);  // and some of them did land, inside the region
-  std::printf("%d resets, %llu packets reached the QP, %lld region bytes written, %llu "
-              "duplicates, %llu out of sequence\n",
-              resets, static_cast<unsigned long long>(c.rx_packets),
-              static_cast<long long>(changed),
-              static_cast<unsigned long long>(c.duplicate_requests),
-              static_cast<unsigned long long>(c.out_of_sequence));
+  std::printf(
+      "%d resets, %llu packets reached the QP, %lld region bytes written, %llu "
+      "duplicates, %llu out of sequence\n",
+      resets, static_cast<unsigned long long>(c.rx_packets), static_cast<long long>(changed),
+      static_cast<unsigned long long>(c.duplicate_requests),
+      static_cast<unsigned long long>(c.out_of_sequence));
+  dev.destroy_qp(qp);
+}
+
+// What real NICs send (shared notes, nic-behaviours.md): BTH byte 4 = 0x10 (a Huawei NIC),
+// MigReq = 1 (ConnectX, Huawei), and the other reserved bits for good measure. A receiver
+// ignores reserved fields (IBTA): every such SEND lands, none is counted as malformed.
+TEST(RoguePackets, ReservedBitsAndMigReqAreIgnored) {
+  const netdev::IpAddr self = addr(2), peer = addr(1);
+  auto nd = std::make_unique<InjectNetdev>(self);
+  InjectNetdev* inj = nd.get();
+  Device dev(std::move(nd));
+  Pd* pd = dev.alloc_pd();
+  int err = 0;
+  Cq* cq = dev.create_cq(256, &err);
+  std::vector<std::uint8_t> region(64 * 256);
+  auto mr = dev.reg_mr(pd, region.data(), region.size(),
+                       reinterpret_cast<std::uint64_t>(region.data()), kAllAccess, &err);
+  ASSERT_TRUE(mr);
+  QpCap cap = default_cap();
+  Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+  ASSERT_TRUE(qp);
+  bring_up(qp, peer.bytes, 0x77, 100, 5000, ConnectOptions{});
+  constexpr int kSends = 32;
+  for (int i = 0; i < kSends; ++i) {
+    const Sge sge{
+        reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * 64, 64,
+        mr->lkey};
+    ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&sge, 1)), 0);
+  }
+  for (int i = 0; i < kSends; ++i) {
+    wire::RoceHeaders h;
+    h.bth.opcode = wire::op::kRcSendOnly;
+    h.bth.dest_qp = qp->qpn();
+    h.bth.psn = static_cast<std::uint32_t>(100 + i);
+    h.bth.mig_req = true;
+    h.bth.resv6 = (i % 2) ? 0x10 : 0x3F;
+    h.bth.resv7 = (i % 3) ? 0 : 0x7F;
+    h.bth.ack_req = true;
+    const std::vector<std::uint8_t> payload(40, static_cast<std::uint8_t>(i + 1));
+    std::vector<std::uint8_t> pkt(256);
+    auto n = wire::build_roce(pkt, h, wire::Bytes(payload));
+    ASSERT_TRUE(n.ok());
+    pkt.resize(*n);
+    ASSERT_EQ(pkt[4] & 0x3F, h.bth.resv6);  // the builder keeps what it is given
+    inj->inject(peer, std::move(pkt));
+  }
+  const auto wcs = wait_wc(cq, kSends);
+  ASSERT_EQ(wcs.size(), static_cast<std::size_t>(kSends));
+  for (const Wc& wc : wcs) {
+    EXPECT_EQ(wc.status, WcStatus::kSuccess);
+    EXPECT_EQ(wc.byte_len, 40u);
+    EXPECT_EQ(region[wc.wr_id * 64], static_cast<std::uint8_t>(wc.wr_id + 1));
+  }
+  for (const auto& [name, value] : dev.hw_counters()) {
+    if (name == "drop_malformed") {
+      EXPECT_EQ(value, 0u);
+    }
+  }
   dev.destroy_qp(qp);
 }
 
