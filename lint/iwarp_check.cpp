@@ -129,7 +129,7 @@ std::string crc_wire_hex(std::uint32_t crc) {
   return hex_bytes(b);
 }
 
-const char* ddp_rule(wire::DdpIssue i) {
+Rule ddp_rule(wire::DdpIssue i) {
   switch (i) {
     case wire::DdpIssue::kBadDdpVersion:
       return "ddp.version";
@@ -161,9 +161,9 @@ struct IwarpChecker::Impl {
 
   explicit Impl(Report& r) : report(r) {}
 
-  void violation(const Direction& d, std::uint64_t frame, const char* rule, std::string expected,
+  void violation(const Direction& d, std::uint64_t frame, Rule rule, std::string expected,
                  std::string found) {
-    report.add({frame, d.flow, rule, std::move(expected), std::move(found)});
+    report.add(frame, d.flow, rule, std::move(expected), std::move(found));
   }
 
   void segment(std::uint64_t frame_no, const wire::FrameView& f);

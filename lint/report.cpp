@@ -11,6 +11,14 @@ std::string hex(std::uint64_t v, int width) {
   return buf;
 }
 
+void Report::add(std::uint64_t frame, std::string flow, Rule rule, std::string expected,
+                 std::string found) {
+  const Severity severity = rule.severity();
+  if (severity == Severity::kError) ++errors_;
+  violations_.push_back({frame, std::move(flow), std::string(rule.name()), severity,
+                         std::move(expected), std::move(found)});
+}
+
 void Report::sort() {
   std::stable_sort(violations_.begin(), violations_.end(),
                    [](const Violation& a, const Violation& b) { return a.frame < b.frame; });

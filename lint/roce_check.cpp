@@ -30,8 +30,8 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
   std::string flow = flow_string(frame);
   const Bytes dgram = frame.payload;
   if (dgram.size() >= kBthLen) flow += " qp " + hex(load24(dgram.data() + 5), 6);
-  const auto add = [&](const char* rule, std::string expected, std::string found) {
-    report.add({frame_no, flow, rule, std::move(expected), std::move(found)});
+  const auto add = [&](Rule rule, std::string expected, std::string found) {
+    report.add(frame_no, flow, rule, std::move(expected), std::move(found));
   };
 
   auto pkt = parse_roce(dgram);
