@@ -26,12 +26,12 @@ void Report::sort() {
 
 void Report::print_text(std::ostream& os, const std::string& file) const {
   for (const auto& v : violations_) {
-    os << "frame " << v.frame << ": " << v.flow << ": " << v.rule << ": expected " << v.expected
-       << ", found " << v.found << '\n';
+    os << "frame " << v.frame << ": " << v.flow << ": " << to_string(v.severity) << ": " << v.rule
+       << ": expected " << v.expected << ", found " << v.found << '\n';
   }
   os << file << ": " << counters_.packets << " packets read, " << counters_.roce_packets
      << " RoCEv2 packets, " << counters_.iwarp_fpdus << " iWARP FPDUs, " << violations_.size()
-     << " violations";
+     << " violations (" << errors() << " errors, " << warnings() << " warnings)";
   if (counters_.excused) os << " (" << counters_.excused << " frames marked dropped, not judged)";
   os << '\n';
 }
@@ -72,6 +72,7 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
   os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
      << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
      << ",\"excused\":" << counters_.excused << ",\"violation_count\":" << violations_.size()
+     << ",\"error_count\":" << errors() << ",\"warning_count\":" << warnings()
      << ",\"violations\":[";
   bool first = true;
   for (const auto& v : violations_) {
@@ -79,6 +80,7 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
     os << json_quote(v.flow);
     os << ",\"rule\":";
     os << json_quote(v.rule);
+    os << ",\"severity\":\"" << to_string(v.severity) << '"';
     os << ",\"expected\":";
     os << json_quote(v.expected);
     os << ",\"found\":";
