@@ -92,7 +92,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
     error = "capture damaged after frame " + std::to_string(frame_no) + ": " + reader->error();
     return 2;
   }
-  return report.violations().empty() ? 0 : 1;
+  return report.failed(opts.strict) ? 1 : 0;
 }
 
 }  // namespace softrdma::lint
