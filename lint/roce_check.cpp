@@ -91,6 +91,9 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
         (pkt->hdr.aeth->syndrome & 0x1F) > 4) {
       add("roce.aeth_syndrome", "NAK code 0-4", hex(pkt->hdr.aeth->syndrome, 2));
     }
+    if (pkt->hdr.deth && pkt->hdr.deth->resv != 0) {
+      add("roce.deth_reserved", "0 in the DETH reserved byte", hex(pkt->hdr.deth->resv, 2));
+    }
     for (std::uint8_t b : pkt->cnp_reserved) {
       if (b != 0) {
         add("roce.cnp_reserved", "16 zero bytes after the BTH", "a non-zero byte " + hex(b, 2));

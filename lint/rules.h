@@ -39,6 +39,7 @@ inline constexpr auto kRules = std::to_array<RuleInfo>({
     {"roce.pad_bytes", Severity::kWarning, "IBTA vol. 1 §9.2 (PadCnt)"},
     {"roce.atomic_alignment", Severity::kError, "IBTA vol. 1 §9.4.5"},
     {"roce.aeth_syndrome", Severity::kError, "IBTA vol. 1 §9.3.5, table 43"},
+    {"roce.deth_reserved", Severity::kWarning, "IBTA vol. 1 §9.3.3 (DETH)"},
     {"roce.cnp_reserved", Severity::kWarning, "RoCEv2 annex A17.9.3"},
     {"roce.icrc", Severity::kError, "IBTA vol. 1 §7.8, annex A17.4.3"},
     // RoCEv2, per flow
