@@ -62,6 +62,7 @@ inline constexpr auto kRules = std::to_array<RuleInfo>({
     {"fpdu.pad", Severity::kWarning, "RFC 5044 §4.1"},
     {"fpdu.crc", Severity::kError, "RFC 5044 §4.1, §4.2"},
     {"fpdu.marker", Severity::kError, "RFC 5044 §4.3, §5"},
+    {"fpdu.marker_reserved", Severity::kWarning, "RFC 5044 §4.3"},
     {"ddp.version", Severity::kError, "RFC 5041 §4.1"},
     {"ddp.reserved", Severity::kWarning, "RFC 5041 §4.1"},
     {"ddp.tagged_mismatch", Severity::kError, "RFC 5040 §4.2, §4.3"},

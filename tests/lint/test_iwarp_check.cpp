@@ -362,13 +362,17 @@ TEST(IwarpSynthRules, CorruptMarkerGivesMarkerViolation) {
   auto r = s.run(s.segments(4, true));
   ASSERT_EQ(r.violations().size(), 1u) << dump(r);
   EXPECT_EQ(r.violations()[0].rule, "fpdu.marker");
-  // Reserved half of a marker too.
+  EXPECT_EQ(r.violations()[0].severity, lint::Severity::kError);
+  // The reserved half of a marker is a rule of its own: receivers ignore it (RFC 5044 §4.3).
   Synth t = s;
   t.stream[1][m + 3] ^= 0x04;
   t.stream[1][s.origin[1] + 2048] = 0x01;
   r = t.run(t.segments(5, false));
   ASSERT_EQ(r.violations().size(), 1u) << dump(r);
-  EXPECT_EQ(r.violations()[0].rule, "fpdu.marker");
+  EXPECT_EQ(r.violations()[0].rule, "fpdu.marker_reserved");
+  EXPECT_EQ(r.violations()[0].severity, lint::Severity::kWarning);
+  EXPECT_EQ(r.errors(), 0u);
+  EXPECT_EQ(r.warnings(), 1u);
 }
 
 TEST(IwarpSynthRules, MarkersWithCrcCoverMarkers) {
