@@ -419,6 +419,14 @@ TEST(IwarpSynthRules, HeaderRules) {
   EXPECT_EQ(count_rule(r, "rdmap.read_request_length"), 1);
   EXPECT_EQ(r.violations().size(), 7u);
   EXPECT_EQ(r.counters().iwarp_fpdus, 9u);
+  // The reserved bit is the one a receiver ignores.
+  EXPECT_EQ(r.errors(), 6u);
+  EXPECT_EQ(r.warnings(), 1u);
+  for (const auto& v : r.violations()) {
+    EXPECT_EQ(v.severity,
+              v.rule == "ddp.reserved" ? lint::Severity::kWarning : lint::Severity::kError)
+        << v.rule;
+  }
 }
 
 TEST(IwarpSynthRules, MpaRules) {
@@ -430,6 +438,8 @@ TEST(IwarpSynthRules, MpaRules) {
   EXPECT_EQ(count_rule(r, "mpa.reserved"), 1) << dump(r);
   EXPECT_EQ(count_rule(r, "mpa.revision"), 1);
   EXPECT_EQ(r.violations().size(), 2u);
+  EXPECT_EQ(r.errors(), 1u);  // the revision; the reserved flag bit is a warning
+  EXPECT_EQ(r.warnings(), 1u);
 
   Synth t;
   t.handshake();
