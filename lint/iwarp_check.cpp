@@ -129,7 +129,7 @@ std::string crc_wire_hex(std::uint32_t crc) {
   return hex_bytes(b);
 }
 
-const char* ddp_rule(wire::DdpIssue i) {
+Rule ddp_rule(wire::DdpIssue i) {
   switch (i) {
     case wire::DdpIssue::kBadDdpVersion:
       return "ddp.version";
@@ -161,9 +161,9 @@ struct IwarpChecker::Impl {
 
   explicit Impl(Report& r) : report(r) {}
 
-  void violation(const Direction& d, std::uint64_t frame, const char* rule, std::string expected,
+  void violation(const Direction& d, std::uint64_t frame, Rule rule, std::string expected,
                  std::string found) {
-    report.add({frame, d.flow, rule, std::move(expected), std::move(found)});
+    report.add(frame, d.flow, rule, std::move(expected), std::move(found));
   }
 
   void segment(std::uint64_t frame_no, const wire::FrameView& f);
@@ -456,10 +456,14 @@ bool IwarpChecker::Impl::parse_fpdu(Direction& dir) {
     for (std::size_t i = 0; i < r.markers; ++i) {
       const wire::Marker& m = marker_buf[i];
       const std::uint16_t want = wire::expected_fpdu_ptr(m.offset, start);
-      if (m.reserved != 0 || m.fpdu_ptr != want) {
-        violation(dir, dir.frame_of(dir.origin + m.offset), "fpdu.marker",
-                  "reserved 0x0000, FPDUPTR " + std::to_string(want),
-                  "reserved " + hex(m.reserved, 4) + ", FPDUPTR " + std::to_string(m.fpdu_ptr));
+      const std::uint64_t marker_frame = dir.frame_of(dir.origin + m.offset);
+      if (m.fpdu_ptr != want) {
+        violation(dir, marker_frame, "fpdu.marker", "FPDUPTR " + std::to_string(want),
+                  "FPDUPTR " + std::to_string(m.fpdu_ptr));
+      }
+      if (m.reserved != 0) {  // sent as zero, ignored on receive (RFC 5044 §4.3)
+        violation(dir, marker_frame, "fpdu.marker_reserved", "reserved 0x0000",
+                  "reserved " + hex(m.reserved, 4));
       }
     }
     fp = wire::parse_fpdu(Bytes(scratch.data(), plain_len), dir.crc);

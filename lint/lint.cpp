@@ -68,8 +68,8 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
       continue;
     }
     if (v->is_ipv6 == false && wire::ipv4_header_checksum(v->ip_header) != 0 && f.caplen == f.len) {
-      report.add({frame_no, flow_string(*v), "ip.checksum", "a valid IPv4 header checksum",
-                  hex(v->ipv4.checksum, 4)});
+      report.add(frame_no, flow_string(*v), "ip.checksum", "a valid IPv4 header checksum",
+                 hex(v->ipv4.checksum, 4));
     }
     if (v->udp) {
       const auto& ports = opts.roce_ports;
@@ -92,7 +92,7 @@ int run(pcap::Reader& reader_ref, const Options& opts, Report& report, std::stri
     error = "capture damaged after frame " + std::to_string(frame_no) + ": " + reader->error();
     return 2;
   }
-  return report.violations().empty() ? 0 : 1;
+  return report.failed(opts.strict) ? 1 : 0;
 }
 
 }  // namespace softrdma::lint

@@ -1,5 +1,6 @@
 // `softrdma lint`: reads a capture and checks every RoCEv2 packet and every iWARP
-// stream in it. Exit status: 0 no violation, 1 violations, 2 unreadable capture.
+// stream in it. Exit status: 0 no error (warnings allowed unless strict), 1 errors (or, with
+// strict, warnings), 2 unreadable capture.
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@ namespace softrdma::lint {
 
 struct Options {
   std::vector<std::uint16_t> roce_ports{4791};
+  bool strict = false;  // warnings fail the capture too (exit status 1)
 };
 
 // Fills `report`; on a file that cannot be read (or is damaged part-way) sets
@@ -23,7 +25,7 @@ int run(const std::string& path, const Options& opts, Report& report, std::strin
 namespace softrdma::pcap {
 class Reader;
 class PcapngReader;
-}
+}  // namespace softrdma::pcap
 
 namespace softrdma::lint {
 

@@ -11,6 +11,14 @@ std::string hex(std::uint64_t v, int width) {
   return buf;
 }
 
+void Report::add(std::uint64_t frame, std::string flow, Rule rule, std::string expected,
+                 std::string found) {
+  const Severity severity = rule.severity();
+  if (severity == Severity::kError) ++errors_;
+  violations_.push_back({frame, std::move(flow), std::string(rule.name()), severity,
+                         std::move(expected), std::move(found)});
+}
+
 void Report::sort() {
   std::stable_sort(violations_.begin(), violations_.end(),
                    [](const Violation& a, const Violation& b) { return a.frame < b.frame; });
@@ -18,12 +26,12 @@ void Report::sort() {
 
 void Report::print_text(std::ostream& os, const std::string& file) const {
   for (const auto& v : violations_) {
-    os << "frame " << v.frame << ": " << v.flow << ": " << v.rule << ": expected " << v.expected
-       << ", found " << v.found << '\n';
+    os << "frame " << v.frame << ": " << v.flow << ": " << to_string(v.severity) << ": " << v.rule
+       << ": expected " << v.expected << ", found " << v.found << '\n';
   }
   os << file << ": " << counters_.packets << " packets read, " << counters_.roce_packets
      << " RoCEv2 packets, " << counters_.iwarp_fpdus << " iWARP FPDUs, " << violations_.size()
-     << " violations";
+     << " violations (" << errors() << " errors, " << warnings() << " warnings)";
   if (counters_.excused) os << " (" << counters_.excused << " frames marked dropped, not judged)";
   os << '\n';
 }
@@ -64,6 +72,7 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
   os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
      << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
      << ",\"excused\":" << counters_.excused << ",\"violation_count\":" << violations_.size()
+     << ",\"error_count\":" << errors() << ",\"warning_count\":" << warnings()
      << ",\"violations\":[";
   bool first = true;
   for (const auto& v : violations_) {
@@ -71,6 +80,7 @@ void Report::print_json(std::ostream& os, const std::string& file) const {
     os << json_quote(v.flow);
     os << ",\"rule\":";
     os << json_quote(v.rule);
+    os << ",\"severity\":\"" << to_string(v.severity) << '"';
     os << ",\"expected\":";
     os << json_quote(v.expected);
     os << ",\"found\":";

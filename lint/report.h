@@ -6,12 +6,15 @@
 #include <string>
 #include <vector>
 
+#include "lint/rules.h"
+
 namespace softrdma::lint {
 
 struct Violation {
-  std::uint64_t frame = 0;  // 1-based frame number in the capture
-  std::string flow;         // e.g. "10.0.0.1:50000 > 10.0.0.2:4791 qp 0x000011"
-  std::string rule;         // stable rule name, e.g. "roce.icrc", "mpa.crc"
+  std::uint64_t frame = 0;               // 1-based frame number in the capture
+  std::string flow;                      // e.g. "10.0.0.1:50000 > 10.0.0.2:4791 qp 0x000011"
+  std::string rule;                      // stable rule name, e.g. "roce.icrc", "mpa.crc"
+  Severity severity = Severity::kError;  // the rule's, from kRules
   std::string expected;
   std::string found;
 };
@@ -27,10 +30,16 @@ struct Counters {
 
 class Report {
  public:
-  void add(Violation v) { violations_.push_back(std::move(v)); }
+  // One violation of `rule`; its severity comes from the rule table (lint/rules.h).
+  void add(std::uint64_t frame, std::string flow, Rule rule, std::string expected,
+           std::string found);
   Counters& counters() { return counters_; }
   const Counters& counters() const { return counters_; }
   const std::vector<Violation>& violations() const { return violations_; }
+  std::size_t errors() const { return errors_; }
+  std::size_t warnings() const { return violations_.size() - errors_; }
+  // Whether the capture fails lint: any error, or with `strict` any violation at all.
+  bool failed(bool strict) const { return errors_ > 0 || (strict && !violations_.empty()); }
   // Sorts violations by frame number (stable), as printed.
   void sort();
   void print_text(std::ostream& os, const std::string& file) const;
@@ -38,6 +47,7 @@ class Report {
 
  private:
   std::vector<Violation> violations_;
+  std::size_t errors_ = 0;
   Counters counters_;
 };
 

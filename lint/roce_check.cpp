@@ -30,8 +30,8 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
   std::string flow = flow_string(frame);
   const Bytes dgram = frame.payload;
   if (dgram.size() >= kBthLen) flow += " qp " + hex(load24(dgram.data() + 5), 6);
-  const auto add = [&](const char* rule, std::string expected, std::string found) {
-    report.add({frame_no, flow, rule, std::move(expected), std::move(found)});
+  const auto add = [&](Rule rule, std::string expected, std::string found) {
+    report.add(frame_no, flow, rule, std::move(expected), std::move(found));
   };
 
   auto pkt = parse_roce(dgram);
@@ -90,6 +90,9 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
     if (pkt->hdr.aeth && aeth_kind(pkt->hdr.aeth->syndrome) == AethKind::kNak &&
         (pkt->hdr.aeth->syndrome & 0x1F) > 4) {
       add("roce.aeth_syndrome", "NAK code 0-4", hex(pkt->hdr.aeth->syndrome, 2));
+    }
+    if (pkt->hdr.deth && pkt->hdr.deth->resv != 0) {
+      add("roce.deth_reserved", "0 in the DETH reserved byte", hex(pkt->hdr.deth->resv, 2));
     }
     for (std::uint8_t b : pkt->cnp_reserved) {
       if (b != 0) {

@@ -175,7 +175,7 @@ void defer_read_gap(Report& report, RoceFlowChecker::Flow& f, std::uint64_t fram
                     std::uint32_t missing) {
   if (f.resp_gaps.size() == kMaxPendingGaps) {
     const auto& g = f.resp_gaps.front();
-    report.add({g.frame, g.where, "roce.read_response", g.expected, g.found});
+    report.add(g.frame, g.where, "roce.read_response", g.expected, g.found);
     f.resp_gaps.erase(f.resp_gaps.begin());
   }
   f.resp_gaps.push_back(
@@ -190,11 +190,11 @@ RoceFlowChecker::~RoceFlowChecker() = default;
 void RoceFlowChecker::finish() {
   for (auto& [key, f] : flows_) {
     if (f->gap) {
-      report_.add({f->gap->frame, f->gap->where, "roce.psn_gap", f->gap->expected, f->gap->found});
+      report_.add(f->gap->frame, f->gap->where, "roce.psn_gap", f->gap->expected, f->gap->found);
       f->gap.reset();
     }
     for (const Flow::Gap& g : f->resp_gaps) {
-      report_.add({g.frame, g.where, "roce.read_response", g.expected, g.found});
+      report_.add(g.frame, g.where, "roce.read_response", g.expected, g.found);
     }
     f->resp_gaps.clear();
   }
@@ -292,8 +292,8 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
   const wire::RoceOpcodeInfo& info = *pkt.info;
   const std::uint32_t psn = pkt.hdr.bth.psn;
   const std::string name(info.name);
-  const auto add = [&](const char* rule, std::string expected, std::string found) {
-    report_.add({frame_no, where, rule, std::move(expected), std::move(found)});
+  const auto add = [&](Rule rule, std::string expected, std::string found) {
+    report_.add(frame_no, where, rule, std::move(expected), std::move(found));
   };
 
   // PSNs this request takes: a read request one per response packet.
@@ -328,7 +328,7 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     f.msg = Flow::Msg::kUnknown;  // it may restart in the middle of a message
   } else {
     if (f.gap) {
-      report_.add({f.gap->frame, f.gap->where, "roce.psn_gap", f.gap->expected, f.gap->found});
+      report_.add(f.gap->frame, f.gap->where, "roce.psn_gap", f.gap->expected, f.gap->found);
     }
     f.gap = Flow::Gap{frame_no, where, psn_str(f.next), psn_str(psn), f.next};
     f.replay = false;
@@ -466,8 +466,8 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
   const wire::RoceOpcodeInfo& info = *pkt.info;
   const std::uint32_t psn = pkt.hdr.bth.psn;
   const std::string name(info.name);
-  const auto add = [&](const char* rule, std::string expected, std::string found) {
-    report_.add({frame_no, where, rule, std::move(expected), std::move(found)});
+  const auto add = [&](Rule rule, std::string expected, std::string found) {
+    report_.add(frame_no, where, rule, std::move(expected), std::move(found));
   };
   const std::optional<wire::Aeth>& aeth = pkt.hdr.aeth;
   const bool ack_syndrome = aeth && wire::aeth_kind(aeth->syndrome) == wire::AethKind::kAck;
@@ -726,8 +726,7 @@ void RoceFlowChecker::on_ud(std::uint64_t frame_no, const std::string& where, co
   const std::uint32_t qkey = pkt.hdr.deth->qkey;
   const std::uint32_t qpn = std::get<2>(dest);
   if (qpn == 1) {
-    if (qkey != kGsiQkey)
-      report_.add({frame_no, where, "roce.qkey", hex(kGsiQkey, 8), hex(qkey, 8)});
+    if (qkey != kGsiQkey) report_.add(frame_no, where, "roce.qkey", hex(kGsiQkey, 8), hex(qkey, 8));
     return;
   }
   auto [it, fresh] = qkeys_.try_emplace({std::get<1>(dest), qpn});
@@ -739,10 +738,10 @@ void RoceFlowChecker::on_ud(std::uint64_t frame_no, const std::string& where, co
   }
   auto old = s.retired.find(qkey);
   if (old != s.retired.end()) {
-    report_.add({frame_no, where, "roce.qkey",
-                 hex(s.current, 8) + " (replaced " + hex(qkey, 8) + " after " +
-                     frame_ref(old->second) + ", in use up to " + frame_ref(s.frame) + ")",
-                 hex(qkey, 8)});
+    report_.add(frame_no, where, "roce.qkey",
+                hex(s.current, 8) + " (replaced " + hex(qkey, 8) + " after " +
+                    frame_ref(old->second) + ", in use up to " + frame_ref(s.frame) + ")",
+                hex(qkey, 8));
     s.retired.erase(old);  // one report per switch back
   }
   s.retired[s.current] = s.frame;

@@ -362,13 +362,17 @@ TEST(IwarpSynthRules, CorruptMarkerGivesMarkerViolation) {
   auto r = s.run(s.segments(4, true));
   ASSERT_EQ(r.violations().size(), 1u) << dump(r);
   EXPECT_EQ(r.violations()[0].rule, "fpdu.marker");
-  // Reserved half of a marker too.
+  EXPECT_EQ(r.violations()[0].severity, lint::Severity::kError);
+  // The reserved half of a marker is a rule of its own: receivers ignore it (RFC 5044 §4.3).
   Synth t = s;
   t.stream[1][m + 3] ^= 0x04;
   t.stream[1][s.origin[1] + 2048] = 0x01;
   r = t.run(t.segments(5, false));
   ASSERT_EQ(r.violations().size(), 1u) << dump(r);
-  EXPECT_EQ(r.violations()[0].rule, "fpdu.marker");
+  EXPECT_EQ(r.violations()[0].rule, "fpdu.marker_reserved");
+  EXPECT_EQ(r.violations()[0].severity, lint::Severity::kWarning);
+  EXPECT_EQ(r.errors(), 0u);
+  EXPECT_EQ(r.warnings(), 1u);
 }
 
 TEST(IwarpSynthRules, MarkersWithCrcCoverMarkers) {
@@ -415,6 +419,14 @@ TEST(IwarpSynthRules, HeaderRules) {
   EXPECT_EQ(count_rule(r, "rdmap.read_request_length"), 1);
   EXPECT_EQ(r.violations().size(), 7u);
   EXPECT_EQ(r.counters().iwarp_fpdus, 9u);
+  // The reserved bit is the one a receiver ignores.
+  EXPECT_EQ(r.errors(), 6u);
+  EXPECT_EQ(r.warnings(), 1u);
+  for (const auto& v : r.violations()) {
+    EXPECT_EQ(v.severity,
+              v.rule == "ddp.reserved" ? lint::Severity::kWarning : lint::Severity::kError)
+        << v.rule;
+  }
 }
 
 TEST(IwarpSynthRules, MpaRules) {
@@ -426,6 +438,8 @@ TEST(IwarpSynthRules, MpaRules) {
   EXPECT_EQ(count_rule(r, "mpa.reserved"), 1) << dump(r);
   EXPECT_EQ(count_rule(r, "mpa.revision"), 1);
   EXPECT_EQ(r.violations().size(), 2u);
+  EXPECT_EQ(r.errors(), 1u);  // the revision; the reserved flag bit is a warning
+  EXPECT_EQ(r.warnings(), 1u);
 
   Synth t;
   t.handshake();

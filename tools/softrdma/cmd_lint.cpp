@@ -1,4 +1,6 @@
-// softrdma lint [--json] [--roce-port PORT]... FILE
+// softrdma lint [--json] [--strict] [--roce-port PORT]... FILE
+// Exit status: 0 no error (warnings are printed but pass), 1 errors (with --strict, warnings
+// too), 2 unreadable capture or bad usage.
 #include <charconv>
 #include <cstdio>
 #include <cstring>
@@ -11,9 +13,10 @@
 namespace softrdma::tools {
 
 namespace {
+constexpr const char* kLintUsage = "softrdma lint [--json] [--strict] [--roce-port PORT]... FILE";
+
 int lint_usage(const char* why) {
-  std::fprintf(stderr, "softrdma lint: %s\nusage: softrdma lint [--json] [--roce-port PORT]... FILE\n",
-               why);
+  std::fprintf(stderr, "softrdma lint: %s\nusage: %s\n", why, kLintUsage);
   return 2;
 }
 }  // namespace
@@ -26,6 +29,8 @@ int cmd_lint(int argc, char** argv) {
     const char* a = argv[i];
     if (!std::strcmp(a, "--json")) {
       json = true;
+    } else if (!std::strcmp(a, "--strict")) {
+      opts.strict = true;
     } else if (!std::strcmp(a, "--roce-port") || !std::strncmp(a, "--roce-port=", 12)) {
       const char* v = a[11] == '=' ? a + 12 : (i + 1 < argc ? argv[++i] : nullptr);
       if (!v) return lint_usage("--roce-port needs a port number");
@@ -37,7 +42,11 @@ int cmd_lint(int argc, char** argv) {
       }
       opts.roce_ports.push_back(static_cast<std::uint16_t>(port));
     } else if (!std::strcmp(a, "-h") || !std::strcmp(a, "--help")) {
-      std::printf("usage: softrdma lint [--json] [--roce-port PORT]... FILE\n");
+      std::printf(
+          "usage: %s\n"
+          "Exit status: 0 no error (warnings pass), 1 errors, or warnings with --strict,\n"
+          "2 unreadable capture. Rules and severities: docs/lint-rules.md\n",
+          kLintUsage);
       return 0;
     } else if (a[0] == '-' && a[1] != '\0') {
       return lint_usage((std::string("unknown option '") + a + "'").c_str());
@@ -54,8 +63,8 @@ int cmd_lint(int argc, char** argv) {
   if (rc == 2 && report.counters().packets == 0) {
     std::fprintf(stderr, "softrdma lint: %s: %s\n", file, error.c_str());
     if (json) {
-      std::cout << "{\"file\":" << lint::json_quote(file) << ",\"error\":" << lint::json_quote(error)
-                << "}\n";
+      std::cout << "{\"file\":" << lint::json_quote(file)
+                << ",\"error\":" << lint::json_quote(error) << "}\n";
     }
     return 2;
   }
