@@ -194,6 +194,7 @@ int Qp::post_send(const SendWr& wr) {
     // Inline data is copied now; the application may reuse its buffers at once.
     std::size_t off = 0;
     for (const Sge& s : wr.sg_list) {
+      if (s.length == 0) continue;  // its address may be anything, NULL included (UCX posts such)
       std::memcpy(w.inline_data.data() + off, reinterpret_cast<const void*>(s.addr), s.length);
       off += s.length;
     }
