@@ -21,6 +21,7 @@
 #include "netdev/dpdk.h"
 #endif
 #include "netdev/faults.h"
+#include "netdev/raw_eth.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
 
@@ -390,6 +391,12 @@ bool Engine::start(std::string& error) {
         "use a VLAN interface's address";
     return false;
   }
+  // The MAC the default GID derives from: the raw backends' interface's, else the one traces show.
+  if (const auto* raw = dynamic_cast<const netdev::RawEthNetdev*>(nd.get())) {
+    mac_ = raw->mac();
+  } else {
+    mac_ = netdev::trace_mac(address_);
+  }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);
   if (!cfg_.pcap.empty()) {
     netdev::TraceConfig trace_config;
@@ -405,6 +412,7 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  gids_ = roce_gid_table(mac_, device_->netdev().addresses());
   if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();
   return true;
 }

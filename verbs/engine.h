@@ -12,6 +12,8 @@
 #include "iwarp/device.h"
 #include "netdev/netdev.h"
 #include "rxe/device.h"
+#include "verbs/gid_table.h"
+#include "wire/net.h"
 
 namespace softrdma::verbs {
 
@@ -55,6 +57,9 @@ class Engine {
   const Config& config() const { return cfg_; }
   std::uint16_t lid() const { return lid_; }
   const netdev::IpAddr& address() const { return address_; }
+  // softroce0's port GID table (verbs/gid_table.h): 0 = the link-local default GID, 1 = address().
+  const std::vector<PortGid>& gid_table() const { return gids_; }
+  const wire::MacAddr& mac() const { return mac_; }
   // The peer address a LID-only address vector (no GRH) stands for.
   netdev::IpAddr address_for_lid(std::uint16_t lid) const;
   // stats=1: the device's and its netdev's counters, one line on stderr (at exit).
@@ -65,6 +70,8 @@ class Engine {
   bool start(std::string& error);
   Config cfg_;
   netdev::IpAddr address_;
+  wire::MacAddr mac_{};
+  std::vector<PortGid> gids_;
   std::uint16_t lid_ = 0;
   std::unique_ptr<rxe::Device> device_;
   std::once_flag iwarp_once_;
