@@ -135,7 +135,7 @@ try:
                 print(f"FAIL: {kind} does not start: {why}")
                 sys.exit(1)
     programs = {
-        "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-p", "18515", "-n", "200"],
+        "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "1", "-p", "18515", "-n", "200"],
         "ib_write_bw": ["ib_write_bw", "-p", "18516", "-s", "65536", "-n", "200"],
         "ib_read_lat": ["ib_read_lat", "-p", "18517", "-s", "64", "-n", "200"],
     }
