@@ -17,7 +17,10 @@
 
 namespace softrdma::verbs {
 
+inline constexpr const char* kIwarpDeviceName = "softiwarp0";
+
 struct Config {
+  // The RoCE device's name; softiwarp0, the iWARP device's, selects iWARP (resolve_device).
   std::string device_name = "softroce0";
   std::string netdev;                // "udp:ADDRESS"; empty: a per-process loopback address
   std::string faults;                // netdev fault spec, e.g. "drop=0.01,seed=3"
@@ -35,12 +38,17 @@ struct Config {
   // softrdma run: show the devices under /dev/infiniband and /sys/class/infiniband in a private
   // mount namespace (docs/middleware.md): where it can ("auto"), or else fail ("on"), or not.
   enum class View { kAuto, kOn, kOff } view = View::kAuto;
+  bool device_given = false, transport_given = false;  // set by a variable or the file
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
 // netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local, stats, view);
 // the environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
+// What load_config does last: a device named softiwarp0 (the iWARP device's name) selects
+// transport iwarp and leaves the RoCE device its default name; softiwarp0 with transport roce,
+// or another name with transport iwarp, is a clash: false and a message naming the options.
+bool resolve_device(Config& cfg, std::string& error);
 
 class Engine {
  public:
@@ -77,7 +85,5 @@ class Engine {
   std::once_flag iwarp_once_;
   std::unique_ptr<iwarp::Device> iwarp_;
 };
-
-inline constexpr const char* kIwarpDeviceName = "softiwarp0";
 
 }  // namespace softrdma::verbs

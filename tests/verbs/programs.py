@@ -142,6 +142,39 @@ elif case == "devinfo_iwarp":
               r"atomic_cap:\s+ATOMIC_NONE", r"max_sge_rd:\s+1\b", r"vendor_id:\s+0x1af4"]:
         expect(re.search(p, out), f"ibv_devinfo -v -d softiwarp0 shows /{p}/", out)
     expect("softroce0" not in out, "only the device asked for", out)
+elif case == "device_iwarp":
+    # --device softiwarp0 names the iWARP device: it is listed first and once, beside
+    # softroce0 (not a RoCE device renamed softiwarp0), as with --transport iwarp.
+    for opts in (["--device", "softiwarp0"], ["--device=softiwarp0", "--transport", "iwarp"]):
+        rc, out = run_one([*opts, "--", "ibv_devices"])
+        names = re.findall(r"^\s+(soft\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+        expect(rc == 0 and names == ["softiwarp0", "softroce0"],
+               f"softrdma run {opts} -- ibv_devices: softiwarp0 then softroce0, once each", out)
+    rc, out = run_one(["--device", "softiwarp0", "--", "ibv_devinfo", "-d", "softiwarp0"])
+    expect(rc == 0 and re.search(r"transport:\s+iWARP", out) and out.count("hca_id") == 1,
+           "ibv_devinfo -d softiwarp0 is the iWARP device", out)
+    # SOFTRDMA_DEVICE set by hand does the same.
+    rc, out = run_one(["--", "ibv_devices"], env={**os.environ, "SOFTRDMA_DEVICE": "softiwarp0"})
+    names = re.findall(r"^\s+(soft\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+    expect(rc == 0 and names == ["softiwarp0", "softroce0"], "SOFTRDMA_DEVICE=softiwarp0", out)
+    # Clashes: exit 2 with a message naming both options, and the program never runs.
+    for opts, want in [(["--device", "softiwarp0", "--transport", "roce"],
+                        r"--device softiwarp0 \(SOFTRDMA_DEVICE\) names the iWARP device, but "
+                        r"--transport roce \(SOFTRDMA_TRANSPORT\) asks for RoCE"),
+                       (["--transport", "roce", "--device", "softiwarp0"],
+                        r"--device softiwarp0 .*--transport roce"),
+                       (["--transport", "iwarp", "--device", "softroce0"],
+                        r"--device softroce0 \(SOFTRDMA_DEVICE\) names a RoCE device, but "
+                        r"--transport iwarp \(SOFTRDMA_TRANSPORT\) selects the iWARP device "
+                        r"softiwarp0"),
+                       (["--transport", "iwarp", "--device", "myroce"], r"--device myroce .*")]:
+        rc, out = run_one([*opts, "--", "echo", "PROGRAM-RAN"])
+        expect(rc == 2 and re.search(r"^softrdma run: " + want, out, re.M) and "PROGRAM-RAN" not in out,
+               f"softrdma run {opts}: exit 2 naming the options", out)
+    # Renaming the RoCE device still works.
+    rc, out = run_one(["--device", "myroce", "--", "ibv_devices"])
+    names = re.findall(r"^\s+(\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+    expect(rc == 0 and names == ["myroce", "softiwarp0"], "--device myroce renames softroce0", out)
 elif case == "bad_options":
     for args, msg in [(["--netdev", "bogus"], "unknown backend"),
                       (["--faults", "drop=2"], "probability"),
