@@ -168,7 +168,7 @@ void fill_ud_ah(CmId* id, ibv_ah_attr& ah) {
   std::memset(&ah, 0, sizeof ah);
   ah.is_global = 1;
   std::memcpy(ah.grh.dgid.raw, id->peer_gid.data(), 16);
-  ah.grh.sgid_index = 0;
+  ah.grh.sgid_index = agent().gsi.sgid_index();
   ah.grh.hop_limit = 64;
   ah.grh.traffic_class = id->tos;
   ah.port_num = 1;
@@ -738,6 +738,10 @@ const wire::Gid16& agent_gid() {
   return agent().gsi.gid();
 }
 
+std::uint8_t agent_sgid_index() {
+  return agent().gsi.sgid_index();
+}
+
 Event* make_event(CmId* id, rdma_cm_event_type type, int status) {
   auto* ev = new Event;
   std::memset(&ev->ev, 0, sizeof ev->ev);
@@ -1039,7 +1043,7 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
       std::memset(&attr->ah_attr, 0, sizeof attr->ah_attr);
       attr->ah_attr.is_global = 1;
       std::memcpy(attr->ah_attr.grh.dgid.raw, id->peer_gid.data(), 16);
-      attr->ah_attr.grh.sgid_index = 0;
+      attr->ah_attr.grh.sgid_index = agent().gsi.sgid_index();
       attr->ah_attr.grh.hop_limit = 64;
       attr->ah_attr.grh.traffic_class = id->tos;
       attr->ah_attr.port_num = 1;

@@ -21,6 +21,8 @@ namespace softrdma::cm {
 ibv_context* agent_context();
 ibv_pd* agent_pd();
 const wire::Gid16& agent_gid();
+// agent_gid()'s index in the port's GID table: the sgid_index of rdma_cm's address vectors.
+std::uint8_t agent_sgid_index();
 
 // iWARP mode: the device's CM interface (nullptr on RoCE).
 verbs::IwarpCm* agent_iwarp();

@@ -963,6 +963,7 @@ int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* 
   ud.private_data = context;
   ud.ah_attr.is_global = 1;
   std::memcpy(ud.ah_attr.grh.dgid.raw, m.mgid.data(), 16);
+  ud.ah_attr.grh.sgid_index = agent_sgid_index();
   ud.ah_attr.grh.hop_limit = 1;
   ud.ah_attr.grh.traffic_class = c->tos;
   ud.ah_attr.port_num = 1;

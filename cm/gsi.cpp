@@ -10,12 +10,28 @@ namespace softrdma::cm {
 
 bool Gsi::open(ibv_context* ctx, std::string& error) {
   ctx_ = ctx;
-  ibv_gid g;
-  if (ibv_query_gid(ctx, 1, 0, &g) != 0) {
-    error = "cannot read the device's GID";
+  // The GID of the device's IP address, as the kernel's rdma_cm takes the GID of the address
+  // it resolved: the first RoCE v2 entry that is not IPv6 link-local (softroce0: index 1,
+  // ::ffff:a.b.c.d; index 0 is the link-local default GID, see verbs/gid_table.h).
+  ibv_port_attr pa{};
+  if (ibv_query_port(ctx, 1, &pa) != 0) {
+    error = "cannot query the device's port";
     return false;
   }
-  std::memcpy(gid_.data(), g.raw, 16);
+  bool found = false;
+  for (int i = 0; i < pa.gid_tbl_len && !found; ++i) {
+    ibv_gid_entry e{};
+    if (ibv_query_gid_ex(ctx, 1, static_cast<std::uint32_t>(i), &e, 0) != 0) continue;
+    const bool link_local = e.gid.raw[0] == 0xfe && (e.gid.raw[1] & 0xC0) == 0x80;
+    if (e.gid_type != IBV_GID_TYPE_ROCE_V2 || link_local) continue;
+    std::memcpy(gid_.data(), e.gid.raw, 16);
+    sgid_index_ = static_cast<std::uint8_t>(i);
+    found = true;
+  }
+  if (!found) {
+    error = "the device has no RoCE v2 GID of an IP address";
+    return false;
+  }
   pd_ = ibv_alloc_pd(ctx);
   channel_ = pd_ ? ibv_create_comp_channel(ctx) : nullptr;
   cq_ = channel_ ? ibv_create_cq(ctx, 2 * kRecvSlots + 256, nullptr, channel_, 0) : nullptr;
@@ -79,7 +95,7 @@ ibv_ah* Gsi::ah_for(const wire::Gid16& dgid, std::uint8_t traffic_class) {
   ibv_ah_attr aa{};
   aa.is_global = 1;
   std::memcpy(aa.grh.dgid.raw, dgid.data(), 16);
-  aa.grh.sgid_index = 0;
+  aa.grh.sgid_index = sgid_index_;
   aa.grh.hop_limit = 64;
   aa.grh.traffic_class = traffic_class;
   aa.port_num = 1;

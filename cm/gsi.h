@@ -24,6 +24,8 @@ class Gsi {
   // Calls `fn(mad, source GID)` for every MAD received, then re-arms the CQ.
   void poll(const std::function<void(const std::uint8_t*, const wire::Gid16&)>& fn);
   const wire::Gid16& gid() const { return gid_; }
+  // The index of gid() in the port's GID table: the sgid_index of everything rdma_cm sends.
+  std::uint8_t sgid_index() const { return sgid_index_; }
   // Sends posted whose completion (the datagram has left) has not been polled yet.
   std::uint64_t sends_pending() const { return posted_ - completed_; }
   ibv_pd* pd() const { return pd_; }
@@ -41,6 +43,7 @@ class Gsi {
   ibv_mr* mr_ = nullptr;
   std::uint8_t* bufs_ = nullptr;
   wire::Gid16 gid_{};
+  std::uint8_t sgid_index_ = 0;
   std::uint64_t posted_ = 0, completed_ = 0;
   std::map<std::pair<wire::Gid16, std::uint8_t>, ibv_ah*> ahs_;
 };

@@ -54,8 +54,8 @@ mkdir -p "$out/traces"
 echo "== softrdma devices"
 "$bin" devices || status=1
 echo
-run_pair rc_pingpong ibv_rc_pingpong -g 0 -p "$(port)" || status=1
-run_pair ud_pingpong ibv_ud_pingpong -g 0 -p "$(port)" || status=1
+run_pair rc_pingpong ibv_rc_pingpong -g 1 -p "$(port)" || status=1
+run_pair ud_pingpong ibv_ud_pingpong -g 1 -p "$(port)" || status=1
 run_pair ib_write_bw ib_write_bw -p "$(port)" -s 65536 -n 2000 || status=1
 run_pair ib_read_lat ib_read_lat -p "$(port)" -s 64 -n 2000 || status=1
 run_rping || status=1

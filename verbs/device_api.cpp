@@ -1,5 +1,6 @@
 // Device discovery, contexts, queries and the async event fd.
 #include <fcntl.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -144,7 +145,7 @@ int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t 
   a.state = IBV_PORT_ACTIVE;
   a.max_mtu = IBV_MTU_4096;
   a.active_mtu = static_cast<ibv_mtu>(p.active_mtu);
-  a.gid_tbl_len = static_cast<int>(p.gid_tbl_len);
+  a.gid_tbl_len = static_cast<int>(soft(ctx)->engine->gid_table().size());
   a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   a.max_msg_sz = 1u << 31;
   a.pkey_tbl_len = 1;
@@ -191,10 +192,13 @@ int query_rt_values_impl(ibv_context*, ibv_values_ex* values) {
   return 0;
 }
 
-// softiwarp0 has one GID, derived from its MAC address.
+// softiwarp0 has one GID, derived from its MAC address; softroce0 the table of
+// verbs/gid_table.h (0: the IPv6 link-local default GID, 1: its address), all RoCE v2.
 std::vector<rxe::Gid> gid_table(ibv_context* context) {
   if (iw(context)) return {iw(context)->gid()};
-  return dev(context).gids();
+  std::vector<rxe::Gid> out;
+  for (const PortGid& e : soft(context)->engine->gid_table()) out.push_back(e.gid);
+  return out;
 }
 
 }  // namespace
@@ -346,7 +350,8 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
   entry->gid_index = gid_index;
   entry->port_num = 1;
   entry->gid_type = iw(context) ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
-  entry->ndev_ifindex = 1;
+  const std::string ndev = interface_name(soft(context)->engine->config());
+  entry->ndev_ifindex = ndev.empty() ? 0 : if_nametoindex(ndev.c_str());  // gid_attrs/ndevs/N's
   return 0;
 }
 

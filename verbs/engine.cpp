@@ -21,6 +21,7 @@
 #include "netdev/dpdk.h"
 #endif
 #include "netdev/faults.h"
+#include "netdev/raw_eth.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
 
@@ -71,6 +72,7 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
       return false;
     }
     cfg.device_name = value;
+    cfg.device_given = true;
   } else if (key == "netdev") {
     netdev::IpAddr a;
     if (value.rfind("udp:", 0) == 0) {
@@ -147,6 +149,7 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
       return false;
     }
     cfg.transport = value;
+    cfg.transport_given = true;
   } else if (key == "mpa") {
     iwarp::MpaParams m;
     if (!iwarp::parse_mpa_spec(value, m, error)) return false;
@@ -257,6 +260,32 @@ bool load_config(Config& cfg, std::string& error) {
         return false;
       }
     }
+  }
+  return resolve_device(cfg, error);
+}
+
+bool resolve_device(Config& cfg, std::string& error) {
+  if (cfg.device_name == kIwarpDeviceName) {
+    // Naming the iWARP device selects it, as transport=iwarp does; the RoCE device keeps its
+    // own name (a second device called softiwarp0 would be listed otherwise).
+    if (cfg.transport_given && cfg.transport != "iwarp") {
+      error = std::string("--device ") + kIwarpDeviceName +
+              " (SOFTRDMA_DEVICE) names the iWARP device, but --transport " + cfg.transport +
+              " (SOFTRDMA_TRANSPORT) asks for RoCE: give --device " + kIwarpDeviceName +
+              " alone (or with --transport iwarp), or a RoCE device name with --transport roce";
+      return false;
+    }
+    cfg.transport = "iwarp";
+    cfg.device_name = Config{}.device_name;
+    return true;
+  }
+  if (cfg.device_given && cfg.transport == "iwarp") {
+    error = "--device " + cfg.device_name +
+            " (SOFTRDMA_DEVICE) names a RoCE device, but --transport iwarp (SOFTRDMA_TRANSPORT) "
+            "selects the iWARP device " +
+            kIwarpDeviceName + ": give --device " + kIwarpDeviceName +
+            " or leave --device out, or use --transport roce";
+    return false;
   }
   return true;
 }
@@ -390,6 +419,12 @@ bool Engine::start(std::string& error) {
         "use a VLAN interface's address";
     return false;
   }
+  // The MAC the default GID derives from: the raw backends' interface's, else the one traces show.
+  if (const auto* raw = dynamic_cast<const netdev::RawEthNetdev*>(nd.get())) {
+    mac_ = raw->mac();
+  } else {
+    mac_ = netdev::trace_mac(address_);
+  }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);
   if (!cfg_.pcap.empty()) {
     netdev::TraceConfig trace_config;
@@ -405,6 +440,7 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  gids_ = roce_gid_table(mac_, device_->netdev().addresses());
   if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();
   return true;
 }

@@ -12,10 +12,15 @@
 #include "iwarp/device.h"
 #include "netdev/netdev.h"
 #include "rxe/device.h"
+#include "verbs/gid_table.h"
+#include "wire/net.h"
 
 namespace softrdma::verbs {
 
+inline constexpr const char* kIwarpDeviceName = "softiwarp0";
+
 struct Config {
+  // The RoCE device's name; softiwarp0, the iWARP device's, selects iWARP (resolve_device).
   std::string device_name = "softroce0";
   std::string netdev;                // "udp:ADDRESS"; empty: a per-process loopback address
   std::string faults;                // netdev fault spec, e.g. "drop=0.01,seed=3"
@@ -33,12 +38,17 @@ struct Config {
   // softrdma run: show the devices under /dev/infiniband and /sys/class/infiniband in a private
   // mount namespace (docs/middleware.md): where it can ("auto"), or else fail ("on"), or not.
   enum class View { kAuto, kOn, kOff } view = View::kAuto;
+  bool device_given = false, transport_given = false;  // set by a variable or the file
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
 // netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, local, stats, view);
 // the environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
+// What load_config does last: a device named softiwarp0 (the iWARP device's name) selects
+// transport iwarp and leaves the RoCE device its default name; softiwarp0 with transport roce,
+// or another name with transport iwarp, is a clash: false and a message naming the options.
+bool resolve_device(Config& cfg, std::string& error);
 
 class Engine {
  public:
@@ -55,6 +65,9 @@ class Engine {
   const Config& config() const { return cfg_; }
   std::uint16_t lid() const { return lid_; }
   const netdev::IpAddr& address() const { return address_; }
+  // softroce0's port GID table (verbs/gid_table.h): 0 = the link-local default GID, 1 = address().
+  const std::vector<PortGid>& gid_table() const { return gids_; }
+  const wire::MacAddr& mac() const { return mac_; }
   // The peer address a LID-only address vector (no GRH) stands for.
   netdev::IpAddr address_for_lid(std::uint16_t lid) const;
   // stats=1: the device's and its netdev's counters, one line on stderr (at exit).
@@ -65,12 +78,12 @@ class Engine {
   bool start(std::string& error);
   Config cfg_;
   netdev::IpAddr address_;
+  wire::MacAddr mac_{};
+  std::vector<PortGid> gids_;
   std::uint16_t lid_ = 0;
   std::unique_ptr<rxe::Device> device_;
   std::once_flag iwarp_once_;
   std::unique_ptr<iwarp::Device> iwarp_;
 };
-
-inline constexpr const char* kIwarpDeviceName = "softiwarp0";
 
 }  // namespace softrdma::verbs

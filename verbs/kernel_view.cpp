@@ -2,11 +2,12 @@
 
 #include <unistd.h>
 
+#include <cstdio>
+
 #include "netdev/netdev.h"
+#include "verbs/gid_table.h"
 
 namespace softrdma::verbs {
-
-namespace {
 
 // The kernel interface the device's address is on, as gid_attrs/ndevs/N names it: the one
 // named in af_packet:/af_xdp:, the one holding a udp: address, lo for the per-process
@@ -25,10 +26,23 @@ std::string interface_name(const Config& cfg) {
   return "";
 }
 
+namespace {
+
 std::string node_desc(const std::string& device) {
   char host[256] = {};
   if (gethostname(host, sizeof host - 1) != 0) host[0] = '\0';
   return std::string(host) + " " + device;
+}
+
+// As sysfs prints a GID: eight groups of four hex digits ("fe80:0000:…").
+std::string gid_text(const rxe::Gid& g) {
+  std::string out;
+  char buf[8];
+  for (std::size_t i = 0; i < g.size(); i += 2) {
+    std::snprintf(buf, sizeof buf, "%s%02x%02x", i ? ":" : "", g[i], g[i + 1]);
+    out += buf;
+  }
+  return out;
 }
 
 struct Device {
@@ -39,7 +53,8 @@ struct Device {
 
 // The files of one device under /sys/class/infiniband/NAME, relative to it.
 std::vector<std::pair<std::string, std::string>> device_files(const Device& d,
-                                                              const std::string& ndev) {
+                                                              const std::string& ndev,
+                                                              const std::vector<rxe::Gid>* gids) {
   std::vector<std::pair<std::string, std::string>> f = {
       {"node_type", d.iwarp ? "4: RNIC" : "1: CA"},
       {"node_desc", node_desc(d.name)},
@@ -50,10 +65,18 @@ std::vector<std::pair<std::string, std::string>> device_files(const Device& d,
       {"ports/1/phys_state", "5: LinkUp"},
       {"ports/1/link_layer", "Ethernet"},
       {"ports/1/rate", "100 Gb/sec (4X EDR)"},
-      // The one GID's type: RoCE v2, and what the kernel shows for an iWARP port's.
-      {"ports/1/gid_attrs/types/0", d.iwarp ? "IB/RoCE v1" : "RoCE v2"},
   };
-  if (!ndev.empty()) f.emplace_back("ports/1/gid_attrs/ndevs/0", ndev);
+  // Each GID's type: RoCE v2 for every entry of softroce0's table (verbs/gid_table.h), and
+  // what the kernel shows for an iWARP port's one GID. The GIDs themselves are each process's.
+  const std::size_t n = d.iwarp ? 1 : gids ? gids->size() : kRoceGidEntries;
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::string ix = std::to_string(i);
+    if (!d.iwarp && gids) {
+      f.emplace_back("ports/1/gids/" + ix, gid_text((*gids)[i]));
+    }
+    f.emplace_back("ports/1/gid_attrs/types/" + ix, d.iwarp ? "IB/RoCE v1" : "RoCE v2");
+    if (!ndev.empty()) f.emplace_back("ports/1/gid_attrs/ndevs/" + ix, ndev);
+  }
   for (auto& [path, text] : f) text += "\n";
   return f;
 }
@@ -64,7 +87,7 @@ std::vector<Device> devices(const Config& cfg) {
 
 }  // namespace
 
-std::vector<ViewEntry> kernel_view(const Config& cfg) {
+std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<rxe::Gid>* roce_gids) {
   using K = ViewEntry::Kind;
   std::vector<ViewEntry> v;
   const std::string ndev = interface_name(cfg);
@@ -77,7 +100,7 @@ std::vector<ViewEntry> kernel_view(const Config& cfg) {
   for (const Device& d : devices(cfg)) {
     const std::string root = "/sys/class/infiniband/" + d.name;
     v.push_back({K::kDir, root, ""});
-    for (const auto& [rel, text] : device_files(d, ndev)) {
+    for (const auto& [rel, text] : device_files(d, ndev, roce_gids)) {
       // Each parent directory once, before the file.
       for (auto slash = rel.find('/'); slash != std::string::npos;
            slash = rel.find('/', slash + 1)) {
@@ -100,11 +123,12 @@ std::vector<ViewEntry> kernel_view(const Config& cfg) {
 }
 
 std::optional<std::string> view_file(const Config& cfg, const std::string& dir,
-                                     const std::string& file) {
+                                     const std::string& file,
+                                     const std::vector<rxe::Gid>* roce_gids) {
   std::string path = dir;
   while (!path.empty() && path.back() == '/') path.pop_back();
   path += "/" + file;
-  for (const ViewEntry& e : kernel_view(cfg)) {
+  for (const ViewEntry& e : kernel_view(cfg, roce_gids)) {
     if (e.kind == ViewEntry::Kind::kFile && e.path == path) return e.content;
   }
   return std::nullopt;

@@ -2,7 +2,8 @@
 // character devices and sysfs files that programs look at directly instead of through verbs
 // (UCX: /dev/infiniband/uverbsN and ports/N/gid_attrs; Open MPI: ibv_get_sysfs_path()).
 // Only what every process of one `softrdma run` shares is in it: no GID, GUID or LID, which
-// are each process's own. See docs/middleware.md.
+// are each process's own (ports/1/gids/N is in a process's own view, for ibv_read_sysfs_file).
+// See docs/middleware.md.
 #pragma once
 
 #include <optional>
@@ -26,11 +27,18 @@ struct ViewEntry {
 
 // The entries for the devices of `cfg`, parents before children: /dev/infiniband (uverbsN and
 // rdma_cm), /sys/class/infiniband/NAME/… and /sys/class/infiniband_verbs/….
-std::vector<ViewEntry> kernel_view(const Config& cfg);
+// With `roce_gids` (a process's softroce0 GID table) it also has ports/1/gids/N, and
+// gid_attrs/types/N and ndevs/N for exactly those N; without, for N < kRoceGidEntries.
+std::vector<ViewEntry> kernel_view(const Config& cfg,
+                                   const std::vector<rxe::Gid>* roce_gids = nullptr);
+
+// The kernel interface softroce0's address is on (gid_attrs/ndevs/N), or "" (DPDK).
+std::string interface_name(const Config& cfg);
 
 // The content of the view's sysfs file dir/file ("/sys/class/infiniband/softroce0",
 // "ports/1/link_layer"), for ibv_read_sysfs_file; nullopt when the view has no such file.
 std::optional<std::string> view_file(const Config& cfg, const std::string& dir,
-                                     const std::string& file);
+                                     const std::string& file,
+                                     const std::vector<rxe::Gid>* roce_gids = nullptr);
 
 }  // namespace softrdma::verbs

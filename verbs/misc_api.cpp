@@ -42,7 +42,9 @@ constexpr RateRow kRates[] = {
 bool virtual_sysfs(const char* dir, const char* file, std::string& out) {
   Engine* e = Engine::get();
   if (!e) return false;
-  auto v = view_file(e->config(), dir, file);
+  std::vector<rxe::Gid> gids;
+  for (const PortGid& g : e->gid_table()) gids.push_back(g.gid);
+  auto v = view_file(e->config(), dir, file, &gids);
   if (!v) return false;
   out = *v;
   return true;

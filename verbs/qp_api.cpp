@@ -232,7 +232,7 @@ int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr
   attr->cap.max_send_sge = cap.max_send_sge;
   attr->cap.max_recv_sge = cap.max_recv_sge;
   attr->cap.max_inline_data = cap.max_inline_data;
-  to_ibv_ah_attr(a.ah_attr, attr->ah_attr);
+  to_ibv_ah_attr(soft(qp->context), a.ah_attr, attr->ah_attr);
   attr->pkey_index = a.pkey_index;
   attr->en_sqd_async_notify = a.en_sqd_async_notify;
   attr->max_rd_atomic = a.max_rd_atomic;

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 
@@ -357,17 +358,32 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
   ah_attr->port_num = 1;
   ah_attr->grh.hop_limit = 64;
   const auto* raw = reinterpret_cast<const uint8_t*>(grh);
+  rxe::Gid to{};  // the address the datagram was sent to: the reply is sent from its GID
   if ((raw[20] >> 4) == 4) {
     // RoCEv2 over IPv4: the IPv4 header sits at offset 20 of the GRH.
     uint8_t* g = ah_attr->grh.dgid.raw;
     g[10] = g[11] = 0xFF;
     std::memcpy(g + 12, raw + 20 + 12, 4);  // the sender's address
+    to[10] = to[11] = 0xFF;
+    std::memcpy(to.data() + 12, raw + 20 + 16, 4);
     ah_attr->grh.traffic_class = raw[20 + 1];
   } else {
     std::memcpy(ah_attr->grh.dgid.raw, grh->sgid.raw, 16);
+    std::memcpy(to.data(), grh->dgid.raw, 16);
     ah_attr->grh.traffic_class = static_cast<uint8_t>((be32toh(grh->version_tclass_flow) >> 20));
   }
-  (void)context;
+  // As the kernel's ib_init_ah_attr_from_wc: the sgid is the table's entry for that address
+  // (the sending one when it was sent to a multicast group).
+  ah_attr->grh.sgid_index = static_cast<uint8_t>(sendable_gid_index(soft(context)));
+  if (!iw(context)) {
+    const auto& table = soft(context)->engine->gid_table();
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (table[i].gid == to && table[i].address) {
+        ah_attr->grh.sgid_index = static_cast<uint8_t>(i);
+        break;
+      }
+    }
+  }
   return 0;
 }
 
@@ -402,7 +418,23 @@ bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out) 
   out = rxe::AhAttr{};
   if (in.is_global) {
     std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
-    out.sgid_index = in.grh.sgid_index;
+    // The engine's sgid_index is the index of the netdev address to send from.
+    const auto& table = ctx->engine->gid_table();
+    if (in.grh.sgid_index >= table.size()) return false;
+    const PortGid& e = table[in.grh.sgid_index];
+    if (!e.address) {
+      // A NIC would send RoCE v2 from this IPv6 link-local address; this backend has one
+      // address and sends from it only, so nothing is sent from another one in its place.
+      std::fprintf(
+          stderr,
+          "softrdma: sgid_index %u is %s's IPv6 link-local GID %s, which its netdev %s "
+          "cannot send from; use the GID of %s (sgid_index %zu, e.g. -g %zu)\n",
+          in.grh.sgid_index, ctx->engine->config().device_name.c_str(),
+          netdev::IpAddr{e.gid}.str().c_str(), dev(&ctx->vctx.context).netdev().name().c_str(),
+          ctx->engine->address().str().c_str(), sendable_gid_index(ctx), sendable_gid_index(ctx));
+      return false;
+    }
+    out.sgid_index = *e.address;
     out.hop_limit = in.grh.hop_limit;
     out.traffic_class = in.grh.traffic_class;
     out.flow_label = in.grh.flow_label;
@@ -418,10 +450,28 @@ bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out) 
   return true;
 }
 
-void to_ibv_ah_attr(const rxe::AhAttr& in, ibv_ah_attr& out) {
+std::size_t sendable_gid_index(SoftContext* ctx) {
+  if (ctx->iw) return 0;
+  const auto& table = ctx->engine->gid_table();
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (table[i].address == 0) return i;
+  }
+  return 0;
+}
+
+void to_ibv_ah_attr(SoftContext* ctx, const rxe::AhAttr& in, ibv_ah_attr& out) {
   std::memset(&out, 0, sizeof out);
   std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
-  out.grh.sgid_index = in.sgid_index;
+  // Back from the netdev address to its GID index (none while the QP has no address vector).
+  if (!ctx->iw && in.dgid != rxe::Gid{}) {
+    const auto& table = ctx->engine->gid_table();
+    for (std::size_t i = 0; i < table.size(); ++i) {
+      if (table[i].address == in.sgid_index) {
+        out.grh.sgid_index = static_cast<std::uint8_t>(i);
+        break;
+      }
+    }
+  }
   out.grh.hop_limit = in.hop_limit;
   out.grh.traffic_class = in.traffic_class;
   out.grh.flow_label = in.flow_label;

@@ -81,7 +81,7 @@ def wait_bound(port, timeout=15):
     CM agent answers a connection with 24 bytes, byte 4 saying whether it listens."""
     import socket
     deadline = time.monotonic() + timeout
-    if "iwarp" in BASE_OPTS:  # iWARP listens on a real TCP socket
+    if "iwarp" in BASE_OPTS or "softiwarp0" in BASE_OPTS:  # iWARP listens on a real TCP socket
         while time.monotonic() < deadline:
             if tcp_listening(port):
                 return True
@@ -463,6 +463,42 @@ def case_iwarp_corrupt():
         expect("Bad CRC32" in v, f"iwarp corrupt {os.path.basename(f)}: the bad CRC is seen", "")
         expect(re.search(r"OpCode: Terminate", v), f"iwarp corrupt {os.path.basename(f)}: TERMINATE", "")
     shutil.rmtree(d, ignore_errors=True)
+
+
+def stats_lines(text):
+    """device -> {counter: value} of the `softrdma: stats DEVICE BACKEND: ...` lines."""
+    out = {}
+    # (A program's last line may lack its newline: the stats line then follows on it.)
+    for dev, counters in re.findall(r"softrdma: stats (\S+) \S+:((?: \w+=\d+)+)$", text, re.M):
+        out[dev] = {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", counters)}
+    return out
+
+
+def case_device_iwarp():
+    # Naming the iWARP device selects iWARP, as --transport iwarp does: rdma_cm connects over
+    # softiwarp0 (its TCP counters move) and softroce0, still listed under its own name,
+    # carries nothing of the programs'.
+    BASE_OPTS[:] = ["--device", "softiwarp0", "--stats"]
+    p = str(port())
+    args = ["-a", "127.0.0.1", "-p", p, "-C", "10", "-S", "4096"]
+    sout, cout = pair("rping --device softiwarp0", ["rping", "-s", *args],
+                      ["rping", "-c", "-v", *args], client_patterns=[r"rdma-ping-9:"], port=p)
+    p = str(port())
+    s2, c2 = pair("ib_send_bw -R --device softiwarp0", ["ib_send_bw", "-R", "-p", p, "-n", "300"],
+                  ["ib_send_bw", "-R", "-p", p, "-n", "300", "127.0.0.1"], patterns=[r"#bytes"],
+                  port=p)
+    for name, out in [("rping server", sout), ("rping client", cout), ("ib_send_bw server", s2),
+                      ("ib_send_bw client", c2)]:
+        st = stats_lines(out)
+        iw = st.get("softiwarp0", {})
+        expect(iw.get("tx_fpdus", 0) > 0 and iw.get("rx_fpdus", 0) > 0,
+               f"{name}: softiwarp0's stats line (tcp) counts FPDUs both ways", out)
+        expect(re.search(r"softrdma: stats softiwarp0 tcp:", out),
+               f"{name}: the softiwarp0 line is the iWARP device's", out)
+        roce = st.get("softroce0")
+        expect(roce is not None and roce.get("sent_pkts", 1) == 0 and roce.get("rcvd_pkts", 1) == 0,
+               f"{name}: softroce0 (its own name) carried no RoCE packets", out)
+    BASE_OPTS[:] = []
 
 
 CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}

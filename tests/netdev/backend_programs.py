@@ -135,9 +135,11 @@ try:
                 print(f"FAIL: {kind} does not start: {why}")
                 sys.exit(1)
     programs = {
-        "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "0", "-p", "18515", "-n", "200"],
-        "ib_write_bw": ["ib_write_bw", "-p", "18516", "-s", "65536", "-n", "200"],
-        "ib_read_lat": ["ib_read_lat", "-p", "18517", "-s", "64", "-n", "200"],
+        "ibv_rc_pingpong": ["ibv_rc_pingpong", "-g", "1", "-p", "18515", "-n", "200"],
+        # -x 1: the device's address (0 is the link-local default GID, which perftest takes
+        # on an IPv6-only device and softrdma cannot send from; docs/verbs-abi.md).
+        "ib_write_bw": ["ib_write_bw", "-x", "1", "-p", "18516", "-s", "65536", "-n", "200"],
+        "ib_read_lat": ["ib_read_lat", "-x", "1", "-p", "18517", "-s", "64", "-n", "200"],
     }
     for server_kind, client_kind in pairs:
         for label, program in programs.items():

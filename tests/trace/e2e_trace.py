@@ -34,7 +34,7 @@ def free_port():
 def pingpong(pattern, extra=(), client_traces=True):
     port = str(free_port())
     # 512-byte messages fit one packet: RC Send Only, answered by RC Acknowledge.
-    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "50", "-s", "512"]
+    args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "50", "-s", "512"]
     run = [softrdma, "run", "--pcap", pattern, *extra, "--"]
     srv = subprocess.Popen(run + args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)

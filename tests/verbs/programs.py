@@ -118,10 +118,15 @@ elif case == "devinfo":
     rc, out = run_one(["--", "ibv_devinfo", "-v"])
     expect(rc == 0, f"ibv_devinfo exit {rc}", out)
     for p in [r"hca_id:\s+softroce0", r"transport:\s+InfiniBand", r"state:\s+PORT_ACTIVE",
-              r"link_layer:\s+Ethernet", r"GID\[\s*0\]:\s+::ffff:127\.\d+\.\d+\.\d+, RoCE v2",
+              r"link_layer:\s+Ethernet",
+              # rxe's layout: 0 the link-local default GID (EUI-64 of 02:00:<IPv4>), 1 the IPv4
+              # address, both RoCE v2; nothing past them.
+              r"GID\[\s*0\]:\s+fe80::7fff:fe01:[0-9a-f]{1,4}, RoCE v2",
+              r"GID\[\s*1\]:\s+::ffff:127\.\d+\.\d+\.\d+, RoCE v2",
               r"vendor_id:\s+0x1af4", r"max_qp_wr:\s+16384", r"atomic_cap:\s+ATOMIC_HCA",
               r"active_mtu:\s+4096"]:
         expect(re.search(p, out), f"ibv_devinfo -v shows /{p}/", out)
+    expect(not re.search(r"GID\[\s*2\]", out), "ibv_devinfo -v shows two GIDs", out)
     # A configured address and MTU show through.
     rc, out = run_one(["--netdev", "udp:127.0.0.7", "--mtu", "1500", "--", "ibv_devinfo"])
     expect(rc == 0 and "active_mtu:\t\t1024 (3)" in out, "udp:127.0.0.7 with MTU 1500", out)
@@ -137,6 +142,39 @@ elif case == "devinfo_iwarp":
               r"atomic_cap:\s+ATOMIC_NONE", r"max_sge_rd:\s+1\b", r"vendor_id:\s+0x1af4"]:
         expect(re.search(p, out), f"ibv_devinfo -v -d softiwarp0 shows /{p}/", out)
     expect("softroce0" not in out, "only the device asked for", out)
+elif case == "device_iwarp":
+    # --device softiwarp0 names the iWARP device: it is listed first and once, beside
+    # softroce0 (not a RoCE device renamed softiwarp0), as with --transport iwarp.
+    for opts in (["--device", "softiwarp0"], ["--device=softiwarp0", "--transport", "iwarp"]):
+        rc, out = run_one([*opts, "--", "ibv_devices"])
+        names = re.findall(r"^\s+(soft\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+        expect(rc == 0 and names == ["softiwarp0", "softroce0"],
+               f"softrdma run {opts} -- ibv_devices: softiwarp0 then softroce0, once each", out)
+    rc, out = run_one(["--device", "softiwarp0", "--", "ibv_devinfo", "-d", "softiwarp0"])
+    expect(rc == 0 and re.search(r"transport:\s+iWARP", out) and out.count("hca_id") == 1,
+           "ibv_devinfo -d softiwarp0 is the iWARP device", out)
+    # SOFTRDMA_DEVICE set by hand does the same.
+    rc, out = run_one(["--", "ibv_devices"], env={**os.environ, "SOFTRDMA_DEVICE": "softiwarp0"})
+    names = re.findall(r"^\s+(soft\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+    expect(rc == 0 and names == ["softiwarp0", "softroce0"], "SOFTRDMA_DEVICE=softiwarp0", out)
+    # Clashes: exit 2 with a message naming both options, and the program never runs.
+    for opts, want in [(["--device", "softiwarp0", "--transport", "roce"],
+                        r"--device softiwarp0 \(SOFTRDMA_DEVICE\) names the iWARP device, but "
+                        r"--transport roce \(SOFTRDMA_TRANSPORT\) asks for RoCE"),
+                       (["--transport", "roce", "--device", "softiwarp0"],
+                        r"--device softiwarp0 .*--transport roce"),
+                       (["--transport", "iwarp", "--device", "softroce0"],
+                        r"--device softroce0 \(SOFTRDMA_DEVICE\) names a RoCE device, but "
+                        r"--transport iwarp \(SOFTRDMA_TRANSPORT\) selects the iWARP device "
+                        r"softiwarp0"),
+                       (["--transport", "iwarp", "--device", "myroce"], r"--device myroce .*")]:
+        rc, out = run_one([*opts, "--", "echo", "PROGRAM-RAN"])
+        expect(rc == 2 and re.search(r"^softrdma run: " + want, out, re.M) and "PROGRAM-RAN" not in out,
+               f"softrdma run {opts}: exit 2 naming the options", out)
+    # Renaming the RoCE device still works.
+    rc, out = run_one(["--device", "myroce", "--", "ibv_devices"])
+    names = re.findall(r"^\s+(\w+)\s+[0-9a-f]{16}\s*$", out, re.M)
+    expect(rc == 0 and names == ["myroce", "softiwarp0"], "--device myroce renames softroce0", out)
 elif case == "bad_options":
     for args, msg in [(["--netdev", "bogus"], "unknown backend"),
                       (["--faults", "drop=2"], "probability"),
@@ -148,9 +186,32 @@ elif case == "bad_options":
     # A device that cannot start says why instead of crashing the program.
     rc, out = run_one(["--netdev", "udp:192.0.2.77", "--", "ibv_devices"])
     expect("Cannot assign requested address" in out, "unusable address is reported", out)
+elif case == "rc_pingpong_gid":
+    # Scripts written for rxe name the IPv4 RoCE v2 GID as index 1: data goes both ways.
+    port = str(free_port())
+    args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "100", "-s", "4096"]
+    check_pair("rc_pingpong -g 1", args, args + ["127.0.0.1"],
+               [r"819200 bytes in [\d.]+ seconds", r"100 iters in [\d.]+ seconds"])
+    # Index 0 is the IPv6 link-local default GID: the udp backend sends from its IPv4 address
+    # only, so connecting through it fails at RTR, saying why, instead of sending from another
+    # address. The server moves its QP to RTR first (before it answers the client), fails and
+    # hangs up; so the client fails too.
+    port = str(free_port())
+    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "10"]
+    (src, sout), (crc, cout) = pair(args, args + ["127.0.0.1"], timeout=60)
+    expect(src != 0 and "Failed to modify QP to RTR" in sout, "-g 0: the server fails at RTR",
+           sout)
+    expect(re.search(r"sgid_index 0 is softroce0's IPv6 link-local GID fe80::\S+, which its "
+                     r"netdev udp:127\.\d+\.\d+\.\d+ cannot send from; use the GID of "
+                     r"127\.\d+\.\d+\.\d+ \(sgid_index 1", sout), "-g 0: the server says why",
+           sout)
+    expect(crc != 0 and " iters in " not in cout, "-g 0: the client gets nothing through", cout)
+    # Past the table: the program's own check.
+    rc, out = run_one(["--", "ibv_rc_pingpong", "-g", "2", "-p", str(free_port()), "127.0.0.1"])
+    expect(rc != 0 and "can't read sgid of index 2" in out, "-g 2 is past the table", out)
 elif case in PINGPONG:
     port = str(free_port())
-    args = PINGPONG[case] + ["-g", "0", "-p", port]
+    args = PINGPONG[case] + ["-g", "1", "-p", port]
     check_pair(case, args, args + ["127.0.0.1"], [r"\d+ iters in [\d.]+ seconds"])
 elif case in PERFTEST:
     prog, extra = PERFTEST[case]
@@ -175,7 +236,7 @@ elif case == "local_kernel":
     check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"], client_only=True,
                run_opts=("--local", "kernel"))
     port = str(free_port())
-    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "2000"]
+    args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "2000"]
     srv = subprocess.Popen([softrdma, "run", "--local", "kernel", "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
@@ -187,7 +248,7 @@ elif case == "stats":
     # --stats: each process prints its device's counters when it exits. The server drops 5% of
     # what it sends, so its line counts injected drops and the pair counts retransmissions.
     port = str(free_port())
-    args = ["ibv_rc_pingpong", "-g", "0", "-p", port, "-n", "300"]
+    args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "300"]
     srv = subprocess.Popen([softrdma, "run", "--stats", "--faults", "drop=0.05,seed=7", "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
@@ -247,7 +308,7 @@ elif case == "multi_process":
     ports = [str(free_port()) for _ in range(3)]
     progs = [["ib_write_bw", "-p", ports[0], "-s", "65536", "-n", "500"],
              ["ib_write_bw", "-p", ports[1], "-s", "65536", "-n", "500"],
-             ["ibv_rc_pingpong", "-g", "0", "-p", ports[2], "-n", "3000"]]
+             ["ibv_rc_pingpong", "-g", "1", "-p", ports[2], "-n", "3000"]]
     for args in progs:
         procs.append(subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))

@@ -71,8 +71,8 @@ struct Loop {
   }
 
   bool connect() {
-    ibv_gid gid;
-    if (ibv_query_gid(ctx, 1, 0, &gid)) return false;
+    ibv_gid gid;  // index 1: the device's address (0 is the link-local default GID)
+    if (ibv_query_gid(ctx, 1, 1, &gid)) return false;
     for (int i = 0; i < 2; ++i) {
       ibv_qp_attr a{};
       a.qp_state = IBV_QPS_INIT;
@@ -91,6 +91,7 @@ struct Loop {
       a.min_rnr_timer = 1;
       a.ah_attr.is_global = 1;
       a.ah_attr.grh.dgid = gid;
+      a.ah_attr.grh.sgid_index = 1;
       a.ah_attr.grh.hop_limit = 64;
       a.ah_attr.port_num = 1;
       if (ibv_modify_qp(qp[i], &a,
@@ -347,7 +348,7 @@ TEST(VerbsApi, AForkedChildGetsADeviceOfItsOwn) {
   ibv_context* parent = ibv_open_device(list[0]);
   ASSERT_TRUE(parent);
   ibv_gid parent_gid;
-  ASSERT_EQ(ibv_query_gid(parent, 1, 0, &parent_gid), 0);
+  ASSERT_EQ(ibv_query_gid(parent, 1, 1, &parent_gid), 0);  // its address
   Loop mine;
   ASSERT_TRUE(mine.open(parent));
   ASSERT_TRUE(mine.connect());
@@ -366,7 +367,7 @@ TEST(VerbsApi, AForkedChildGetsADeviceOfItsOwn) {
     ibv_context* own = ibv_open_device(list[0]);
     if (!own) _exit(13);
     ibv_gid gid;
-    if (ibv_query_gid(own, 1, 0, &gid) || std::memcmp(&gid, &parent_gid, sizeof gid) == 0) {
+    if (ibv_query_gid(own, 1, 1, &gid) || std::memcmp(&gid, &parent_gid, sizeof gid) == 0) {
       _exit(14);
     }
     Loop l;

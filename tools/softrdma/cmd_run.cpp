@@ -2,7 +2,9 @@
 //              [--device NAME]
 //              -- PROGRAM ARGS...
 // Runs an unmodified verbs program over softrdma: the drop-in libraries come
-// first on LD_LIBRARY_PATH and the options become SOFTRDMA_* variables.
+// first on LD_LIBRARY_PATH and the options become SOFTRDMA_* variables. --device names the
+// RoCE device, or softiwarp0 (the iWARP device), which selects --transport iwarp; a name that
+// clashes with --transport is an error, exit 2 (verbs::resolve_device).
 // softrdma devices: lists the device as ibv_devices does, with its backend.
 #include <unistd.h>
 

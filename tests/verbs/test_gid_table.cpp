@@ -1,0 +1,368 @@
+// softroce0's GID table through the drop-in libibverbs, laid out as the kernel lays out rxe's
+// (verbs/gid_table.h): 0 = the IPv6 link-local default GID, 1 = the device's IPv4 address as
+// ::ffff:a.b.c.d, both RoCE v2, in every query and in the sysfs view; traffic goes through
+// index 1, and index 0 (which the udp backend cannot send from) is refused at RTR and by
+// ibv_create_ah instead of sending from the IPv4 address.
+#include <gtest/gtest.h>
+#include <infiniband/verbs.h>
+#include <net/if.h>
+
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+// Not in the installed headers (rdma-core's driver.h).
+extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
+                                  int* type);
+extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+
+namespace {
+
+using namespace std::chrono_literals;
+
+ibv_context* open_by_name(const char* name) {
+  int n = 0;
+  ibv_device** list = ibv_get_device_list(&n);
+  ibv_context* ctx = nullptr;
+  for (int i = 0; i < n && !ctx; ++i) {
+    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
+  }
+  ibv_free_device_list(list);
+  return ctx;
+}
+
+ibv_gid gid_at(ibv_context* ctx, int index) {
+  ibv_gid g{};
+  EXPECT_EQ(ibv_query_gid(ctx, 1, index, &g), 0) << index;
+  return g;
+}
+
+// As sysfs prints a GID.
+std::string gid_text(const ibv_gid& g) {
+  std::string out;
+  char buf[8];
+  for (int i = 0; i < 16; i += 2) {
+    std::snprintf(buf, sizeof buf, "%s%02x%02x", i ? ":" : "", g.raw[i], g.raw[i + 1]);
+    out += buf;
+  }
+  return out;
+}
+
+std::string sysfs(const std::string& file) {
+  char buf[128] = {};
+  if (ibv_read_sysfs_file("/sys/class/infiniband/softroce0", file.c_str(), buf, sizeof buf) < 0) {
+    return "<none>";
+  }
+  return buf;
+}
+
+class GidTable : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ctx = open_by_name("softroce0");
+    ASSERT_TRUE(ctx);
+  }
+  void TearDown() override {
+    if (ctx) ibv_close_device(ctx);
+  }
+  ibv_context* ctx = nullptr;
+};
+
+TEST_F(GidTable, IsTheLinkLocalDefaultGidThenTheIpv4Address) {
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 2);
+  // 1: ::ffff:127.1.x.y, the per-process address on lo.
+  const ibv_gid v4 = gid_at(ctx, 1);
+  const std::uint8_t mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  EXPECT_EQ(std::memcmp(v4.raw, mapped, 12), 0);
+  EXPECT_EQ(v4.raw[12], 127);
+  // 0: fe80::/64 and the modified EUI-64 of the device's MAC, 02:00 and its IPv4 address:
+  // the universal/local bit of 0x02 flipped, ff:fe in the middle.
+  const ibv_gid ll = gid_at(ctx, 0);
+  const std::uint8_t want[16] = {0xfe, 0x80,       0,           0,         0,          0,
+                                 0,    0,          0x02 ^ 0x02, 0x00,      v4.raw[12], 0xff,
+                                 0xfe, v4.raw[13], v4.raw[14],  v4.raw[15]};
+  EXPECT_EQ(std::memcmp(ll.raw, want, 16), 0) << gid_text(ll);
+  ibv_gid g;
+  errno = 0;
+  EXPECT_NE(ibv_query_gid(ctx, 1, 2, &g), 0);
+  EXPECT_EQ(errno, EINVAL);
+}
+
+TEST_F(GidTable, EveryEntryIsRoceV2InEveryQuery) {
+  const unsigned lo = if_nametoindex("lo");
+  ibv_gid_entry table[4] = {};
+  ASSERT_EQ(ibv_query_gid_table(ctx, table, 4, 0), 2);
+  ibv_gid_entry small[1];
+  EXPECT_LT(ibv_query_gid_table(ctx, small, 1, 0), 0);  // room for fewer than all
+  for (unsigned i = 0; i < 2; ++i) {
+    ibv_gid_entry e{};
+    ASSERT_EQ(ibv_query_gid_ex(ctx, 1, i, &e, 0), 0) << i;
+    EXPECT_EQ(e.gid_type, IBV_GID_TYPE_ROCE_V2) << i;
+    EXPECT_EQ(e.gid_index, i);
+    EXPECT_EQ(e.port_num, 1u);
+    EXPECT_EQ(e.ndev_ifindex, lo) << i;
+    const ibv_gid g = gid_at(ctx, static_cast<int>(i));
+    EXPECT_EQ(std::memcmp(e.gid.raw, g.raw, 16), 0) << i;
+    EXPECT_EQ(std::memcmp(&table[i], &e, sizeof e), 0) << i;
+    int type = -1;
+    ASSERT_EQ(ibv_query_gid_type(ctx, 1, i, &type), 0) << i;
+    EXPECT_EQ(type, 1) << i;  // rdma-core's IBV_GID_TYPE_SYSFS_ROCE_V2
+  }
+  ibv_gid_entry e{};
+  EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 2, &e, 0), EINVAL);
+  int type = -1;
+  EXPECT_NE(ibv_query_gid_type(ctx, 1, 2, &type), 0);
+}
+
+TEST_F(GidTable, TheSysfsViewAgrees) {
+  for (int i = 0; i < 2; ++i) {
+    const std::string ix = std::to_string(i);
+    EXPECT_EQ(sysfs("ports/1/gids/" + ix), gid_text(gid_at(ctx, i))) << i;
+    EXPECT_EQ(sysfs("ports/1/gid_attrs/types/" + ix), "RoCE v2") << i;
+    EXPECT_EQ(sysfs("ports/1/gid_attrs/ndevs/" + ix), "lo") << i;
+  }
+  EXPECT_EQ(sysfs("ports/1/gids/2"), "<none>");
+  EXPECT_EQ(sysfs("ports/1/gid_attrs/types/2"), "<none>");
+}
+
+// Two RC QPs of the device, each addressed to the other through the GRH.
+struct Pair {
+  ibv_context* ctx;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {};
+  std::vector<char> buf = std::vector<char>(8192);
+  ibv_mr* mr = nullptr;
+
+  explicit Pair(ibv_context* c) : ctx(c) {
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+    for (auto& q : qp) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.qp_type = IBV_QPT_RC;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      q = ibv_create_qp(pd, &a);
+    }
+  }
+  ~Pair() {
+    for (auto& q : qp) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+  }
+  bool init(int i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
+  }
+  int rtr(int i, const ibv_gid& dgid, std::uint8_t sgid_index) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = qp[1 - i]->qp_num;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = dgid;
+    a.ah_attr.grh.sgid_index = sgid_index;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  }
+  bool rts(int i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+  }
+};
+
+TEST_F(GidTable, TrafficGoesThroughIndexOneAndIndexZeroIsRefusedAtRtr) {
+  Pair p(ctx);
+  ASSERT_TRUE(p.qp[0] && p.qp[1] && p.mr);
+  ASSERT_TRUE(p.init(0) && p.init(1));
+  const ibv_gid v4 = gid_at(ctx, 1);
+  // The link-local GID as source (the backend sends from its IPv4 address only), an index
+  // past the table, and the link-local GID as destination are all refused; the QP stays in INIT.
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(p.rtr(0, v4, 0), EINVAL);
+  const std::string said = testing::internal::GetCapturedStderr();
+  EXPECT_NE(said.find("sgid_index 0 is softroce0's IPv6 link-local GID fe80::"), std::string::npos)
+      << said;
+  EXPECT_NE(said.find("(sgid_index 1"), std::string::npos) << said;
+  EXPECT_EQ(p.rtr(0, v4, 2), EINVAL);
+  EXPECT_EQ(p.rtr(0, gid_at(ctx, 0), 1), EINVAL);
+  EXPECT_EQ(p.qp[0]->state, IBV_QPS_INIT);
+  // Index 1 works, and query_qp gives it back.
+  ASSERT_EQ(p.rtr(0, v4, 1), 0);
+  ASSERT_EQ(p.rtr(1, v4, 1), 0);
+  ASSERT_TRUE(p.rts(0) && p.rts(1));
+  ibv_qp_attr qa{};
+  ibv_qp_init_attr qia{};
+  ASSERT_EQ(ibv_query_qp(p.qp[0], &qa, IBV_QP_AV, &qia), 0);
+  EXPECT_EQ(qa.ah_attr.grh.sgid_index, 1);
+  EXPECT_EQ(std::memcmp(qa.ah_attr.grh.dgid.raw, v4.raw, 16), 0);
+
+  std::strcpy(p.buf.data(), "through GID index 1");
+  ibv_sge rs{reinterpret_cast<std::uintptr_t>(p.buf.data() + 4096), 4096, p.mr->lkey};
+  ibv_recv_wr rw{};
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  ASSERT_EQ(ibv_post_recv(p.qp[1], &rw, &bad_r), 0);
+  ibv_sge ss{reinterpret_cast<std::uintptr_t>(p.buf.data()), 64, p.mr->lkey};
+  ibv_send_wr sw{};
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad_s = nullptr;
+  ASSERT_EQ(ibv_post_send(p.qp[0], &sw, &bad_s), 0);
+  int got = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (got < 2 && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc wc[2];
+    const int n = ibv_poll_cq(p.cq, 2, wc);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
+    got += n;
+    if (!n) std::this_thread::sleep_for(100us);
+  }
+  EXPECT_EQ(got, 2);
+  EXPECT_STREQ(p.buf.data() + 4096, "through GID index 1");
+}
+
+TEST_F(GidTable, AnAddressHandleFromTheLinkLocalGidIsRefused) {
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ASSERT_TRUE(pd);
+  ibv_ah_attr a{};
+  a.is_global = 1;
+  a.grh.dgid = gid_at(ctx, 1);
+  a.grh.hop_limit = 64;
+  a.port_num = 1;
+  testing::internal::CaptureStderr();
+  errno = 0;
+  EXPECT_EQ(ibv_create_ah(pd, &a), nullptr);  // sgid_index 0
+  EXPECT_EQ(errno, EINVAL);
+  testing::internal::GetCapturedStderr();
+  a.grh.sgid_index = 1;
+  ibv_ah* ah = ibv_create_ah(pd, &a);
+  ASSERT_TRUE(ah);
+  ibv_destroy_ah(ah);
+  ibv_dealloc_pd(pd);
+}
+
+// A UD datagram to ourselves: the reply's address vector from its completion is sent from the
+// GID of the address the datagram came to (index 1), as the kernel's ib_init_ah_attr_from_wc.
+TEST_F(GidTable, AnAddressVectorFromACompletionSendsFromIndexOne) {
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 8, nullptr, nullptr, 0);
+  std::vector<char> buf(4096);
+  ibv_mr* mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
+  ibv_qp_init_attr ia{};
+  ia.send_cq = ia.recv_cq = cq;
+  ia.qp_type = IBV_QPT_UD;
+  ia.cap.max_send_wr = ia.cap.max_recv_wr = 4;
+  ia.cap.max_send_sge = ia.cap.max_recv_sge = 1;
+  ibv_qp* qp = ibv_create_qp(pd, &ia);
+  ASSERT_TRUE(qp && mr);
+  ibv_qp_attr qa{};
+  qa.qp_state = IBV_QPS_INIT;
+  qa.port_num = 1;
+  qa.qkey = 0x1234;
+  ASSERT_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+            0);
+  qa = {};
+  qa.qp_state = IBV_QPS_RTR;
+  ASSERT_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE), 0);
+  qa.qp_state = IBV_QPS_RTS;
+  ASSERT_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+  ibv_sge rs{reinterpret_cast<std::uintptr_t>(buf.data() + 1024), 1024, mr->lkey};
+  ibv_recv_wr rw{};
+  rw.sg_list = &rs;
+  rw.num_sge = 1;
+  ibv_recv_wr* bad_r = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+  ibv_ah_attr aa{};
+  aa.is_global = 1;
+  aa.grh.dgid = gid_at(ctx, 1);
+  aa.grh.sgid_index = 1;
+  aa.grh.hop_limit = 64;
+  aa.port_num = 1;
+  ibv_ah* ah = ibv_create_ah(pd, &aa);
+  ASSERT_TRUE(ah);
+  ibv_sge ss{reinterpret_cast<std::uintptr_t>(buf.data()), 16, mr->lkey};
+  ibv_send_wr sw{};
+  sw.sg_list = &ss;
+  sw.num_sge = 1;
+  sw.opcode = IBV_WR_SEND;
+  sw.send_flags = IBV_SEND_SIGNALED;
+  sw.wr.ud.ah = ah;
+  sw.wr.ud.remote_qpn = qp->qp_num;
+  sw.wr.ud.remote_qkey = 0x1234;
+  ibv_send_wr* bad_s = nullptr;
+  ASSERT_EQ(ibv_post_send(qp, &sw, &bad_s), 0);
+  ibv_wc recv{};
+  bool have = false;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (!have && std::chrono::steady_clock::now() < deadline) {
+    ibv_wc wc[2];
+    const int n = ibv_poll_cq(cq, 2, wc);
+    ASSERT_GE(n, 0);
+    for (int i = 0; i < n; ++i) {
+      if (wc[i].opcode == IBV_WC_RECV) {
+        recv = wc[i];
+        have = true;
+      }
+    }
+    if (!n) std::this_thread::sleep_for(100us);
+  }
+  ASSERT_TRUE(have);
+  ASSERT_EQ(recv.status, IBV_WC_SUCCESS);
+  ibv_ah_attr back{};
+  ASSERT_EQ(
+      ibv_init_ah_from_wc(ctx, 1, &recv, reinterpret_cast<ibv_grh*>(buf.data() + 1024), &back), 0);
+  EXPECT_EQ(back.grh.sgid_index, 1);
+  EXPECT_EQ(std::memcmp(back.grh.dgid.raw, aa.grh.dgid.raw, 16), 0);
+  ibv_ah* reply = ibv_create_ah(pd, &back);
+  EXPECT_TRUE(reply);
+  if (reply) ibv_destroy_ah(reply);
+  ibv_destroy_ah(ah);
+  ibv_destroy_qp(qp);
+  ibv_dereg_mr(mr);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+}
+
+TEST(GidTableIwarp, SoftiwarpKeepsItsOneGid) {
+  ibv_context* ctx = open_by_name("softiwarp0");
+  ASSERT_TRUE(ctx);
+  ibv_port_attr pa{};
+  ASSERT_EQ(ibv_query_port(ctx, 1, &pa), 0);
+  EXPECT_EQ(pa.gid_tbl_len, 1);
+  ibv_gid_entry e{};
+  ASSERT_EQ(ibv_query_gid_ex(ctx, 1, 0, &e, 0), 0);
+  EXPECT_EQ(e.gid_type, IBV_GID_TYPE_IB);
+  EXPECT_EQ(ibv_query_gid_ex(ctx, 1, 1, &e, 0), EINVAL);
+  ibv_close_device(ctx);
+}
+
+}  // namespace
