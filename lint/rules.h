@@ -76,11 +76,13 @@ inline constexpr auto kRules = std::to_array<RuleInfo>({
     {"stream.truncated", Severity::kError, "— (capture completeness)"},
 });
 
-constexpr const RuleInfo* find_rule(std::string_view name) {
-  for (const RuleInfo& r : kRules) {
-    if (r.name == name) return &r;
+// The index of `name` in kRules, or kRules.size(). (Indices, not pointers: GCC's
+// -fsanitize=undefined makes pointer arithmetic in a constant expression non-constant.)
+constexpr std::size_t find_rule(std::string_view name) {
+  for (std::size_t i = 0; i < kRules.size(); ++i) {
+    if (kRules[i].name == name) return i;
   }
-  return nullptr;
+  return kRules.size();
 }
 
 constexpr bool rule_names_unique() {
@@ -97,15 +99,15 @@ static_assert(rule_names_unique(), "a lint rule is listed twice in kRules");
 // is not in the table is not a constant expression and does not compile.
 class Rule {
  public:
-  consteval Rule(const char* name) : info_(find_rule(name)) {  // NOLINT: implicit on purpose
-    if (info_ == nullptr) throw "not a lint rule: add it to kRules in lint/rules.h";
+  consteval Rule(const char* name) : index_(find_rule(name)) {  // NOLINT: implicit on purpose
+    if (index_ == kRules.size()) throw "not a lint rule: add it to kRules in lint/rules.h";
   }
-  constexpr const RuleInfo& info() const { return *info_; }
-  constexpr std::string_view name() const { return info_->name; }
-  constexpr Severity severity() const { return info_->severity; }
+  constexpr const RuleInfo& info() const { return kRules[index_]; }
+  constexpr std::string_view name() const { return info().name; }
+  constexpr Severity severity() const { return info().severity; }
 
  private:
-  const RuleInfo* info_;
+  std::size_t index_;
 };
 
 }  // namespace softrdma::lint

@@ -72,7 +72,7 @@ bool fill_icrc(const Packet& p) {
   return true;
 }
 
-bool check_icrc(const Packet& p) {
+bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen) {
   PseudoHeaders h;
   if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
   const wire::Bytes roce(p.data, p.len - wire::kIcrcLen);
@@ -80,12 +80,15 @@ bool check_icrc(const Packet& p) {
   wire::Error err = wire::Error::kNone;
   const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(), roce, &err);
   if (err != wire::Error::kNone) return false;
+  if (seen) *seen = wire::Ipv4IdFlags{0, 0x4000};
   if (got == want || !p.src.is_v4()) return got == want;
   // Sent with another IPv4 ID or without DF (other hosts' kernels, NICs), which the socket
   // does not show: the ICRC fits exactly one ID/flags word; it must be an unfragmented one.
   bool ok = false;
   const wire::Ipv4IdFlags f = wire::icrc_solve_ipv4_id(h.ip_bytes(), h.udp_bytes(), roce, got, &ok);
-  return ok && (f.flags_frag == 0x4000 || f.flags_frag == 0x0000);
+  if (!ok || (f.flags_frag != 0x4000 && f.flags_frag != 0x0000)) return false;
+  if (seen) *seen = f;
+  return true;
 }
 
 }  // namespace softrdma::netdev

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "netdev/netdev.h"
+#include "wire/icrc.h"
 
 namespace softrdma::netdev {
 
@@ -22,6 +23,8 @@ bool fill_icrc(const Packet& p);
 // ID 0 with DF (Linux's own), or for the one ID/flags word it then fits, when that word is an
 // unfragmented datagram's (DF or not, offset 0). That leaves 16 of the ICRC's 32 bits checked
 // for such senders (docs/backends.md, "What the ICRC check covers").
-bool check_icrc(const Packet& p);
+// `seen`, when given, gets the ID and DF the datagram was found to carry (ID 0 and DF when
+// its ICRC is right for them).
+bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen = nullptr);
 
 }  // namespace softrdma::netdev

@@ -384,6 +384,10 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     return false;
   }
   hand_over(view, out);
+  if (!v.is_ipv6 && !segmented) {
+    out.ipv4_id = v.ipv4.id;
+    out.ipv4_df = v.ipv4.df;
+  }
   return true;
 }
 

@@ -258,8 +258,8 @@ std::size_t synthesize_frame(const Packet& p, std::uint8_t* out, std::size_t cap
     wire::Ipv4 ip;
     ip.tos = p.traffic_class;
     ip.total_len = static_cast<std::uint16_t>(wire::kIpv4MinLen + udp_len);
-    ip.id = 0;  // what Linux sends on an unconnected socket with DF, and what the ICRC assumes
-    ip.df = true;
+    ip.id = p.ipv4_id;  // 0 with DF: what Linux sends on an unconnected DF socket
+    ip.df = p.ipv4_df;
     ip.ttl = p.hop_limit;
     ip.protocol = wire::kIpProtoUdp;
     ip.src = p.src.v4_host();
@@ -338,7 +338,15 @@ void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, co
                            std::uint64_t ts_ns) {
   if (!cfg_.wants(p.data, p.len)) return;
   alignas(8) std::array<std::uint8_t, kMaxFrame> frame;
-  const std::size_t len = synthesize_frame(p, frame.data(), frame.size());
+  std::size_t len;
+  if (tx) {  // sends go out with ID 0 and DF, whatever a reused buffer's fields say
+    Packet sent = p;
+    sent.ipv4_id = 0;
+    sent.ipv4_df = true;
+    len = synthesize_frame(sent, frame.data(), frame.size());
+  } else {
+    len = synthesize_frame(p, frame.data(), frame.size());
+  }
   if (len == 0) return;
   pcap::Annotation a;
   a.tx = tx;

@@ -50,7 +50,7 @@ bool parse_trace_spec(const std::string& spec, TraceConfig& out, std::string& er
 // (for IPv6, by the last four bytes of the address).
 wire::MacAddr trace_mac(const IpAddr& a);
 
-// Writes `p` as the whole frame a UDP-socket backend puts on the wire: Ethernet, IPv4 (ID 0,
+// Writes `p` as the whole frame a UDP-socket backend puts on the wire: Ethernet, IPv4 (ID and
 // DF, TOS and TTL from the packet, valid checksum) or IPv6, UDP (checksum 0), the datagram.
 // Returns the frame length, or 0 when `cap` is too small.
 std::size_t synthesize_frame(const Packet& p, std::uint8_t* out, std::size_t cap);

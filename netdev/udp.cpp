@@ -554,12 +554,15 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
     if (observer_) observer_(FaultEvent::kRxMalformed, view);
     return false;
   }
-  if (icrc_filled && !check_icrc(view)) {
+  wire::Ipv4IdFlags seen{0, 0x4000};
+  if (icrc_filled && !check_icrc(view, &seen)) {
     bump(counters_.rx_icrc_errors);
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
   }
   hand_over(view, out);
+  out.ipv4_id = seen.id;
+  out.ipv4_df = (seen.flags_frag & 0x4000) != 0;
   if (!icrc_filled && icrc_always_) fill_icrc(out);
   return true;
 }

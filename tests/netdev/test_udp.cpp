@@ -17,6 +17,7 @@
 
 #include "helpers.h"
 #include "netdev/icrc_pseudo.h"
+#include "netdev/trace.h"
 #include "netdev/udp.h"
 #include "wire/frame.h"
 #include "wire/icrc.h"
@@ -462,6 +463,7 @@ TEST(Udp, NicShapedDatagramsPassAndCorruptedOnesAreCounted) {
   sockaddr_in to{};
   to.sin_family = AF_INET;
   to.sin_addr.s_addr = htonl(0x7F000002);
+  std::size_t trace_bad = 0;
   // Sends kEach datagrams in rounds the socket buffer holds; returns how many were delivered.
   auto run = [&](bool corrupt) {
     std::size_t delivered = 0;
@@ -480,7 +482,19 @@ TEST(Udp, NicShapedDatagramsPassAndCorruptedOnesAreCounted) {
       while (got + (b->counters().rx_icrc_errors - errors_before) <
                  static_cast<std::uint64_t>(round) &&
              readable(b->wait_fd(), 1000)) {
-        got += b->recv_batch(rb.span());
+        const std::size_t k = b->recv_batch(rb.span());
+        for (std::size_t i = 0; i < k && !corrupt; ++i) {
+          // A trace shows the frame as it was on the wire: its ID and DF, so its ICRC holds.
+          std::array<std::uint8_t, 2048> frame{};
+          const std::size_t len = synthesize_frame(*rb.ptrs[i], frame.data(), frame.size());
+          auto v = wire::parse_frame(wire::Bytes(frame.data(), len),
+                                     static_cast<int>(wire::LinkType::kEthernet));
+          auto want = v.ok() ? wire::expected_icrc(*v) : wire::Expected<std::uint32_t>(v.error());
+          if (!want.ok() || *want != wire::load32le(v->payload.data() + v->payload.size() - 4)) {
+            ++trace_bad;
+          }
+        }
+        got += k;
       }
       delivered += got;
     }
@@ -489,6 +503,7 @@ TEST(Udp, NicShapedDatagramsPassAndCorruptedOnesAreCounted) {
   const std::size_t good = run(false);
   EXPECT_EQ(good, static_cast<std::size_t>(kEach));
   EXPECT_EQ(b->counters().rx_icrc_errors, 0u);
+  EXPECT_EQ(trace_bad, 0u) << "traced frames whose ICRC does not hold";
   const std::size_t through = run(true);
   std::printf("NIC-shaped datagrams taken: %zu of %d; corrupted ones taken: %zu of %d\n", good,
               kEach, through, kEach);
