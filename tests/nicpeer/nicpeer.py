@@ -1,0 +1,560 @@
+#!/usr/bin/env python3
+"""A NIC-behaviour peer: plays a real RoCEv2 NIC's side of UD and RC exchanges with a softrdma QP.
+
+The softrdma side is nicpeer_qp under `softrdma run --netdev udp:SW`; this script sends
+NIC-shaped packets (built with python3-scapy, its RoCE layer computing the ICRC) through an
+IPv4 raw socket from PEER to SW:4791, and reads softrdma's answers on a UDP socket bound to
+PEER:4791. Shapes real NICs put on the wire (shared notes, nic-behaviours.md): BTH byte 4 =
+0x10 (Huawei), MigReq = 1 (ConnectX, Huawei), IPv4 IDs counting, DF clear, UDP checksum 0 or
+a real one, any UDP source port (69), TOS with ECN bits (0xC2).
+
+usage: nicpeer.py SOFTRDMA NICPEER_QP      (needs CAP_NET_RAW; exits 77 without it)
+"""
+import os
+import random
+import select
+import socket
+import struct
+import subprocess
+import sys
+import time
+import zlib
+
+SKIP = 77
+softrdma, qp_prog = sys.argv[1:3]
+
+try:
+    RAW = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+except PermissionError:
+    print("SKIP: an IPv4 raw socket needs CAP_NET_RAW (run as root)")
+    sys.exit(SKIP)
+
+from scapy.all import IP, UDP, Raw, raw, load_contrib  # noqa: E402
+load_contrib("roce")
+from scapy.contrib.roce import BTH  # noqa: E402
+
+rng = random.Random(int(os.environ.get("NICPEER_SEED", "16")))
+# Our own pair of loopback addresses (softrdma's default ones are 127.1.x.y).
+_net = (random.SystemRandom().randrange(100, 200), random.SystemRandom().randrange(0, 256))
+SW = f"127.{_net[0]}.{_net[1]}.1"
+PEER = f"127.{_net[0]}.{_net[1]}.2"
+RX = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+RX.bind((PEER, 4791))
+
+# RC opcodes (IBTA table 38), UD SEND
+SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_LAST_IMM, SEND_ONLY, SEND_ONLY_IMM = range(6)
+WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_LAST_IMM, WRITE_ONLY, WRITE_ONLY_IMM = range(6, 12)
+READ_REQ, READ_FIRST, READ_MIDDLE, READ_LAST, READ_ONLY, ACK = range(12, 18)
+UD_SEND_ONLY, UD_SEND_ONLY_IMM = 0x64, 0x65
+CNP = 0x81
+ACK_SYN, NAK_PSN_SEQ, NAK_INV_REQ, NAK_REM_ACCESS = 0x1F, 0x60, 0x61, 0x62
+MTU = 1024
+QKEY = 0x11111111
+PEER_QPN = 0x5A5A5A & 0xFFFFFF
+
+failures = []
+passes = []
+cnps = 0
+
+
+def check(name, ok, detail=""):
+    (passes if ok else failures).append(name)
+    print(f"{'ok  ' if ok else 'FAIL'} {name}" + ("" if ok else f"\n     {detail}"))
+    return ok
+
+
+# ---- the wire ---------------------------------------------------------------------------
+
+class Shape:
+    """How a NIC dresses a packet: IPv4 ID/flags, TOS, UDP source port and checksum, BTH bits."""
+
+    def __init__(self, name, ident=1, df=False, tos=0, sport=0xC001, udp_csum=True, migreq=1,
+                 byte4=0x10, resv7=0, ttl=64):
+        self.name, self.ident, self.df, self.tos, self.sport = name, ident, df, tos, sport
+        self.udp_csum, self.migreq, self.byte4, self.resv7, self.ttl = udp_csum, migreq, byte4, resv7, ttl
+
+    def __repr__(self):
+        return (f"{self.name}(id={self.ident:#x} df={int(self.df)} tos={self.tos:#04x} sport={self.sport} "
+                f"udp_csum={'real' if self.udp_csum else 0} migreq={self.migreq} byte4={self.byte4:#04x} "
+                f"resv7={self.resv7:#x})")
+
+
+_ident = [0x3F00]
+
+
+def nic_shape(name="nic"):
+    """A random NIC-looking shape (IDs counting, DF clear, ports, ECN-capable TOS)."""
+    _ident[0] = (_ident[0] + rng.randrange(1, 40)) & 0xFFFF or 1
+    return Shape(name, ident=_ident[0], df=rng.random() < 0.2, tos=rng.choice([0, 0x02, 0xC2, 0x62, 0xA0]),
+                 sport=rng.choice([69, 4791, 49152 + rng.randrange(16384), rng.randrange(1024, 65536)]),
+                 udp_csum=rng.random() < 0.5, migreq=rng.choice([0, 1]), byte4=rng.choice([0, 0x10, 0x3F]),
+                 resv7=rng.choice([0, 0, 0x7F, 0x01]))
+
+
+def build(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False):
+    s = shape or nic_shape()
+    pad = (-len(payload)) % 4
+    ip = IP(src=PEER, dst=SW, id=s.ident, flags="DF" if s.df else 0, tos=s.tos, ttl=s.ttl)
+    udp = UDP(sport=s.sport, dport=4791, chksum=None if s.udp_csum else 0)
+    bth = BTH(opcode=opcode, solicited=int(se), migreq=s.migreq, padcount=pad, pkey=0xFFFF,
+              fecn=s.byte4 >> 7, becn=(s.byte4 >> 6) & 1, resv6=s.byte4 & 0x3F, dqpn=dqpn,
+              ackreq=int(ackreq), resv7=s.resv7, psn=psn & 0xFFFFFF)
+    return raw(ip / udp / bth / Raw(payload + b"\0" * pad))
+
+
+def send_bytes(frame):
+    RAW.sendto(frame, (SW, 0))
+
+
+def send(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False):
+    frame = build(opcode, dqpn, psn, payload, shape, ackreq, se)
+    send_bytes(frame)
+    return frame
+
+
+def deth(src_qp, qkey=QKEY, resv=0):
+    return struct.pack("!IB", qkey, resv) + (src_qp & 0xFFFFFF).to_bytes(3, "big")
+
+
+def reth(va, rkey, length):
+    return struct.pack("!QII", va, rkey, length)
+
+
+class Pkt:
+    """A datagram softrdma sent to PEER:4791 (BTH onward)."""
+
+    def __init__(self, data, addr):
+        self.data, self.addr = data, addr
+        b = data
+        self.opcode = b[0]
+        self.se, self.migreq, self.pad = b[1] >> 7, (b[1] >> 6) & 1, (b[1] >> 4) & 3
+        self.byte4 = b[4]
+        self.dqpn = int.from_bytes(b[5:8], "big")
+        self.ackreq = b[8] >> 7
+        self.psn = int.from_bytes(b[9:12], "big")
+        self.syndrome = self.msn = None
+        hdr = 12
+        if self.opcode in (ACK, READ_FIRST, READ_LAST, READ_ONLY):
+            self.syndrome, self.msn = b[12], int.from_bytes(b[13:16], "big")
+            hdr = 16
+        self.payload = b[hdr:len(b) - 4 - self.pad]
+
+    def icrc_ok(self):
+        """ICRC right for the header Linux gives an unconnected DF socket's datagram (ID 0, DF)?
+
+        IBTA 14.6.1 (RoCEv2 annex A17.3.3): CRC-32 over 8 bytes of 1s (the LRH's place), the IPv4
+        header with TOS, TTL and checksum as 1s, the UDP header with its checksum as 1s, the BTH
+        with byte 4 as 1s, and the payload."""
+        f = bytearray(raw(IP(src=SW, dst=PEER, id=0, flags="DF") /
+                          UDP(sport=self.addr[1], dport=4791, chksum=0) / Raw(self.data)))
+        f[1] = f[8] = 0xFF
+        f[10:12] = f[26:28] = b"\xff\xff"
+        f[32] = 0xFF
+        return struct.pack("<I", zlib.crc32(b"\xff" * 8 + bytes(f[:-4]))) == self.data[-4:]
+
+    def __repr__(self):
+        s = f"op={self.opcode:#04x} dqpn={self.dqpn:#x} psn={self.psn} ackreq={self.ackreq} sport={self.addr[1]}"
+        if self.syndrome is not None:
+            s += f" syndrome={self.syndrome:#04x} msn={self.msn}"
+        return s + f" payload={len(self.payload)}B"
+
+
+def recv(timeout=0.5):
+    """The next non-CNP datagram from softrdma, or None."""
+    global cnps
+    end = time.monotonic() + timeout
+    while True:
+        left = end - time.monotonic()
+        if left <= 0 or not select.select([RX], [], [], left)[0]:
+            return None
+        data, addr = RX.recvfrom(65536)
+        if len(data) < 16:
+            continue
+        p = Pkt(data, addr)
+        if p.opcode == CNP:
+            cnps += 1
+            continue
+        return p
+
+
+def drain(timeout=0.05):
+    got = []
+    while (p := recv(timeout)) is not None:
+        got.append(p)
+    return got
+
+
+# ---- the softrdma side --------------------------------------------------------------------
+
+class Side:
+    def __init__(self, kind):
+        self.proc = subprocess.Popen([softrdma, "run", "--netdev", f"udp:{SW}", "--", qp_prog, kind],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, bufsize=1)
+        line = self.proc.stdout.readline()
+        if not line.startswith("QP "):
+            raise RuntimeError(f"nicpeer_qp: {line!r} {self.proc.stderr.read()}")
+        f = dict(kv.split("=") for kv in line.split()[1:])
+        self.qpn, self.psn, self.addr, self.rkey = (int(f[k]) for k in ("qpn", "psn", "addr", "rkey"))
+
+    def cmd(self, text):
+        self.proc.stdin.write(text + "\n")
+        self.proc.stdin.flush()
+        out = []
+        while True:
+            line = self.proc.stdout.readline()
+            if not line:
+                raise RuntimeError(f"nicpeer_qp exited during {text!r}: {self.proc.stderr.read()}")
+            line = line.strip()
+            if line == "OK":
+                return out
+            if line.startswith("ERR") or line.startswith("FATAL"):
+                raise RuntimeError(f"nicpeer_qp: {text!r}: {line}")
+            out.append(line)
+
+    def poll(self, n=1, ms=500):
+        wcs = []
+        for line in self.cmd(f"poll {n} {ms}"):
+            wcs.append({k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])})
+        return wcs
+
+    def dump(self, off, length):
+        return bytes.fromhex(self.cmd(f"dump {off} {length}")[0].split()[1])
+
+    def put(self, off, data):
+        self.cmd(f"put {off} {data.hex()}")
+
+    def state(self):
+        return int(self.cmd("state")[0].split()[1])
+
+    def close(self):
+        try:
+            self.proc.stdin.write("quit\n")
+            self.proc.stdin.flush()
+            self.proc.wait(timeout=5)
+        except Exception:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def data_of(n, tag):
+    return bytes((tag * 7 + i * 13) & 0xFF for i in range(n))
+
+
+# ---- 1. UD: NIC-shaped SENDs complete, corrupted ones do not --------------------------------
+
+def ud_checks():
+    side = Side("ud")
+    try:
+        shapes = [
+            Shape("softrdma-like", ident=0, df=True, tos=0, sport=0xC000 | 0x123, udp_csum=False, migreq=0,
+                  byte4=0),
+            Shape("huawei", ident=0x1C2E, df=False, tos=0, sport=69, udp_csum=True, migreq=1, byte4=0x10),
+            Shape("huawei-csum0", ident=0x1C2F, df=False, tos=0, sport=69, udp_csum=False, migreq=1, byte4=0x10),
+            Shape("connectx", ident=0x9B01, df=False, tos=0xC2, sport=0xD1F3, udp_csum=False, migreq=1, byte4=0),
+            Shape("connectx-csum", ident=0x9B02, df=False, tos=0xC2, sport=0xD1F3, udp_csum=True, migreq=1,
+                  byte4=0),
+            Shape("ecn-ce", ident=0x4242, df=False, tos=0x03, sport=50000, udp_csum=False, migreq=1, byte4=0x10),
+            Shape("reserved-bits", ident=0xFFFF, df=True, tos=0xB8, sport=1, udp_csum=True, migreq=1,
+                  byte4=0x3F, resv7=0x7F, ttl=1),
+        ] + [nic_shape(f"random{i}") for i in range(12)]
+        for i, s in enumerate(shapes):
+            n = [1, 3, 64, 255, 256, 0, 17][i % 7]
+            payload = data_of(n, i)
+            imm = i % 3 == 2
+            src_qp = rng.randrange(1, 1 << 24)
+            off = 4096 * i
+            side.cmd(f"recv {off} {40 + 256} {i}")
+            body = deth(src_qp, resv=0xA5 if s.resv7 else 0)
+            if imm:
+                body += struct.pack("!I", 0xC0DE0000 | i)
+            frame = send(UD_SEND_ONLY_IMM if imm else UD_SEND_ONLY, side.qpn, rng.randrange(1 << 24),
+                         body + payload, s, se=i % 2 == 1)
+            wcs = side.poll(1, 1000)
+            want = f"wr={i} status=0 len={40 + n} src_qp={src_qp:#x}" + (f" imm={0xC0DE0000 | i:#x}" if imm else "")
+            ok = (len(wcs) == 1 and wcs[0]["wr"] == i and wcs[0]["status"] == 0 and wcs[0]["len"] == 40 + n
+                  and wcs[0]["src_qp"] == src_qp and (not imm or wcs[0]["imm"] == 0xC0DE0000 | i))
+            got = side.dump(off, 40 + n) if wcs else b""
+            # The GRH of an IPv4 datagram: 20 zero bytes, then the IPv4 header as received.
+            ok_data = got[40:] == payload and got[20 + 12:20 + 16] == socket.inet_aton(PEER)
+            check(f"ud: NIC-shaped SEND {s!r} ({n} B{', imm' if imm else ''}) completes with its data",
+                  ok and ok_data, f"sent {frame.hex()}\n     want {want}; got {wcs} data {got[40:].hex()} "
+                  f"grh src {got[32:36].hex()}")
+
+        # Corrupted ones: one bit flipped anywhere between the BTH and the ICRC (inclusive).
+        side.cmd(f"recv 0 {40 + 256} 999")
+        passed_through = []
+        for j in range(24):
+            s = nic_shape(f"corrupt{j}")
+            s.udp_csum = j % 4 == 0  # most with checksum 0: then only the ICRC can catch it
+            payload = data_of(64, 100 + j)
+            frame = bytearray(build(UD_SEND_ONLY, side.qpn, j, deth(7) + payload, s))
+            bit = rng.randrange(28 * 8, len(frame) * 8)
+            frame[bit // 8] ^= 1 << (bit % 8)
+            send_bytes(bytes(frame))
+            wcs = side.poll(1, 60)
+            if wcs:
+                passed_through.append((j, bit, bytes(frame).hex(), wcs))
+        # An ICRC check that solves the IPv4 ID leaves 16 bits: 1 in 2^15 corruptions gets through.
+        check("ud: 24 corrupted NIC-shaped SENDs (one bit flipped) do not complete", not passed_through,
+              f"completed: {passed_through}")
+        # And the QP still works after them.
+        payload = data_of(100, 200)
+        send(UD_SEND_ONLY, side.qpn, 1, deth(9) + payload)
+        wcs = side.poll(1, 1000)
+        check("ud: after the corrupted ones a good SEND completes", len(wcs) == 1 and wcs[0]["wr"] == 999
+              and side.dump(40, 100) == payload, f"got {wcs}")
+    finally:
+        side.close()
+
+
+# ---- 2. RC responder ----------------------------------------------------------------------
+
+def connect_rc():
+    side = Side("rc")
+    peer_psn = rng.randrange(1 << 24)
+    side.cmd(f"connect {PEER_QPN} {peer_psn} {PEER}")
+    return side, peer_psn
+
+
+def expect_ack(name, syndrome, psn, msn, sent, timeout=1.0):
+    p = recv(timeout)
+    ok = (p is not None and p.opcode == ACK and p.dqpn == PEER_QPN and p.psn == psn & 0xFFFFFF
+          and p.syndrome == syndrome and (msn is None or p.msn == msn))
+    check(name, ok, f"sent {sent}; want ACK(syndrome={syndrome:#04x} psn={psn & 0xFFFFFF} msn={msn}), got {p}")
+    return p
+
+
+def rc_responder_checks():
+    side, epsn = connect_rc()
+    q = side.qpn
+    try:
+        for i in range(4):
+            side.cmd(f"recv {i * 8192} 8192 {i}")
+        msn = 0
+        # SEND ONLY, NIC-shaped
+        payload = data_of(200, 1)
+        send(SEND_ONLY, q, epsn, payload, ackreq=True)
+        msn += 1
+        expect_ack("rc: SEND ONLY → ACK with its PSN, MSN 1, unlimited-credit syndrome", ACK_SYN, epsn, msn,
+                   f"SEND_ONLY psn={epsn}")
+        wcs = side.poll(1, 1000)
+        check("rc: SEND ONLY completes with its data", len(wcs) == 1 and wcs[0]["wr"] == 0 and wcs[0]["len"] == 200
+              and side.dump(0, 200) == payload, f"got {wcs}")
+        epsn += 1
+        # SEND FIRST/MIDDLE/LAST with an immediate, AckReq on the last only
+        parts = [data_of(MTU, 2), data_of(MTU, 3), data_of(300, 4)]
+        send(SEND_FIRST, q, epsn, parts[0])
+        send(SEND_MIDDLE, q, epsn + 1, parts[1])
+        send(SEND_LAST_IMM, q, epsn + 2, struct.pack("!I", 0x11223344) + parts[2], ackreq=True, se=True)
+        msn += 1
+        expect_ack("rc: SEND FIRST/MIDDLE/LAST_IMM → one ACK for the last PSN, MSN 2", ACK_SYN, epsn + 2, msn,
+                   f"SEND_FIRST/MIDDLE/LAST_IMM psn={epsn}..{epsn + 2}")
+        wcs = side.poll(1, 1000)
+        check("rc: the 3-packet SEND completes whole with its immediate",
+              len(wcs) == 1 and wcs[0]["wr"] == 1 and wcs[0]["len"] == 2 * MTU + 300 and wcs[0]["imm"] == 0x11223344
+              and side.dump(8192, 2 * MTU + 300) == b"".join(parts), f"got {wcs}")
+        epsn += 3
+        # RDMA WRITE ONLY and FIRST/LAST into the MR
+        w1 = data_of(512, 5)
+        send(WRITE_ONLY, q, epsn, reth(side.addr + 65536, side.rkey, len(w1)) + w1, ackreq=True)
+        msn += 1
+        expect_ack("rc: RDMA WRITE ONLY → ACK, MSN 3", ACK_SYN, epsn, msn, f"WRITE_ONLY psn={epsn}")
+        epsn += 1
+        w2 = [data_of(MTU, 6), data_of(10, 7)]
+        send(WRITE_FIRST, q, epsn, reth(side.addr + 70000, side.rkey, MTU + 10) + w2[0])
+        send(WRITE_LAST, q, epsn + 1, w2[1], ackreq=True)
+        msn += 1
+        expect_ack("rc: RDMA WRITE FIRST/LAST → ACK for the last PSN, MSN 4", ACK_SYN, epsn + 1, msn,
+                   f"WRITE_FIRST/LAST psn={epsn},{epsn + 1}")
+        epsn += 2
+        check("rc: the RDMA WRITEs landed in memory",
+              side.dump(65536, 512) == w1 and side.dump(70000, MTU + 10) == b"".join(w2))
+        check("rc: RDMA WRITEs consume no receive WQE", side.poll(1, 50) == [])
+
+        # A duplicate (an earlier PSN) → re-ACK of the latest PSN, no second completion
+        send(SEND_ONLY, q, epsn - 8, payload, ackreq=True)
+        expect_ack("rc: duplicate SEND (earlier PSN) → re-ACK for the last PSN received, same MSN", ACK_SYN,
+                   epsn - 1, msn, f"SEND_ONLY psn={epsn - 8} (duplicate)")
+        check("rc: the duplicate makes no completion", side.poll(1, 100) == [])
+
+        # A PSN gap → one NAK PSN-sequence-error carrying the expected PSN; later ones are dropped silently
+        send(SEND_ONLY, q, epsn + 2, payload, ackreq=True)
+        send(SEND_ONLY, q, epsn + 3, payload, ackreq=True)
+        expect_ack("rc: PSN gap → NAK PSN sequence error with the expected PSN", NAK_PSN_SEQ, epsn, msn,
+                   f"SEND_ONLY psn={epsn + 2},{epsn + 3} (expected {epsn})")
+        extra = drain(0.15)
+        check("rc: only one NAK for a burst past a gap", extra == [], f"also got {extra}")
+        check("rc: out-of-sequence packets make no completion", side.poll(1, 50) == [])
+        # Resume at the expected PSN
+        send(SEND_ONLY, q, epsn, data_of(40, 9), ackreq=True)
+        msn += 1
+        expect_ack("rc: resending from the expected PSN → ACK, MSN advances", ACK_SYN, epsn, msn,
+                   f"SEND_ONLY psn={epsn}")
+        wcs = side.poll(1, 1000)
+        check("rc: the resent SEND completes", len(wcs) == 1 and wcs[0]["wr"] == 2 and wcs[0]["len"] == 40,
+              f"got {wcs}")
+        epsn += 1
+
+        # RDMA READ: multi-packet → FIRST/MIDDLE/LAST with consecutive PSNs; then a READ ONLY
+        src = bytes(rng.randrange(256) for _ in range(2500))
+        side.put(200000, src)
+        send(READ_REQ, q, epsn, reth(side.addr + 200000, side.rkey, len(src)), ackreq=True)
+        resp = [recv(1.0) for _ in range(3)]
+        ops = [p.opcode if p else None for p in resp]
+        ok = (ops == [READ_FIRST, READ_MIDDLE, READ_LAST]
+              and [p.psn for p in resp] == [(epsn + k) & 0xFFFFFF for k in range(3)]
+              and resp[0].syndrome == ACK_SYN and resp[2].syndrome == ACK_SYN and resp[0].msn == msn + 1
+              and b"".join(p.payload for p in resp) == src and all(p.dqpn == PEER_QPN for p in resp))
+        check("rc: 2500-byte RDMA READ → READ RESPONSE FIRST/MIDDLE/LAST, PSNs from the request's, AETH on "
+              "first/last, the data", ok, f"READ_REQ psn={epsn} len=2500; got {resp}")
+        msn += 1
+        epsn += 3
+        send(READ_REQ, q, epsn, reth(side.addr + 200000 + 7, side.rkey, 33), ackreq=True)
+        p = recv(1.0)
+        msn += 1
+        check("rc: 33-byte RDMA READ (odd address) → READ RESPONSE ONLY with pad, the data",
+              p is not None and p.opcode == READ_ONLY and p.psn == epsn & 0xFFFFFF and p.msn == msn
+              and p.payload == src[7:40] and p.pad == 3, f"READ_REQ psn={epsn} len=33; got {p}")
+        epsn += 1
+        # A duplicate READ request is executed again
+        send(READ_REQ, q, epsn - 1, reth(side.addr + 200000 + 7, side.rkey, 33), ackreq=True)
+        p = recv(1.0)
+        check("rc: duplicate READ request → answered again with the same PSN and data",
+              p is not None and p.opcode == READ_ONLY and p.psn == (epsn - 1) & 0xFFFFFF and p.payload == src[7:40],
+              f"READ_REQ psn={epsn - 1} (duplicate); got {p}")
+        # Every datagram of ours had a right ICRC for ID 0 + DF
+        send(SEND_ONLY, q, epsn, b"x" * 8, ackreq=True)
+        p = recv(1.0)
+        check("rc: softrdma's ACK has an ICRC right for IPv4 ID 0 with DF (what its UDP socket sends)",
+              p is not None and p.icrc_ok(), f"got {p} {p.data.hex() if p else ''}")
+        check("rc: the QP is still RTS", side.state() == 3)
+    finally:
+        side.close()
+
+
+def rc_error_check(name, make, syndrome):
+    """A request the responder must refuse: NAK with that syndrome, for that PSN; QP to ERROR."""
+    side, epsn = connect_rc()
+    try:
+        side.cmd("recv 0 4096 0")
+        desc = make(side, epsn)
+        p = recv(1.0)
+        check(f"rc: {name} → NAK syndrome {syndrome:#04x} for its PSN",
+              p is not None and p.opcode == ACK and p.syndrome == syndrome and p.psn == epsn & 0xFFFFFF,
+              f"sent {desc}; got {p}")
+        # The QP went to ERROR: the posted receive is flushed
+        wcs = side.poll(1, 500)
+        check(f"rc: after {name} the QP is in ERROR and flushes its receive",
+              side.state() == 6 and len(wcs) == 1 and wcs[0]["status"] == 5, f"state/wcs {wcs}")
+    finally:
+        side.close()
+
+
+def rc_errors():
+    def bad_rkey(side, psn):
+        send(WRITE_ONLY, side.qpn, psn, reth(side.addr, side.rkey ^ 0x100, 16) + b"y" * 16, ackreq=True)
+        return f"WRITE_ONLY psn={psn} rkey={side.rkey ^ 0x100:#x}"
+
+    def out_of_range(side, psn):
+        send(READ_REQ, side.qpn, psn, reth(side.addr + (1 << 20) - 8, side.rkey, 64), ackreq=True)
+        return f"READ_REQ psn={psn} past the MR's end"
+
+    def middle_first(side, psn):
+        send(SEND_MIDDLE, side.qpn, psn, data_of(MTU, 1), ackreq=True)
+        return f"SEND_MIDDLE psn={psn} outside a message"
+
+    def short_first(side, psn):
+        send(SEND_FIRST, side.qpn, psn, data_of(100, 1), ackreq=True)
+        return f"SEND_FIRST psn={psn} of 100 bytes (< MTU {MTU})"
+
+    rc_error_check("RDMA WRITE with a wrong rkey", bad_rkey, NAK_REM_ACCESS)
+    rc_error_check("RDMA READ past the MR's end", out_of_range, NAK_REM_ACCESS)
+    rc_error_check("SEND MIDDLE with no message open (opcode sequence)", middle_first, NAK_INV_REQ)
+    rc_error_check("SEND FIRST shorter than the MTU", short_first, NAK_INV_REQ)
+
+
+# ---- 3. RC requester: softrdma sends, the peer ACKs like a NIC (and like a bad one) ---------
+
+def rc_requester_checks():
+    side, _ = connect_rc()
+    try:
+        spsn = side.psn
+        for i in range(3):
+            side.put(i * 4096, data_of(100 + i, 50 + i))
+        side.cmd("send 0 100 1")
+        side.cmd("send 4096 101 2")
+        p1, p2 = recv(1.0), recv(1.0)
+        ok = (p1 is not None and p2 is not None and p1.opcode == SEND_ONLY and p2.opcode == SEND_ONLY
+              and p1.psn == spsn and p2.psn == (spsn + 1) & 0xFFFFFF and p1.dqpn == PEER_QPN and p1.ackreq
+              and p1.payload == data_of(100, 50) and p2.payload == data_of(101, 51))
+        check("rc requester: two SENDs go out as SEND ONLY with consecutive PSNs from sq_psn, AckReq, the data",
+              ok, f"sq_psn={spsn}; got {p1} {p2}")
+        check("rc requester: its packets' ICRC is right for IPv4 ID 0 with DF",
+              p1 is not None and p1.icrc_ok() and p2 is not None and p2.icrc_ok())
+        # Ghost ACK (a PSN never sent) and a duplicate ACK (before the oldest outstanding): ignored
+        send(ACK, side.qpn, spsn + 40, struct.pack("!B", ACK_SYN) + (1).to_bytes(3, "big"))
+        send(ACK, side.qpn, spsn - 1, struct.pack("!B", ACK_SYN) + (0).to_bytes(3, "big"))
+        wcs = side.poll(1, 150)
+        check("rc requester: a ghost ACK (PSN never sent) and a duplicate ACK complete nothing", wcs == [],
+              f"sent ACK psn={spsn + 40} and ACK psn={spsn - 1}; got {wcs}")
+        # NAK PSN sequence error for the second: the first is implicitly ACKed, the second resent
+        send(ACK, side.qpn, spsn + 1, struct.pack("!B", NAK_PSN_SEQ) + (1).to_bytes(3, "big"))
+        t0 = time.monotonic()
+        wcs = side.poll(1, 500)
+        check("rc requester: NAK sequence error at PSN+1 completes the first SEND (implied ACK)",
+              len(wcs) == 1 and wcs[0]["wr"] == 1 and wcs[0]["status"] == 0, f"got {wcs}")
+        re = [p for p in drain(0.2) if p.opcode == SEND_ONLY]
+        dt = time.monotonic() - t0
+        check("rc requester: … and resends from the NAK's PSN (only the second), quickly",
+              len(re) >= 1 and re[0].psn == (spsn + 1) & 0xFFFFFF and re[0].payload == data_of(101, 51)
+              and all(p.psn == (spsn + 1) & 0xFFFFFF for p in re) and dt < 0.9,
+              f"after NAK psn={spsn + 1}: got {re} within {dt:.3f}s")
+        # Coalesced ACK for the second
+        send(ACK, side.qpn, spsn + 1, struct.pack("!B", ACK_SYN) + (2).to_bytes(3, "big"))
+        wcs = side.poll(1, 500)
+        check("rc requester: the ACK completes the second SEND", len(wcs) == 1 and wcs[0]["wr"] == 2
+              and wcs[0]["status"] == 0, f"got {wcs}")
+        # RDMA READ from the peer: answer with NIC-shaped read responses
+        side.cmd(f"read 8192 1500 {0xABCD0000} 4660 3")
+        req = recv(1.0)
+        src = data_of(1500, 77)
+        ok = (req is not None and req.opcode == READ_REQ and req.psn == (spsn + 2) & 0xFFFFFF
+              and req.payload[:16] == reth(0xABCD0000, 4660, 1500))
+        check("rc requester: RDMA READ goes out as READ REQUEST with the RETH", ok, f"got {req}")
+        aeth = struct.pack("!B", ACK_SYN) + (3).to_bytes(3, "big")
+        send(READ_FIRST, side.qpn, spsn + 2, aeth + src[:MTU])
+        send(READ_LAST, side.qpn, spsn + 3, aeth + src[MTU:])
+        wcs = side.poll(1, 1000)
+        check("rc requester: NIC-shaped READ RESPONSE FIRST/LAST complete the READ with the data",
+              len(wcs) == 1 and wcs[0]["wr"] == 3 and wcs[0]["status"] == 0 and side.dump(8192, 1500) == src,
+              f"got {wcs}")
+        # A SEND after the READ takes the PSN after the READ's two response PSNs
+        side.cmd("send 0 100 4")
+        p = recv(1.0)
+        check("rc requester: the next request's PSN follows the READ's response PSNs",
+              p is not None and p.opcode == SEND_ONLY and p.psn == (spsn + 4) & 0xFFFFFF, f"got {p}")
+        send(ACK, side.qpn, spsn + 4, struct.pack("!B", ACK_SYN) + (4).to_bytes(3, "big"))
+        wcs = side.poll(1, 500)
+        check("rc requester: … and its ACK completes it", len(wcs) == 1 and wcs[0]["wr"] == 4, f"got {wcs}")
+    finally:
+        side.close()
+
+
+def main():
+    t0 = time.monotonic()
+    print(f"softrdma at {SW}, NIC peer at {PEER}")
+    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks):
+        try:
+            part()
+        except Exception as e:  # a crash in one part fails it, the others still run
+            check(f"{part.__name__} ran to its end", False, repr(e))
+        drain(0.01)
+    print(f"{len(passes)} checks passed, {len(failures)} failed, {cnps} CNPs seen, "
+          f"{time.monotonic() - t0:.1f} s")
+    for f in failures:
+        print(f"FAILED: {f}")
+    return 1 if failures else 0
+
+
+sys.exit(main())
