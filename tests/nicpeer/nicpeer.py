@@ -29,9 +29,13 @@ except PermissionError:
     print("SKIP: an IPv4 raw socket needs CAP_NET_RAW (run as root)")
     sys.exit(SKIP)
 
-from scapy.all import IP, UDP, Raw, raw, load_contrib  # noqa: E402
-load_contrib("roce")
-from scapy.contrib.roce import BTH  # noqa: E402
+try:
+    from scapy.all import IP, UDP, Raw, raw, load_contrib  # noqa: E402
+    load_contrib("roce")
+    from scapy.contrib.roce import BTH  # noqa: E402
+except ImportError as e:
+    print(f"SKIP: python3-scapy with its RoCE layer is needed ({e})")
+    sys.exit(SKIP)
 
 rng = random.Random(int(os.environ.get("NICPEER_SEED", "16")))
 # Our own pair of loopback addresses (softrdma's default ones are 127.1.x.y).
@@ -91,12 +95,12 @@ def nic_shape(name="nic"):
                  resv7=rng.choice([0, 0, 0x7F, 0x01]))
 
 
-def build(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False):
+def build(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False, tver=0):
     s = shape or nic_shape()
     pad = (-len(payload)) % 4
     ip = IP(src=PEER, dst=SW, id=s.ident, flags="DF" if s.df else 0, tos=s.tos, ttl=s.ttl)
     udp = UDP(sport=s.sport, dport=4791, chksum=None if s.udp_csum else 0)
-    bth = BTH(opcode=opcode, solicited=int(se), migreq=s.migreq, padcount=pad, pkey=0xFFFF,
+    bth = BTH(opcode=opcode, solicited=int(se), migreq=s.migreq, padcount=pad, version=tver, pkey=0xFFFF,
               fecn=s.byte4 >> 7, becn=(s.byte4 >> 6) & 1, resv6=s.byte4 & 0x3F, dqpn=dqpn,
               ackreq=int(ackreq), resv7=s.resv7, psn=psn & 0xFFFFFF)
     return raw(ip / udp / bth / Raw(payload + b"\0" * pad))
@@ -281,6 +285,20 @@ def ud_checks():
                   ok and ok_data, f"sent {frame.hex()}\n     want {want}; got {wcs} data {got[40:].hex()} "
                   f"grh src {got[32:36].hex()}")
 
+        # IBTA: a UD packet with the wrong Q_Key, or for another QP, is dropped silently.
+        side.cmd(f"recv 0 {40 + 256} 998")
+        send(UD_SEND_ONLY, side.qpn, 5, deth(7, qkey=QKEY ^ 1) + b"qkey" * 4)
+        send(UD_SEND_ONLY, side.qpn ^ 0x800, 6, deth(7) + b"dqpn" * 4)
+        send_bytes(build(UD_SEND_ONLY, side.qpn, 6, deth(7) + b"tver" * 4, tver=1))
+        send_bytes(build(SEND_ONLY, side.qpn, 6, b"rcop" * 4))
+        wcs = side.poll(1, 100)
+        check("ud: SENDs with the wrong Q_Key, for another QPN, with BTH TVer 1, or an RC opcode do not complete",
+              wcs == [], f"got {wcs}")
+        send(UD_SEND_ONLY, side.qpn, 7, deth(7) + b"good" * 4)
+        wcs = side.poll(1, 1000)
+        check("ud: … and the receive they did not take completes the next good SEND",
+              len(wcs) == 1 and wcs[0]["wr"] == 998 and side.dump(40, 16) == b"good" * 4, f"got {wcs}")
+
         # Corrupted ones: one bit flipped anywhere between the BTH and the ICRC (inclusive).
         side.cmd(f"recv 0 {40 + 256} 999")
         passed_through = []
@@ -428,6 +446,32 @@ def rc_responder_checks():
         p = recv(1.0)
         check("rc: softrdma's ACK has an ICRC right for IPv4 ID 0 with DF (what its UDP socket sends)",
               p is not None and p.icrc_ok(), f"got {p} {p.data.hex() if p else ''}")
+        wcs = side.poll(1, 1000)
+        check("rc: … and that SEND completes into the last receive", len(wcs) == 1 and wcs[0]["wr"] == 3,
+              f"got {wcs}")
+        epsn += 1
+        # IBTA 9.6: an opcode of another transport (UD SEND), or TVer 1, is dropped silently
+        send(UD_SEND_ONLY, q, epsn, deth(PEER_QPN) + b"ud!!", ackreq=True)
+        send_bytes(build(SEND_ONLY, q, epsn, b"tver", ackreq=True, tver=1))
+        got = drain(0.1)
+        check("rc: a UD opcode or BTH TVer 1 to the RC QP is dropped silently", got == [] and side.poll(1, 20) == [],
+              f"got {got}")
+        # A CNP (what a ConnectX sends back for ECN-CE marked packets): no PSN meaning, no answer
+        send(CNP, q, rng.randrange(1 << 24), b"\0" * 16, Shape("cnp", ident=0x777, tos=0xC0, migreq=1, byte4=0x10))
+        got = drain(0.1)
+        check("rc: a CNP to the responder is taken silently (no ACK or NAK)", got == [], f"got {got}")
+        # No receive posted: RNR NAK (0x20 | min_rnr_timer 12) for that PSN, the QP stays RTS
+        send(SEND_ONLY, q, epsn, b"rnr!" * 4, ackreq=True)
+        expect_ack("rc: SEND with no receive posted → RNR NAK (syndrome 0x2c: min_rnr_timer 12) for its PSN",
+                   0x20 | 12, epsn, None, f"SEND_ONLY psn={epsn}, no receive WQE")
+        side.cmd("recv 0 4096 10")
+        send(SEND_ONLY, q, epsn, b"rnr!" * 4, ackreq=True)
+        msn += 1
+        expect_ack("rc: the same SEND again after a receive is posted → ACK", ACK_SYN, epsn, None,
+                   f"SEND_ONLY psn={epsn} again")
+        wcs = side.poll(1, 1000)
+        check("rc: … and it completes once", len(wcs) == 1 and wcs[0]["wr"] == 10 and wcs[0]["len"] == 16,
+              f"got {wcs}")
         check("rc: the QP is still RTS", side.state() == 3)
     finally:
         side.close()
@@ -534,15 +578,44 @@ def rc_requester_checks():
         p = recv(1.0)
         check("rc requester: the next request's PSN follows the READ's response PSNs",
               p is not None and p.opcode == SEND_ONLY and p.psn == (spsn + 4) & 0xFFFFFF, f"got {p}")
+        send(CNP, side.qpn, 0, b"\0" * 16, Shape("cnp", ident=0x778, tos=0xC0, migreq=1, byte4=0x10))
         send(ACK, side.qpn, spsn + 4, struct.pack("!B", ACK_SYN) + (4).to_bytes(3, "big"))
         wcs = side.poll(1, 500)
-        check("rc requester: … and its ACK completes it", len(wcs) == 1 and wcs[0]["wr"] == 4, f"got {wcs}")
+        check("rc requester: a CNP changes nothing; the ACK completes it", len(wcs) == 1 and wcs[0]["wr"] == 4,
+              f"got {wcs}")
+        # Three SENDs, one coalesced ACK for the last: all three complete, in order
+        for k in range(3):
+            side.cmd(f"send 0 64 {5 + k}")
+        sent = [recv(1.0) for _ in range(3)]
+        check("rc requester: three more SENDs with consecutive PSNs",
+              [p.psn if p else None for p in sent] == [(spsn + 5 + k) & 0xFFFFFF for k in range(3)], f"got {sent}")
+        send(ACK, side.qpn, spsn + 7, struct.pack("!B", ACK_SYN) + (7).to_bytes(3, "big"))
+        wcs = side.poll(3, 1000)
+        check("rc requester: one coalesced ACK for the last PSN completes all three, in order",
+              [w["wr"] for w in wcs] == [5, 6, 7] and all(w["status"] == 0 for w in wcs), f"got {wcs}")
+        # NAK remote access error → the WR completes with IBV_WC_REM_ACCESS_ERR (10), the QP to ERROR
+        side.cmd(f"write 0 64 {0xABCD0000} 4660 8")
+        p = recv(1.0)
+        check("rc requester: RDMA WRITE goes out as WRITE ONLY", p is not None and p.opcode == WRITE_ONLY
+              and p.psn == (spsn + 8) & 0xFFFFFF, f"got {p}")
+        send(ACK, side.qpn, spsn + 8, struct.pack("!B", NAK_REM_ACCESS) + (7).to_bytes(3, "big"))
+        wcs = side.poll(1, 1000)
+        check("rc requester: NAK remote access error → IBV_WC_REM_ACCESS_ERR, QP in ERROR",
+              len(wcs) == 1 and wcs[0]["wr"] == 8 and wcs[0]["status"] == 10 and side.state() == 6, f"got {wcs}")
     finally:
         side.close()
 
 
+def icrc_self_check():
+    """Pkt.icrc_ok (ours) and scapy's RoCE layer agree on a frame scapy builds for ID 0 + DF."""
+    f = raw(IP(src=SW, dst=PEER, id=0, flags="DF", tos=0xC2, ttl=3) / UDP(sport=4242, dport=4791, chksum=0) /
+            BTH(opcode=ACK, dqpn=PEER_QPN, psn=77, migreq=1, resv6=0x10) / Raw(b"\x1f\x00\x00\x05"))
+    check("peer: our ICRC check agrees with scapy's ICRC", Pkt(f[28:], (SW, 4242)).icrc_ok())
+
+
 def main():
     t0 = time.monotonic()
+    icrc_self_check()
     print(f"softrdma at {SW}, NIC peer at {PEER}")
     for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks):
         try:
