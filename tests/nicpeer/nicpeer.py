@@ -328,9 +328,10 @@ def ud_checks():
 
 # ---- 2. RC responder ----------------------------------------------------------------------
 
-def connect_rc():
+def connect_rc(peer_psn=None):
     side = Side("rc")
-    peer_psn = rng.randrange(1 << 24)
+    if peer_psn is None:
+        peer_psn = rng.randrange(1 << 24)
     side.cmd(f"connect {PEER_QPN} {peer_psn} {PEER}")
     return side, peer_psn
 
@@ -344,7 +345,7 @@ def expect_ack(name, syndrome, psn, msn, sent, timeout=1.0):
 
 
 def rc_responder_checks():
-    side, epsn = connect_rc()
+    side, epsn = connect_rc(0xFFFFFD)  # the PSNs wrap to 0 a few packets in
     q = side.qpn
     try:
         for i in range(4):
@@ -472,6 +473,27 @@ def rc_responder_checks():
         wcs = side.poll(1, 1000)
         check("rc: … and it completes once", len(wcs) == 1 and wcs[0]["wr"] == 10 and wcs[0]["len"] == 16,
               f"got {wcs}")
+        epsn += 1
+        # RDMA WRITE with immediate: takes a receive, completes as RECV_RDMA_WITH_IMM (129)
+        side.cmd("recv 0 4096 11")
+        send(WRITE_ONLY_IMM, q, epsn, reth(side.addr + 300000, side.rkey, 8) + struct.pack("!I", 0xBEEF) +
+             b"12345678", ackreq=True)
+        msn += 1
+        expect_ack("rc: RDMA WRITE ONLY with immediate → ACK", ACK_SYN, epsn, None, f"WRITE_ONLY_IMM psn={epsn}")
+        wcs = side.poll(1, 1000)
+        check("rc: … completes as RECV_RDMA_WITH_IMM with the immediate and the data in memory",
+              len(wcs) == 1 and wcs[0]["wr"] == 11 and wcs[0]["op"] == 129 and wcs[0]["imm"] == 0xBEEF
+              and wcs[0]["len"] == 8 and side.dump(300000, 8) == b"12345678", f"got {wcs}")
+        epsn += 1
+        # Zero-length RDMA WRITE and READ: no rkey/address check (IBTA 9.4.3, 9.4.4)
+        send(WRITE_ONLY, q, epsn, reth(0, 0, 0), ackreq=True)
+        expect_ack("rc: zero-length RDMA WRITE with rkey 0 → ACK", ACK_SYN, epsn, None, f"WRITE_ONLY psn={epsn} len 0")
+        epsn += 1
+        send(READ_REQ, q, epsn, reth(0, 0, 0), ackreq=True)
+        p = recv(1.0)
+        check("rc: zero-length RDMA READ with rkey 0 → one empty READ RESPONSE ONLY",
+              p is not None and p.opcode == READ_ONLY and p.psn == epsn & 0xFFFFFF and p.payload == b"",
+              f"got {p}")
         check("rc: the QP is still RTS", side.state() == 3)
     finally:
         side.close()
@@ -613,11 +635,78 @@ def icrc_self_check():
     check("peer: our ICRC check agrees with scapy's ICRC", Pkt(f[28:], (SW, 4242)).icrc_ok())
 
 
+def aeth(syndrome, msn):
+    return struct.pack("!B", syndrome) + (msn & 0xFFFFFF).to_bytes(3, "big")
+
+
+def rc_requester_recovery():
+    side, _ = connect_rc()
+    try:
+        s = side.psn
+        side.put(0, data_of(64, 60))
+        side.cmd("send 0 64 1")
+        p = recv(1.0)
+        send(ACK, side.qpn, s, aeth(0x20 | 1, 0))  # RNR NAK, timer code 1 (0.01 ms)
+        t0 = time.monotonic()
+        p2 = recv(1.0)
+        dt = time.monotonic() - t0
+        check("rc requester: RNR NAK → the SEND is resent (same PSN, data) after the RNR timer, not the ACK timeout",
+              p is not None and p2 is not None and p2.opcode == SEND_ONLY and p2.psn == s and
+              p2.payload == data_of(64, 60) and dt < 0.2, f"sent {p}; after RNR NAK got {p2} in {dt:.3f}s")
+        send(ACK, side.qpn, s, aeth(ACK_SYN, 1))
+        wcs = side.poll(1, 500)
+        check("rc requester: … and its ACK completes it once", len(wcs) == 1 and wcs[0]["wr"] == 1 and
+              wcs[0]["status"] == 0 and side.poll(1, 20) == [], f"got {wcs}")
+        # READ of 2500 B: the peer's MIDDLE response is lost → READ request again for the rest
+        side.cmd(f"read 8192 2500 {0xAB000000} 77 2")
+        r = recv(1.0)
+        src = data_of(2500, 61)
+        send(READ_FIRST, side.qpn, s + 1, aeth(ACK_SYN, 2) + src[:MTU])
+        send(READ_LAST, side.qpn, s + 3, aeth(ACK_SYN, 2) + src[2 * MTU:])
+        t0 = time.monotonic()
+        r2 = recv(1.0)
+        dt = time.monotonic() - t0
+        check("rc requester: a READ RESPONSE LAST after a lost MIDDLE → a new READ REQUEST from the missing PSN "
+              "for the rest (va + 1024, 1476 B)",
+              r is not None and r2 is not None and r2.opcode == READ_REQ and r2.psn == (s + 2) & 0xFFFFFF
+              and r2.payload[:16] == reth(0xAB000000 + MTU, 77, 2500 - MTU) and dt < 0.2,
+              f"READ_REQ {r}; after FIRST, LAST got {r2} {r2.payload.hex() if r2 else ''} in {dt:.3f}s")
+        send(READ_MIDDLE, side.qpn, s + 2, src[MTU:2 * MTU])
+        send(READ_LAST, side.qpn, s + 3, aeth(ACK_SYN, 2) + src[2 * MTU:])
+        wcs = side.poll(1, 1000)
+        check("rc requester: … answered, the READ completes with all its data",
+              len(wcs) == 1 and wcs[0]["wr"] == 2 and wcs[0]["status"] == 0 and side.dump(8192, 2500) == src,
+              f"got {wcs}")
+        drain(0.05)
+        # An ACK past an unanswered READ (its response lost): the READ is sent again, nothing completes early
+        side.cmd(f"read 16384 100 {0xAB000000} 77 3")
+        side.cmd("send 0 64 4")
+        a, b = recv(1.0), recv(1.0)
+        send(ACK, side.qpn, s + 5, aeth(ACK_SYN, 4))
+        t0 = time.monotonic()
+        again = recv(1.0)
+        dt = time.monotonic() - t0
+        wcs = side.poll(2, 100)
+        check("rc requester: an ACK past an unanswered READ → the READ REQUEST again (implied NAK), no "
+              "completion before the READ's",
+              a is not None and a.opcode == READ_REQ and b is not None and b.opcode == SEND_ONLY and
+              again is not None and again.opcode == READ_REQ and again.psn == (s + 4) & 0xFFFFFF and wcs == [],
+              f"sent {a} {b}; after ACK psn={s + 5} got {again} in {dt:.3f}s, completions {wcs}")
+        send(READ_ONLY, side.qpn, s + 4, aeth(ACK_SYN, 5) + data_of(100, 62))
+        send(ACK, side.qpn, s + 5, aeth(ACK_SYN, 6))
+        wcs = side.poll(2, 1000)
+        check("rc requester: … answered, the READ then the SEND complete",
+              [w["wr"] for w in wcs] == [3, 4] and all(w["status"] == 0 for w in wcs)
+              and side.dump(16384, 100) == data_of(100, 62), f"got {wcs}")
+    finally:
+        side.close()
+
+
 def main():
     t0 = time.monotonic()
     icrc_self_check()
     print(f"softrdma at {SW}, NIC peer at {PEER}")
-    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks):
+    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks, rc_requester_recovery):
         try:
             part()
         except Exception as e:  # a crash in one part fails it, the others still run
