@@ -58,6 +58,7 @@ PEER_QPN = 0x5A5A5A & 0xFFFFFF
 
 failures = []
 passes = []
+received = []
 cnps = 0
 
 
@@ -132,7 +133,7 @@ class Pkt:
         b = data
         self.opcode = b[0]
         self.se, self.migreq, self.pad = b[1] >> 7, (b[1] >> 6) & 1, (b[1] >> 4) & 3
-        self.byte4 = b[4]
+        self.tver, self.pkey, self.byte4, self.resv7 = b[1] & 0xF, int.from_bytes(b[2:4], "big"), b[4], b[8] & 0x7F
         self.dqpn = int.from_bytes(b[5:8], "big")
         self.ackreq = b[8] >> 7
         self.psn = int.from_bytes(b[9:12], "big")
@@ -175,6 +176,7 @@ def recv(timeout=0.5):
         if len(data) < 16:
             continue
         p = Pkt(data, addr)
+        received.append(p)
         if p.opcode == CNP:
             cnps += 1
             continue
@@ -499,7 +501,7 @@ def rc_responder_checks():
         side.close()
 
 
-def rc_error_check(name, make, syndrome):
+def rc_error_check(name, make, syndrome, recv_status=5, psn_offset=0):
     """A request the responder must refuse: NAK with that syndrome, for that PSN; QP to ERROR."""
     side, epsn = connect_rc()
     try:
@@ -507,12 +509,12 @@ def rc_error_check(name, make, syndrome):
         desc = make(side, epsn)
         p = recv(1.0)
         check(f"rc: {name} → NAK syndrome {syndrome:#04x} for its PSN",
-              p is not None and p.opcode == ACK and p.syndrome == syndrome and p.psn == epsn & 0xFFFFFF,
+              p is not None and p.opcode == ACK and p.syndrome == syndrome and p.psn == (epsn + psn_offset) & 0xFFFFFF,
               f"sent {desc}; got {p}")
-        # The QP went to ERROR: the posted receive is flushed
+        # The QP went to ERROR: the posted receive is flushed (or completes with the error)
         wcs = side.poll(1, 500)
-        check(f"rc: after {name} the QP is in ERROR and flushes its receive",
-              side.state() == 6 and len(wcs) == 1 and wcs[0]["status"] == 5, f"state/wcs {wcs}")
+        check(f"rc: after {name} the QP is in ERROR, its receive completes with status {recv_status}",
+              side.state() == 6 and len(wcs) == 1 and wcs[0]["status"] == recv_status, f"state/wcs {wcs}")
     finally:
         side.close()
 
@@ -534,6 +536,13 @@ def rc_errors():
         send(SEND_FIRST, side.qpn, psn, data_of(100, 1), ackreq=True)
         return f"SEND_FIRST psn={psn} of 100 bytes (< MTU {MTU})"
 
+    def too_long(side, psn):
+        for k in range(4):
+            send(SEND_FIRST if k == 0 else SEND_MIDDLE, side.qpn, psn + k, data_of(MTU, k))
+        send(SEND_LAST, side.qpn, psn + 4, data_of(100, 4), ackreq=True)
+        return f"SEND FIRST/MIDDLE x3/LAST psn={psn}..{psn + 4}, 4196 B into a 4096-byte receive"
+
+    rc_error_check("a SEND longer than the receive", too_long, NAK_INV_REQ, recv_status=1, psn_offset=4)
     rc_error_check("RDMA WRITE with a wrong rkey", bad_rkey, NAK_REM_ACCESS)
     rc_error_check("RDMA READ past the MR's end", out_of_range, NAK_REM_ACCESS)
     rc_error_check("SEND MIDDLE with no message open (opcode sequence)", middle_first, NAK_INV_REQ)
@@ -702,16 +711,38 @@ def rc_requester_recovery():
         side.close()
 
 
+def rc_requester_naks():
+    for syndrome, status, name in ((NAK_INV_REQ, 9, "IBV_WC_REM_INV_REQ_ERR"), (0x63, 11, "IBV_WC_REM_OP_ERR")):
+        side, _ = connect_rc()
+        try:
+            side.cmd("send 0 64 1")
+            p = recv(1.0)
+            send(ACK, side.qpn, side.psn, aeth(syndrome, 0))
+            wcs = side.poll(1, 1000)
+            check(f"rc requester: NAK {syndrome:#04x} → {name} ({status}), QP in ERROR",
+                  p is not None and len(wcs) == 1 and wcs[0]["status"] == status and side.state() == 6,
+                  f"sent {p}; got {wcs}")
+        finally:
+            side.close()
+
+
 def main():
     t0 = time.monotonic()
     icrc_self_check()
     print(f"softrdma at {SW}, NIC peer at {PEER}")
-    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks, rc_requester_recovery):
+    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks, rc_requester_recovery,
+                 rc_requester_naks):
         try:
             part()
         except Exception as e:  # a crash in one part fails it, the others still run
             check(f"{part.__name__} ran to its end", False, repr(e))
         drain(0.01)
+    odd = [p for p in received if p.pkey != 0xFFFF or p.tver or p.byte4 or p.resv7]
+    check(f"softrdma: all {len(received)} packets it sent have P_Key 0xFFFF, TVer 0, reserved bits 0", not odd,
+          f"odd ones: {[(p, p.data[:12].hex()) for p in odd[:5]]}")
+    bad = [p for p in received if not p.icrc_ok()]
+    check(f"softrdma: all {len(received)} packets it sent have an ICRC right for IPv4 ID 0 with DF", not bad,
+          f"bad ones: {[(p, p.data.hex()) for p in bad[:5]]}")
     print(f"{len(passes)} checks passed, {len(failures)} failed, {cnps} CNPs seen, "
           f"{time.monotonic() - t0:.1f} s")
     for f in failures:
