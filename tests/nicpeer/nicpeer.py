@@ -49,6 +49,7 @@ RX.bind((PEER, 4791))
 SEND_FIRST, SEND_MIDDLE, SEND_LAST, SEND_LAST_IMM, SEND_ONLY, SEND_ONLY_IMM = range(6)
 WRITE_FIRST, WRITE_MIDDLE, WRITE_LAST, WRITE_LAST_IMM, WRITE_ONLY, WRITE_ONLY_IMM = range(6, 12)
 READ_REQ, READ_FIRST, READ_MIDDLE, READ_LAST, READ_ONLY, ACK = range(12, 18)
+ATOMIC_ACK, CMP_SWAP, FETCH_ADD = range(0x12, 0x15)
 UD_SEND_ONLY, UD_SEND_ONLY_IMM = 0x64, 0x65
 CNP = 0x81
 ACK_SYN, NAK_PSN_SEQ, NAK_INV_REQ, NAK_REM_ACCESS = 0x1F, 0x60, 0x61, 0x62
@@ -139,7 +140,7 @@ class Pkt:
         self.psn = int.from_bytes(b[9:12], "big")
         self.syndrome = self.msn = None
         hdr = 12
-        if self.opcode in (ACK, READ_FIRST, READ_LAST, READ_ONLY):
+        if self.opcode in (ACK, READ_FIRST, READ_LAST, READ_ONLY, ATOMIC_ACK):
             self.syndrome, self.msn = b[12], int.from_bytes(b[13:16], "big")
             hdr = 16
         self.payload = b[hdr:len(b) - 4 - self.pad]
@@ -501,6 +502,54 @@ def rc_responder_checks():
         side.close()
 
 
+def atomic_eth(va, rkey, swap_add, compare=0):
+    return struct.pack("!QIQQ", va, rkey, swap_add, compare)
+
+
+def rc_atomics():
+    side, epsn = connect_rc()
+    q = side.qpn
+    try:
+        side.put(4096, struct.pack("<Q", 1000))
+        va = side.addr + 4096
+        send(FETCH_ADD, q, epsn, atomic_eth(va, side.rkey, 5), ackreq=True)
+        p = recv(1.0)
+        check("rc: FETCH_ADD → ATOMIC ACKNOWLEDGE with its PSN, MSN 1 and the original value; memory added to",
+              p is not None and p.opcode == ATOMIC_ACK and p.psn == epsn and p.syndrome == ACK_SYN and p.msn == 1
+              and p.payload == struct.pack("!Q", 1000) and side.dump(4096, 8) == struct.pack("<Q", 1005),
+              f"FETCH_ADD psn={epsn} +5 on 1000; got {p} memory {side.dump(4096, 8).hex()}")
+        send(FETCH_ADD, q, epsn, atomic_eth(va, side.rkey, 5), ackreq=True)
+        p = recv(1.0)
+        check("rc: a duplicate FETCH_ADD → the saved result again, not executed twice (IBTA 9.4.5)",
+              p is not None and p.opcode == ATOMIC_ACK and p.psn == epsn and p.payload == struct.pack("!Q", 1000)
+              and side.dump(4096, 8) == struct.pack("<Q", 1005), f"got {p} memory {side.dump(4096, 8).hex()}")
+        send(CMP_SWAP, q, epsn + 1, atomic_eth(va, side.rkey, 77, 1005), ackreq=True)
+        p = recv(1.0)
+        check("rc: CMP_SWAP that matches → original value, memory swapped",
+              p is not None and p.opcode == ATOMIC_ACK and p.psn == (epsn + 1) & 0xFFFFFF and p.msn == 2
+              and p.payload == struct.pack("!Q", 1005) and side.dump(4096, 8) == struct.pack("<Q", 77), f"got {p}")
+        send(CMP_SWAP, q, epsn + 2, atomic_eth(va, side.rkey, 99, 1005), ackreq=True)
+        p = recv(1.0)
+        check("rc: CMP_SWAP that does not match → original value, memory unchanged",
+              p is not None and p.opcode == ATOMIC_ACK and p.payload == struct.pack("!Q", 77)
+              and side.dump(4096, 8) == struct.pack("<Q", 77), f"got {p}")
+        # A packet from another address (IBTA: RC takes only its peer's) is dropped silently
+        side.cmd("recv 0 100 1")
+        spoofed = raw(IP(src=PEER[:-1] + "3", dst=SW, id=9) / UDP(sport=5, dport=4791, chksum=0) /
+                      BTH(opcode=SEND_ONLY, dqpn=q, psn=(epsn + 3) & 0xFFFFFF, ackreq=1) / Raw(b"spoo"))
+        send_bytes(spoofed)
+        got = drain(0.1)
+        check("rc: a SEND from another IPv4 address is dropped silently", got == [] and side.poll(1, 20) == [],
+              f"got {got}")
+        send(FETCH_ADD, q, epsn + 3, atomic_eth(va + 4, side.rkey, 5), ackreq=True)
+        p = recv(1.0)
+        check("rc: a FETCH_ADD at an address not 8-byte aligned → NAK invalid request, QP in ERROR",
+              p is not None and p.opcode == ACK and p.syndrome == NAK_INV_REQ and p.psn == (epsn + 3) & 0xFFFFFF
+              and side.state() == 6, f"got {p}")
+    finally:
+        side.close()
+
+
 def rc_error_check(name, make, syndrome, recv_status=5, psn_offset=0):
     """A request the responder must refuse: NAK with that syndrome, for that PSN; QP to ERROR."""
     side, epsn = connect_rc()
@@ -730,7 +779,7 @@ def main():
     t0 = time.monotonic()
     icrc_self_check()
     print(f"softrdma at {SW}, NIC peer at {PEER}")
-    for part in (ud_checks, rc_responder_checks, rc_errors, rc_requester_checks, rc_requester_recovery,
+    for part in (ud_checks, rc_responder_checks, rc_atomics, rc_errors, rc_requester_checks, rc_requester_recovery,
                  rc_requester_naks):
         try:
             part()

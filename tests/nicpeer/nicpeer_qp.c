@@ -56,7 +56,8 @@ static int to_init(void) {
   a.port_num = 1;
   int mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
   if (is_rc) {
-    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE;
+    a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_LOCAL_WRITE |
+                        IBV_ACCESS_REMOTE_ATOMIC;
     mask |= IBV_QP_ACCESS_FLAGS;
   } else {
     a.qkey = QKEY;
@@ -140,7 +141,8 @@ int main(int argc, char **argv) {
   if (!buf) die("alloc");
   memset(buf, 0, BUF_SIZE);
   mr = ibv_reg_mr(pd, buf, BUF_SIZE,
-                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+                      IBV_ACCESS_REMOTE_ATOMIC);
   if (!mr) die("ibv_reg_mr");
   cq = ibv_create_cq(ctx, 256, NULL, NULL, 0);
   if (!cq) die("ibv_create_cq");
