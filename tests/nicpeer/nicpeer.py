@@ -327,6 +327,12 @@ def ud_checks():
         wcs = side.poll(1, 1000)
         check("ud: after the corrupted ones a good SEND completes", len(wcs) == 1 and wcs[0]["wr"] == 999
               and side.dump(40, 100) == payload, f"got {wcs}")
+        # IBTA: a UD message longer than the receive completes it with a local length error.
+        side.cmd(f"recv 8192 {40 + 100} 997")
+        send(UD_SEND_ONLY, side.qpn, 8, deth(9) + b"z" * 200)
+        wcs = side.poll(1, 1000)
+        check("ud: a SEND longer than the receive → that receive completes with IBV_WC_LOC_LEN_ERR (1), QP RTS",
+              len(wcs) == 1 and wcs[0]["wr"] == 997 and wcs[0]["status"] == 1 and side.state() == 3, f"got {wcs}")
     finally:
         side.close()
 
@@ -434,10 +440,10 @@ def rc_responder_checks():
               "first/last, the data", ok, f"READ_REQ psn={epsn} len=2500; got {resp}")
         msn += 1
         epsn += 3
-        send(READ_REQ, q, epsn, reth(side.addr + 200000 + 7, side.rkey, 33), ackreq=True)
+        send(READ_REQ, q, epsn, reth(side.addr + 200000 + 7, side.rkey, 33), ackreq=False)
         p = recv(1.0)
         msn += 1
-        check("rc: 33-byte RDMA READ (odd address) → READ RESPONSE ONLY with pad, the data",
+        check("rc: 33-byte RDMA READ (odd address, no AckReq) → READ RESPONSE ONLY with pad, the data",
               p is not None and p.opcode == READ_ONLY and p.psn == epsn & 0xFFFFFF and p.msn == msn
               and p.payload == src[7:40] and p.pad == 3, f"READ_REQ psn={epsn} len=33; got {p}")
         epsn += 1
@@ -593,6 +599,17 @@ def rc_errors():
         send(SEND_LAST, side.qpn, psn + 4, data_of(100, 4), ackreq=True)
         return f"SEND FIRST/MIDDLE x3/LAST psn={psn}..{psn + 4}, 4196 B into a 4096-byte receive"
 
+    def write_longer(side, psn):
+        send(WRITE_ONLY, side.qpn, psn, reth(side.addr, side.rkey, 100) + b"w" * 200, ackreq=True)
+        return f"WRITE_ONLY psn={psn}: RETH length 100, 200 B of payload"
+
+    def write_shorter(side, psn):
+        send(WRITE_FIRST, side.qpn, psn, reth(side.addr, side.rkey, 5000) + b"a" * MTU)
+        send(WRITE_LAST, side.qpn, psn + 1, b"b" * 76, ackreq=True)
+        return f"WRITE_FIRST/LAST psn={psn},{psn + 1}: RETH length 5000, 1100 B of payload"
+
+    rc_error_check("an RDMA WRITE ONLY longer than its RETH length", write_longer, NAK_INV_REQ)
+    rc_error_check("an RDMA WRITE ending short of its RETH length", write_shorter, NAK_INV_REQ, psn_offset=1)
     rc_error_check("a SEND longer than the receive", too_long, NAK_INV_REQ, recv_status=1, psn_offset=4)
     rc_error_check("RDMA WRITE with a wrong rkey", bad_rkey, NAK_REM_ACCESS)
     rc_error_check("RDMA READ past the MR's end", out_of_range, NAK_REM_ACCESS)
@@ -621,9 +638,11 @@ def rc_requester_checks():
         # Ghost ACK (a PSN never sent) and a duplicate ACK (before the oldest outstanding): ignored
         send(ACK, side.qpn, spsn + 40, struct.pack("!B", ACK_SYN) + (1).to_bytes(3, "big"))
         send(ACK, side.qpn, spsn - 1, struct.pack("!B", ACK_SYN) + (0).to_bytes(3, "big"))
+        send(ACK, side.qpn, spsn + 30, struct.pack("!B", NAK_PSN_SEQ) + (0).to_bytes(3, "big"))
         wcs = side.poll(1, 150)
-        check("rc requester: a ghost ACK (PSN never sent) and a duplicate ACK complete nothing", wcs == [],
-              f"sent ACK psn={spsn + 40} and ACK psn={spsn - 1}; got {wcs}")
+        check("rc requester: a ghost ACK (PSN never sent), a duplicate ACK and a ghost NAK complete nothing",
+              wcs == [] and side.state() == 3,
+              f"sent ACK psn={spsn + 40}, ACK psn={spsn - 1}, NAK psn={spsn + 30}; got {wcs}")
         # NAK PSN sequence error for the second: the first is implicitly ACKed, the second resent
         send(ACK, side.qpn, spsn + 1, struct.pack("!B", NAK_PSN_SEQ) + (1).to_bytes(3, "big"))
         t0 = time.monotonic()
@@ -650,9 +669,11 @@ def rc_requester_checks():
         check("rc requester: RDMA READ goes out as READ REQUEST with the RETH", ok, f"got {req}")
         aeth = struct.pack("!B", ACK_SYN) + (3).to_bytes(3, "big")
         send(READ_FIRST, side.qpn, spsn + 2, aeth + src[:MTU])
+        send(READ_FIRST, side.qpn, spsn + 2, aeth + b"X" * MTU)  # a duplicate, other data: ignored
         send(READ_LAST, side.qpn, spsn + 3, aeth + src[MTU:])
         wcs = side.poll(1, 1000)
-        check("rc requester: NIC-shaped READ RESPONSE FIRST/LAST complete the READ with the data",
+        check("rc requester: NIC-shaped READ RESPONSE FIRST/(duplicate FIRST)/LAST complete the READ with the "
+              "data of the first FIRST",
               len(wcs) == 1 and wcs[0]["wr"] == 3 and wcs[0]["status"] == 0 and side.dump(8192, 1500) == src,
               f"got {wcs}")
         # A SEND after the READ takes the PSN after the READ's two response PSNs
