@@ -17,6 +17,7 @@ import socket
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import zlib
 
@@ -195,14 +196,24 @@ def drain(timeout=0.05):
 
 class Side:
     def __init__(self, kind):
+        # What the checks assume (no injected faults, RoCE, the default MTU) is not left to the caller's
+        # environment: SOFTRDMA_FAULTS=corrupt=0.2 or duplicate=0.3 makes a dozen checks fail.
+        self.err = tempfile.TemporaryFile("w+")  # not a pipe: nobody reads it until something fails
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("SOFTRDMA_FAULTS", "SOFTRDMA_NETDEV", "SOFTRDMA_TRANSPORT", "SOFTRDMA_MTU",
+                            "SOFTRDMA_VLAN", "SOFTRDMA_DEVICE", "SOFTRDMA_MPA")}
         self.proc = subprocess.Popen([softrdma, "run", "--netdev", f"udp:{SW}", "--", qp_prog, kind],
-                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                     text=True, bufsize=1)
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.err,
+                                     text=True, bufsize=1, env=env)
         line = self.proc.stdout.readline()
         if not line.startswith("QP "):
-            raise RuntimeError(f"nicpeer_qp: {line!r} {self.proc.stderr.read()}")
+            raise RuntimeError(f"nicpeer_qp: {line!r} {self.stderr()}")
         f = dict(kv.split("=") for kv in line.split()[1:])
         self.qpn, self.psn, self.addr, self.rkey = (int(f[k]) for k in ("qpn", "psn", "addr", "rkey"))
+
+    def stderr(self):
+        self.err.seek(0)
+        return self.err.read()
 
     def cmd(self, text):
         self.proc.stdin.write(text + "\n")
@@ -211,7 +222,7 @@ class Side:
         while True:
             line = self.proc.stdout.readline()
             if not line:
-                raise RuntimeError(f"nicpeer_qp exited during {text!r}: {self.proc.stderr.read()}")
+                raise RuntimeError(f"nicpeer_qp exited during {text!r}: {self.stderr()}")
             line = line.strip()
             if line == "OK":
                 return out
