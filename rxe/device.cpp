@@ -276,6 +276,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"drop_unknown_qp", rx_unknown_qp_.load()},
       {"drop_mcast", rx_mcast_dropped_.load()},
       {"drop_malformed", rx_malformed_.load()},
+      {"drop_bad_pkey", rx_bad_pkey_.load()},
       {"icrc_err", nd.rx_icrc_errors},
       {"netdev_rx_malformed", nd.rx_malformed},
       {"netdev_tx_errors", nd.tx_errors},
@@ -403,6 +404,13 @@ void Device::rx_step() {
     auto pkt = wire::parse_roce(wire::Bytes(raw.data, raw.len));
     if (!pkt) {
       rx_malformed_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    // The port's one P_Key is the default partition as a full member (0xFFFF): a packet
+    // matches when its low 15 bits are 0x7FFF, as a full or a limited member (IBTA 10.9.3);
+    // others are dropped and counted, as rxe's check_keys does.
+    if ((pkt->hdr.bth.pkey & 0x7FFF) != 0x7FFF) {
+      rx_bad_pkey_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
     if (pkt->hdr.bth.dest_qp == kMulticastQpn || netdev::is_multicast(raw.dst)) {

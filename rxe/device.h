@@ -187,6 +187,7 @@ class Device {
   std::size_t tx_count_ = 0;
 
   std::atomic<std::uint64_t> rx_unknown_qp_{0}, rx_malformed_{0}, rx_packets_{0}, tx_packets_{0};
+  std::atomic<std::uint64_t> rx_bad_pkey_{0};
   std::atomic<std::uint64_t> rx_mcast_dropped_{0};  // to a group not joined, or a bad QPN
   int kick_fd_ = -1;
   std::atomic<bool> kick_signaled_{false};  // the eventfd holds a count to drain

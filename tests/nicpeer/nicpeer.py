@@ -98,12 +98,12 @@ def nic_shape(name="nic"):
                  resv7=rng.choice([0, 0, 0x7F, 0x01]))
 
 
-def build(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False, tver=0):
+def build(opcode, dqpn, psn, payload=b"", shape=None, ackreq=False, se=False, tver=0, pkey=0xFFFF):
     s = shape or nic_shape()
     pad = (-len(payload)) % 4
     ip = IP(src=PEER, dst=SW, id=s.ident, flags="DF" if s.df else 0, tos=s.tos, ttl=s.ttl)
     udp = UDP(sport=s.sport, dport=4791, chksum=None if s.udp_csum else 0)
-    bth = BTH(opcode=opcode, solicited=int(se), migreq=s.migreq, padcount=pad, version=tver, pkey=0xFFFF,
+    bth = BTH(opcode=opcode, solicited=int(se), migreq=s.migreq, padcount=pad, version=tver, pkey=pkey,
               fecn=s.byte4 >> 7, becn=(s.byte4 >> 6) & 1, resv6=s.byte4 & 0x3F, dqpn=dqpn,
               ackreq=int(ackreq), resv7=s.resv7, psn=psn & 0xFFFFFF)
     return raw(ip / udp / bth / Raw(payload + b"\0" * pad))
@@ -305,8 +305,12 @@ def ud_checks():
         send(UD_SEND_ONLY, side.qpn ^ 0x800, 6, deth(7) + b"dqpn" * 4)
         send_bytes(build(UD_SEND_ONLY, side.qpn, 6, deth(7) + b"tver" * 4, tver=1))
         send_bytes(build(SEND_ONLY, side.qpn, 6, b"rcop" * 4))
+        # IBTA 10.9.3: a P_Key that does not match the port's (0xFFFF) drops the packet; 0 is invalid.
+        for bad in (0x1234, 0x8001, 0x0000):
+            send_bytes(build(UD_SEND_ONLY, side.qpn, 6, deth(7) + b"pkey" * 4, pkey=bad))
         wcs = side.poll(1, 100)
-        check("ud: SENDs with the wrong Q_Key, for another QPN, with BTH TVer 1, or an RC opcode do not complete",
+        check("ud: SENDs with the wrong Q_Key, for another QPN, with BTH TVer 1, an RC opcode or another "
+              "partition's P_Key do not complete",
               wcs == [], f"got {wcs}")
         send(UD_SEND_ONLY, side.qpn, 7, deth(7) + b"good" * 4)
         wcs = side.poll(1, 1000)

@@ -247,5 +247,59 @@ TEST(RoguePackets, ReservedBitsAndMigReqAreIgnored) {
   dev.destroy_qp(qp);
 }
 
+// The port's P_Key table holds the default partition (0xFFFF) only: a packet of another
+// partition (or the invalid P_Key 0) is dropped and counted; a limited member's 0x7FFF matches.
+TEST(RoguePackets, PacketsOfAnotherPartitionAreDropped) {
+  const netdev::IpAddr self = addr(2), peer = addr(1);
+  auto nd = std::make_unique<InjectNetdev>(self);
+  InjectNetdev* inj = nd.get();
+  Device dev(std::move(nd));
+  Pd* pd = dev.alloc_pd();
+  int err = 0;
+  Cq* cq = dev.create_cq(64, &err);
+  std::vector<std::uint8_t> region(64 * 8);
+  auto mr = dev.reg_mr(pd, region.data(), region.size(),
+                       reinterpret_cast<std::uint64_t>(region.data()), kAllAccess, &err);
+  ASSERT_TRUE(mr);
+  QpCap cap = default_cap();
+  Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+  ASSERT_TRUE(qp);
+  bring_up(qp, peer.bytes, 0x77, 0, 0, ConnectOptions{});
+  for (int i = 0; i < 8; ++i) {
+    const Sge sge{
+        reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * 64, 64,
+        mr->lkey};
+    ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&sge, 1)), 0);
+  }
+  auto send = [&](std::uint32_t psn, std::uint16_t pkey) {
+    wire::RoceHeaders h;
+    h.bth.opcode = wire::op::kRcSendOnly;
+    h.bth.dest_qp = qp->qpn();
+    h.bth.psn = psn;
+    h.bth.pkey = pkey;
+    const std::vector<std::uint8_t> payload(16, static_cast<std::uint8_t>(pkey));
+    std::vector<std::uint8_t> pkt(128);
+    auto n = wire::build_roce(pkt, h, wire::Bytes(payload));
+    ASSERT_TRUE(n.ok());
+    pkt.resize(*n);
+    inj->inject(peer, std::move(pkt));
+  };
+  send(0, 0x1234);
+  send(0, 0x0000);
+  send(0, 0x8001);
+  send(0, 0x7FFF);  // limited member of the default partition: matches
+  send(1, 0xFFFF);
+  const auto wcs = wait_wc(cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(region[0], 0xFF);  // 0x7FFF's payload byte
+  EXPECT_EQ(region[64], 0xFF);
+  std::uint64_t bad = 0;
+  for (const auto& [name, value] : dev.hw_counters()) {
+    if (name == "drop_bad_pkey") bad = value;
+  }
+  EXPECT_EQ(bad, 3u);
+  dev.destroy_qp(qp);
+}
+
 }  // namespace
 }  // namespace softrdma::rxe::test
