@@ -348,17 +348,23 @@ def rdmacm_of(pid):
     return None
 
 
+def preload(lib):
+    """A command prefix that adds `lib` to LD_PRELOAD and execs the rest (same pid). It keeps
+    what `softrdma run` preloads itself (the ASan runtime, in a sanitized build)."""
+    return ["sh", "-c", 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD:}$0" exec "$@"', lib]
+
+
 def iperf3(name, extra):
     p = port()
-    srv = start(["env", f"LD_PRELOAD={RSPRELOAD}", "iperf3", "-s", "-1", "-p", str(p)])
+    srv = start([*preload(RSPRELOAD), "iperf3", "-s", "-1", "-p", str(p)])
     expect(wait_until(lambda: rdma_cm_listening(p), srv), f"{name}: server listening on {p}")
-    # `softrdma run` and env exec the program: the pid is iperf3's. The preload links
+    # `softrdma run` and sh exec the program: the pid is iperf3's. The preload links
     # librdmacm.so.1, which the library path of `softrdma run` makes softrdma's.
     lib = rdmacm_of(srv.pid)
     expect(lib and os.path.realpath(lib).startswith(
         os.path.realpath(os.path.join(os.path.dirname(softrdma), "..", "lib"))),
         f"{name}: the server's librdmacm is softrdma's (mapped: {lib})")
-    cli = start(["env", f"LD_PRELOAD={RSPRELOAD}", "iperf3", "-c", "127.0.0.1", "-p", str(p),
+    cli = start([*preload(RSPRELOAD), "iperf3", "-c", "127.0.0.1", "-p", str(p),
                  "-J", *extra])
     crc, cout = finish(cli)
     src, sout = finish(srv, 30 if crc is None else 60)
