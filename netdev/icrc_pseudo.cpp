@@ -91,4 +91,17 @@ bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen) {
   return true;
 }
 
+bool check_icrc_with(const Packet& p, const wire::Ipv4IdFlags& seen) {
+  PseudoHeaders h;
+  if (!p.data || !p.src.is_v4() || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) {
+    return false;
+  }
+  wire::store16(&h.ip[4], seen.id);
+  wire::store16(&h.ip[6], seen.flags_frag);
+  wire::Error err = wire::Error::kNone;
+  const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(),
+                                                wire::Bytes(p.data, p.len - wire::kIcrcLen), &err);
+  return err == wire::Error::kNone && wire::load32le(p.data + p.len - wire::kIcrcLen) == want;
+}
+
 }  // namespace softrdma::netdev

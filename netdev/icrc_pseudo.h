@@ -22,9 +22,13 @@ bool fill_icrc(const Packet& p);
 // socket does not show the IPv4 ID and flags: an IPv4 datagram passes when its ICRC is right for
 // ID 0 with DF (Linux's own), or for the one ID/flags word it then fits, when that word is an
 // unfragmented datagram's (DF or not, offset 0). That leaves 16 of the ICRC's 32 bits checked
-// for such senders (docs/backends.md, "What the ICRC check covers").
+// for such senders; the udp backend checks all 32 where it can read the header
+// (netdev/ipv4_header_view.h; docs/backends.md, "What the ICRC check covers").
 // `seen`, when given, gets the ID and DF the datagram was found to carry (ID 0 and DF when
 // its ICRC is right for them).
 bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen = nullptr);
+// True when the ICRC of the IPv4 datagram `p` is right for the ID and flags it was seen with
+// (all 32 bits checked).
+bool check_icrc_with(const Packet& p, const wire::Ipv4IdFlags& seen);
 
 }  // namespace softrdma::netdev

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "netdev/faults.h"
+#include "netdev/ipv4_header_view.h"
 #include "netdev/netdev.h"
 #include "netdev/shm_link.h"
 
@@ -100,6 +101,11 @@ class UdpNetdev : public Netdev {
   // icrc_filled false: a host-local datagram whose sender left the ICRC out (not checked; filled
   // in when tracing asks for it).
   bool deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled = true);
+  // The ICRC check of a datagram from the kernel. `seen` gets the ID and flags it carried: ID 0
+  // with DF; else as a packet socket beside ours saw them (all 32 bits checked; opened, where
+  // CAP_NET_RAW allows, after the first datagram of another ID); else as solved from the ICRC
+  // (16 bits checked).
+  bool check_icrc_full(const Packet& view, wire::Ipv4IdFlags& seen);
   // Reads datagrams from `fd` (bound to `bound`) while pending_ is empty and the batch has room.
   void read_socket(int fd, const IpAddr& bound, std::span<Packet* const> pkts, std::size_t& n);
   void set_multicast_send_options(int fd) const;
@@ -122,7 +128,9 @@ class UdpNetdev : public Netdev {
   std::unique_ptr<FaultInjector> faults_;
   FaultObserver observer_;  // receive drops; set before traffic starts
   std::unique_ptr<ShmLinks> shm_;
-  bool icrc_always_ = false;  // require_icrc(): tracing
+  bool icrc_always_ = false;                 // require_icrc(): tracing
+  std::unique_ptr<Ipv4HeaderView> v4_view_;  // receive path only
+  bool v4_view_tried_ = false;
   // Datagrams leave send_batch without their ICRC, computed in transmit only for the kernel's
   // path: nothing can corrupt them in a ring (no faults configured) and nobody traces them.
   bool icrc_deferred() const { return shm_ && !faults_ && !icrc_always_; }
