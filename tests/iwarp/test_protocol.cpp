@@ -238,6 +238,34 @@ TEST_F(IwarpProtocol, ValidSegmentsFromTheRawPeerArePlaced) {
   EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
 }
 
+// RFC 5040/5041: reserved fields are sent as zero and not checked on receive. A WRITE and a
+// SEND with every reserved bit of the DDP and RDMAP control set, and an Inv STag where the SEND
+// has none, are placed as if they were clean.
+TEST_F(IwarpProtocol, ReservedBitsAreIgnored) {
+  RawPeer peer(b, true);
+  ASSERT_TRUE(peer.ok());
+  ASSERT_EQ(b.post_recv(5, 4096, 64), 0);
+  DdpHeader w = tagged(b, RdmapOpcode::kWrite, 100);
+  w.ddp_reserved = 0x0F;
+  w.rdmap_reserved = 0x03;
+  const std::vector<std::uint8_t> payload(64, 0x5A);
+  ASSERT_TRUE(peer.send(peer.fpdu(w, payload)));
+  DdpHeader h = send_hdr(1);
+  h.ddp_reserved = 0x0F;
+  h.rdmap_reserved = 0x03;
+  h.inv_stag = 0xDEADBEEF;  // reserved in a plain SEND
+  const std::uint8_t msg[3] = {4, 5, 6};
+  ASSERT_TRUE(peer.send(peer.fpdu(h, msg)));
+  auto r = b.wait_wc(b.rcq);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, rxe::WcStatus::kSuccess);
+  EXPECT_EQ(r->byte_len, 3u);
+  EXPECT_EQ(b.buf[100], 0x5A);
+  EXPECT_EQ(b.buf[163], 0x5A);
+  EXPECT_EQ(b.buf[4096], 4);
+  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+}
+
 // A large WRITE segment whose header arrives before its payload is placed straight from the
 // socket into the region; its CRC is still checked (over what was placed).
 class IwarpDirect : public IwarpProtocol, public testing::WithParamInterface<bool> {};
