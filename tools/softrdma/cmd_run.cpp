@@ -17,13 +17,16 @@
 
 #include "tools/softrdma/commands.h"
 #include "tools/softrdma/private_view.h"
+#include "tools/softrdma/usage.h"
 #include "verbs/engine.h"
 
 namespace softrdma::tools {
 
 namespace {
 
-// The directory holding libibverbs.so.1: build/lib beside build/bin.
+// The directory holding softrdma's libibverbs.so.1 and librdmacm.so.1: installed, the private
+// directory under the prefix (never on the system's library path); in the build tree, lib/
+// beside bin/.
 std::string library_dir() {
   if (const char* d = std::getenv("SOFTRDMA_LIBDIR")) return d;
   char self[PATH_MAX];
@@ -32,22 +35,15 @@ std::string library_dir() {
   self[n] = '\0';
   std::string dir(self);
   dir = dir.substr(0, dir.rfind('/'));  // .../bin
-  return dir.substr(0, dir.rfind('/')) + "/lib";
+  const std::string prefix = dir.substr(0, dir.rfind('/'));
+  const std::string installed = prefix + "/" + SOFTRDMA_INSTALL_LIBDIR;
+  if (access((installed + "/libibverbs.so.1").c_str(), R_OK) == 0) return installed;
+  return prefix + "/lib";
 }
 
 int run_usage(const char* why) {
-  std::fprintf(
-      stderr,
-      "softrdma run: %s\n"
-      "usage: softrdma run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|\n"
-      "                              af_xdp:IFACE[:ADDRESS]|dpdk:DEVICE[@ADDRESS]]\n"
-      "                    [--faults SPEC] [--mtu BYTES]\n"
-      "                    [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
-      "                    [--transport roce|iwarp] [--mpa rev=1|2,crc,markers,...]\n"
-      "                    [--vlan ID] [--dpdk-qps N] [--local direct|rings|kernel] [--stats]\n"
-      "                    [--view auto|on|off]\n"
-      "                    -- PROGRAM [ARGS...]\n",
-      why);
+  std::fprintf(stderr, "softrdma run: %s\n", why);
+  print_help(stderr, *find_command("run"));
   return 2;
 }
 

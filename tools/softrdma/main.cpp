@@ -1,32 +1,28 @@
-// The `softrdma` command line: dispatches to subcommands.
+// The `softrdma` command line: dispatches to subcommands. `softrdma help [COMMAND]`,
+// `softrdma COMMAND --help` and `softrdma --version` print to stdout and exit 0.
 #include <cstdio>
 #include <cstring>
+#include <string_view>
 
 #include "tools/softrdma/commands.h"
+#include "tools/softrdma/usage.h"
 
 namespace {
 
+using namespace softrdma::tools;
+
 void usage(std::FILE* out) {
+  std::fprintf(out, "usage: softrdma COMMAND [ARGS]\n\ncommands:\n");
+  for (const CommandHelp& c : commands()) {
+    std::fprintf(out, "  %.*s\n", static_cast<int>(c.synopsis.size()), c.synopsis.data());
+  }
   std::fprintf(out,
-               "usage: softrdma COMMAND [ARGS]\n"
-               "\n"
-               "commands:\n"
-               "  lint [--json] [--roce-port PORT]... FILE\n"
-               "      check every RoCEv2 packet and iWARP stream in a pcap/pcapng capture\n"
-               "  run [--netdev udp:ADDRESS|af_packet:IFACE[:ADDRESS]|af_xdp:IFACE[:ADDRESS]|\n"
-               "                dpdk:DEVICE[@ADDRESS]] [--faults SPEC]\n"
-               "      [--mtu BYTES] [--pcap FILE] [--pcap-filter SPEC] [--device NAME]\n"
-               "      [--vlan ID] [--dpdk-qps N] [--local direct|rings|kernel] [--stats]\n"
-               "      -- PROGRAM [ARGS...]\n"
-               "      run an unmodified verbs program over softrdma\n"
-               "  devices\n"
-               "      list the softrdma device of this configuration, as ibv_devices does\n"
-               "  trace merge INPUT... -o OUTPUT.pcapng\n"
-               "      merge traces (pcap/pcapng) by time, keeping interfaces and annotations\n"
-               "  sample-trace OUT.pcap\n"
-               "      write a capture of RoCEv2 packets and an iWARP stream built by wire/\n"
-               "  help\n"
-               "      this text\n");
+               "\n`softrdma help COMMAND` or `softrdma COMMAND --help` says more; "
+               "`man softrdma` says all.\n");
+}
+
+bool is_help(const char* a) {
+  return !std::strcmp(a, "--help") || !std::strcmp(a, "-h");
 }
 
 }  // namespace
@@ -36,18 +32,39 @@ int main(int argc, char** argv) {
     usage(stderr);
     return 2;
   }
-  const char* cmd = argv[1];
-  if (!std::strcmp(cmd, "lint")) return softrdma::tools::cmd_lint(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "run")) return softrdma::tools::cmd_run(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "devices")) return softrdma::tools::cmd_devices(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "trace")) return softrdma::tools::cmd_trace(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "sample-trace"))
-    return softrdma::tools::cmd_sample_trace(argc - 2, argv + 2);
-  if (!std::strcmp(cmd, "help") || !std::strcmp(cmd, "--help") || !std::strcmp(cmd, "-h")) {
-    usage(stdout);
+  const std::string_view cmd = argv[1];
+  if (cmd == "--version" || cmd == "version") {
+    std::printf("softrdma %.*s\n", static_cast<int>(version().size()), version().data());
     return 0;
   }
-  std::fprintf(stderr, "softrdma: unknown command '%s'\n", cmd);
+  if (cmd == "help" || is_help(argv[1])) {
+    if (argc < 3) {
+      usage(stdout);
+      return 0;
+    }
+    const CommandHelp* c = find_command(argv[2]);
+    if (!c) {
+      std::fprintf(stderr, "softrdma: no command '%s'\n", argv[2]);
+      usage(stderr);
+      return 2;
+    }
+    print_help(stdout, *c);
+    return 0;
+  }
+  // `softrdma COMMAND --help`: only right after the command (`run -- prog --help` is the
+  // program's).
+  if (argc >= 3 && is_help(argv[2])) {
+    if (const CommandHelp* c = find_command(cmd)) {
+      print_help(stdout, *c);
+      return 0;
+    }
+  }
+  if (cmd == "lint") return cmd_lint(argc - 2, argv + 2);
+  if (cmd == "run") return cmd_run(argc - 2, argv + 2);
+  if (cmd == "devices") return cmd_devices(argc - 2, argv + 2);
+  if (cmd == "trace") return cmd_trace(argc - 2, argv + 2);
+  if (cmd == "sample-trace") return cmd_sample_trace(argc - 2, argv + 2);
+  std::fprintf(stderr, "softrdma: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;
 }

@@ -1,0 +1,78 @@
+#include "tools/softrdma/usage.h"
+
+#include <array>
+
+namespace softrdma::tools {
+
+namespace {
+
+constexpr std::array kCommands = {
+    CommandHelp{
+        "run", "softrdma run [OPTIONS] -- PROGRAM [ARGS...]",
+        "Runs an unmodified verbs or rdma_cm program over softrdma: softrdma's libibverbs.so.1\n"
+        "and librdmacm.so.1 come first on its library path, and each option becomes the\n"
+        "SOFTRDMA_* variable named beside it (a variable already set wins over the default,\n"
+        "an option over the variable).\n"
+        "\n"
+        "  --netdev SPEC        SOFTRDMA_NETDEV: udp:ADDRESS | af_packet:IFACE[:ADDRESS] |\n"
+        "                       af_xdp:IFACE[:ADDRESS] | dpdk:DEVICE[@ADDRESS]\n"
+        "                       (default: a loopback address of the process's own)\n"
+        "  --local MODE         SOFTRDMA_LOCAL: direct | rings | kernel (udp, devices of this "
+        "host)\n"
+        "  --faults SPEC        SOFTRDMA_FAULTS: drop=P,duplicate=P,reorder=P,corrupt=P,delay=P,\n"
+        "                       delay_ms=N,seed=N\n"
+        "  --mtu BYTES          SOFTRDMA_MTU: the link MTU the port reports\n"
+        "  --device NAME        SOFTRDMA_DEVICE: the RoCE device's name; softiwarp0 selects iWARP\n"
+        "  --transport T        SOFTRDMA_TRANSPORT: roce | iwarp (what rdma_cm connects over)\n"
+        "  --mpa SPEC           SOFTRDMA_MPA: rev=1|2,crc,markers,rtr=read|write|send|none,fpdu=N\n"
+        "  --pcap FILE          SOFTRDMA_PCAP: trace every packet to pcapng (%p = pid)\n"
+        "  --pcap-filter SPEC   SOFTRDMA_PCAP_FILTER: qp=..;class=..;snaplen=N;rotate=SIZE\n"
+        "  --vlan ID            SOFTRDMA_VLAN: 802.1Q tag on the raw backends\n"
+        "  --dpdk-qps N         SOFTRDMA_DPDK_QPS: DPDK queue pairs\n"
+        "  --view auto|on|off   SOFTRDMA_VIEW: a private /dev/infiniband and /sys view\n"
+        "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"},
+    CommandHelp{"devices", "softrdma devices",
+                "Lists the softrdma device of this configuration (the SOFTRDMA_* variables), as\n"
+                "ibv_devices does, with its backend and address.\n"},
+    CommandHelp{"lint", "softrdma lint [--json] [--strict] [--roce-port PORT]... FILE",
+                "Checks every RoCEv2 packet and iWARP stream in a pcap/pcapng capture against the\n"
+                "specs. Exit status: 0 no error, 1 errors (--strict: warnings too), 2 the capture\n"
+                "cannot be read.\n"
+                "\n"
+                "  --json             one JSON object instead of text\n"
+                "  --strict           warnings (reserved fields set) count as errors\n"
+                "  --roce-port PORT   also take UDP PORT as RoCEv2 (repeatable)\n"},
+    CommandHelp{"trace", "softrdma trace merge INPUT... -o OUTPUT.pcapng",
+                "Merges pcap/pcapng captures (e.g. the per-process traces of softrdma run --pcap)\n"
+                "by time into one pcapng file, keeping interfaces and annotations.\n"},
+    CommandHelp{"sample-trace", "softrdma sample-trace OUT.pcap",
+                "Writes a capture of RoCEv2 packets and an iWARP stream built by softrdma's\n"
+                "header codecs.\n"},
+    CommandHelp{"help", "softrdma help [COMMAND]",
+                "Prints the commands, or one command's usage.\n"},
+    CommandHelp{"version", "softrdma version | softrdma --version", "Prints softrdma's version.\n"},
+};
+
+}  // namespace
+
+std::span<const CommandHelp> commands() {
+  return kCommands;
+}
+
+const CommandHelp* find_command(std::string_view name) {
+  for (const CommandHelp& c : kCommands) {
+    if (c.name == name) return &c;
+  }
+  return nullptr;
+}
+
+void print_help(std::FILE* out, const CommandHelp& c) {
+  std::fprintf(out, "usage: %.*s\n\n%.*s", static_cast<int>(c.synopsis.size()), c.synopsis.data(),
+               static_cast<int>(c.text.size()), c.text.data());
+}
+
+std::string_view version() {
+  return SOFTRDMA_VERSION;
+}
+
+}  // namespace softrdma::tools
