@@ -170,8 +170,11 @@ def case_rdma_server_client():
 
 def case_mckey():
     grp = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.7"
+    # Multicast is unreliable: what the sender sends before the receiver has joined is lost and
+    # the receiver waits for it forever, so the sender starts well after (0.5 s once was not
+    # enough with the whole suite running on two cores).
     pair("mckey", ["mckey", "-m", grp, "-C", "10"], ["mckey", "-m", grp, "-s", "-C", "10"],
-         patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"])
+         patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"], delay=3)
 
 
 def case_perftest():
