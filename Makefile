@@ -11,7 +11,7 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
             ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3
 
-.PHONY: setup configure build test demo fuzz asan bench format clean
+.PHONY: setup configure build test demo install fuzz asan bench format clean
 
 setup:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -33,6 +33,10 @@ test: build
 
 demo: build
 	@bash tools/demo.sh $(BUILD)
+# PREFIX defaults to /usr/local; DESTDIR stages (docs/install.md).
+PREFIX    ?= /usr/local
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 # libFuzzer targets, built with clang, each run for FUZZ_SECONDS (label fuzz).
 fuzz: setup
