@@ -72,36 +72,40 @@ bool fill_icrc(const Packet& p) {
   return true;
 }
 
-bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen) {
-  PseudoHeaders h;
-  if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
-  const wire::Bytes roce(p.data, p.len - wire::kIcrcLen);
-  const std::uint32_t got = wire::load32le(p.data + p.len - wire::kIcrcLen);
-  wire::Error err = wire::Error::kNone;
-  const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(), roce, &err);
-  if (err != wire::Error::kNone) return false;
-  if (seen) *seen = wire::Ipv4IdFlags{0, 0x4000};
-  if (got == want || !p.src.is_v4()) return got == want;
-  // Sent with another IPv4 ID or without DF (other hosts' kernels, NICs), which the socket
-  // does not show: the ICRC fits exactly one ID/flags word; it must be an unfragmented one.
-  bool ok = false;
-  const wire::Ipv4IdFlags f = wire::icrc_solve_ipv4_id(h.ip_bytes(), h.udp_bytes(), roce, got, &ok);
-  if (!ok || (f.flags_frag != 0x4000 && f.flags_frag != 0x0000)) return false;
-  if (seen) *seen = f;
-  return true;
-}
-
 bool check_icrc_with(const Packet& p, const wire::Ipv4IdFlags& seen) {
   PseudoHeaders h;
-  if (!p.data || !p.src.is_v4() || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) {
-    return false;
+  if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
+  if (p.src.is_v4()) {
+    wire::store16(&h.ip[4], seen.id);
+    wire::store16(&h.ip[6], seen.flags_frag);
   }
-  wire::store16(&h.ip[4], seen.id);
-  wire::store16(&h.ip[6], seen.flags_frag);
   wire::Error err = wire::Error::kNone;
   const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(),
                                                 wire::Bytes(p.data, p.len - wire::kIcrcLen), &err);
   return err == wire::Error::kNone && wire::load32le(p.data + p.len - wire::kIcrcLen) == want;
+}
+
+bool solve_icrc_ipv4(const Packet& p, wire::Ipv4IdFlags& seen) {
+  PseudoHeaders h;
+  if (!p.data || !p.src.is_v4() || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) {
+    return false;
+  }
+  bool ok = false;
+  const wire::Ipv4IdFlags f = wire::icrc_solve_ipv4_id(
+      h.ip_bytes(), h.udp_bytes(), wire::Bytes(p.data, p.len - wire::kIcrcLen),
+      wire::load32le(p.data + p.len - wire::kIcrcLen), &ok);
+  if (!ok || !f.unfragmented()) return false;
+  seen = f;
+  return true;
+}
+
+bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen) {
+  wire::Ipv4IdFlags found = wire::kLinuxIpv4IdFlags;
+  // Sent with another IPv4 ID or without DF (other hosts' kernels, NICs), which the socket
+  // does not show: the ICRC fits exactly one ID/flags word; it must be an unfragmented one.
+  if (!check_icrc_with(p, found) && !solve_icrc_ipv4(p, found)) return false;
+  if (seen) *seen = found;
+  return true;
 }
 
 }  // namespace softrdma::netdev

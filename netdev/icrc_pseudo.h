@@ -27,8 +27,10 @@ bool fill_icrc(const Packet& p);
 // `seen`, when given, gets the ID and DF the datagram was found to carry (ID 0 and DF when
 // its ICRC is right for them).
 bool check_icrc(const Packet& p, wire::Ipv4IdFlags* seen = nullptr);
-// True when the ICRC of the IPv4 datagram `p` is right for the ID and flags it was seen with
-// (all 32 bits checked).
+// The two halves of check_icrc. check_icrc_with: the ICRC is right for these IPv4 ID and flags
+// (all 32 bits checked; IPv6 has neither, and `seen` is not read). solve_icrc_ipv4: the ID and
+// flags the ICRC of the IPv4 datagram `p` fits, when they are an unfragmented datagram's.
 bool check_icrc_with(const Packet& p, const wire::Ipv4IdFlags& seen);
+bool solve_icrc_ipv4(const Packet& p, wire::Ipv4IdFlags& seen);
 
 }  // namespace softrdma::netdev

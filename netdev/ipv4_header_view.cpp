@@ -10,6 +10,8 @@
 #include <cstring>
 
 #include "wire/bytes.h"
+#include "wire/net.h"
+#include "wire/roce_opcode.h"
 
 #ifndef PACKET_IGNORE_OUTGOING
 #define PACKET_IGNORE_OUTGOING 23
@@ -18,7 +20,7 @@
 namespace softrdma::netdev {
 
 namespace {
-constexpr std::size_t kSnap = 20 + 8 + 12;  // IPv4 (IHL 5), UDP, BTH
+constexpr std::size_t kSnap = wire::kIpv4MinLen + wire::kUdpLen + wire::kBthLen;
 }  // namespace
 
 std::unique_ptr<Ipv4HeaderView> Ipv4HeaderView::open(const IpAddr& addr, std::uint16_t port) {
@@ -88,10 +90,10 @@ void Ipv4HeaderView::drain() {
 }
 
 std::optional<wire::Ipv4IdFlags> Ipv4HeaderView::find(const Packet& p) {
-  if (!p.src.is_v4() || p.len < 12) return std::nullopt;
+  if (!p.src.is_v4() || p.len < wire::kBthLen) return std::nullopt;
   drain();
   const std::uint32_t src = p.src.v4_host();
-  const auto udp_len = static_cast<std::uint16_t>(8 + p.len);
+  const auto udp_len = static_cast<std::uint16_t>(wire::kUdpLen + p.len);
   // Oldest first: datagrams are read in about the order their headers were seen.
   for (std::size_t k = 0; k < kRecords; ++k) {
     Record& r = ring_[(next_ + k) % kRecords];

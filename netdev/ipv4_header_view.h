@@ -10,6 +10,7 @@
 
 #include "netdev/netdev.h"
 #include "wire/icrc.h"
+#include "wire/roce_opcode.h"
 
 namespace softrdma::netdev {
 
@@ -35,7 +36,7 @@ class Ipv4HeaderView {
     std::uint32_t src = 0;
     std::uint16_t sport = 0;
     std::uint16_t udp_len = 0;
-    std::array<std::uint8_t, 12> bth{};
+    std::array<std::uint8_t, wire::kBthLen> bth{};
     wire::Ipv4IdFlags id_flags;
     bool used = true;
   };

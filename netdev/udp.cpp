@@ -545,9 +545,10 @@ void UdpNetdev::set_pending_signal(bool on) {
 }
 
 bool UdpNetdev::check_icrc_full(const Packet& view, wire::Ipv4IdFlags& seen) {
-  if (!view.src.is_v4()) return check_icrc(view, &seen);
-  // Linux's own datagrams (ID 0 with DF) first: softrdma peers never need the header view.
+  // Linux's own datagrams (ID 0 with DF) and IPv6 first: softrdma peers never need the view.
+  seen = wire::kLinuxIpv4IdFlags;
   if (check_icrc_with(view, seen)) return true;
+  if (!view.src.is_v4()) return false;
   if (v4_view_) {
     if (auto h = v4_view_->find(view)) {
       seen = *h;
@@ -556,7 +557,7 @@ bool UdpNetdev::check_icrc_full(const Packet& view, wire::Ipv4IdFlags& seen) {
   }
   // No view, or it missed this one: solve the ID. A datagram that fits one is another host's
   // or a NIC's: from now on, look at the headers where CAP_NET_RAW allows.
-  if (!check_icrc(view, &seen)) return false;
+  if (!solve_icrc_ipv4(view, seen)) return false;
   if (!v4_view_tried_) {
     v4_view_tried_ = true;
     v4_view_ = Ipv4HeaderView::open(addrs_[0], port_);
@@ -575,7 +576,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
     if (observer_) observer_(FaultEvent::kRxMalformed, view);
     return false;
   }
-  wire::Ipv4IdFlags seen{0, 0x4000};
+  wire::Ipv4IdFlags seen = wire::kLinuxIpv4IdFlags;
   if (icrc_filled && !check_icrc_full(view, seen)) {
     bump(counters_.rx_icrc_errors);
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
@@ -583,7 +584,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
   }
   hand_over(view, out);
   out.ipv4_id = seen.id;
-  out.ipv4_df = (seen.flags_frag & 0x4000) != 0;
+  out.ipv4_df = seen.df();
   if (!icrc_filled && icrc_always_) fill_icrc(out);
   return true;
 }

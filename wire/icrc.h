@@ -20,7 +20,13 @@ std::uint32_t compute_icrc(Bytes ip_header, Bytes udp_header, Bytes roce, Error*
 struct Ipv4IdFlags {
   std::uint16_t id = 0;
   std::uint16_t flags_frag = 0;
+  static constexpr std::uint16_t kDf = 0x4000;
+  bool df() const { return (flags_frag & kDf) != 0; }
+  // Not a fragment: no flag but DF, offset 0.
+  bool unfragmented() const { return flags_frag == kDf || flags_frag == 0; }
 };
+// What Linux puts on an unconnected socket's DF datagrams, and softrdma's sends carry.
+inline constexpr Ipv4IdFlags kLinuxIpv4IdFlags{0, Ipv4IdFlags::kDf};
 // The one value of those bytes under which `icrc` is right for the rest of the datagram
 // (ip_header as guessed: its bytes 4-7 are ignored; the other spans as compute_icrc). The CRC
 // is linear in its input and a bijection over any 4 consecutive bytes, so exactly one value
