@@ -189,42 +189,33 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
   dev.destroy_qp(qp);
 }
 
-// What real NICs send (shared notes, nic-behaviours.md): BTH byte 4 = 0x10 (a Huawei NIC),
-// MigReq = 1 (ConnectX, Huawei), and the other reserved bits for good measure. A receiver
-// ignores reserved fields (IBTA): every such SEND lands, none is counted as malformed.
-TEST(RoguePackets, ReservedBitsAndMigReqAreIgnored) {
-  const netdev::IpAddr self = addr(2), peer = addr(1);
-  auto nd = std::make_unique<InjectNetdev>(self);
-  InjectNetdev* inj = nd.get();
-  Device dev(std::move(nd));
-  Pd* pd = dev.alloc_pd();
-  int err = 0;
-  Cq* cq = dev.create_cq(256, &err);
-  std::vector<std::uint8_t> region(64 * 256);
-  auto mr = dev.reg_mr(pd, region.data(), region.size(),
-                       reinterpret_cast<std::uint64_t>(region.data()), kAllAccess, &err);
-  ASSERT_TRUE(mr);
-  QpCap cap = default_cap();
-  Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
-  ASSERT_TRUE(qp);
-  bring_up(qp, peer.bytes, 0x77, 100, 5000, ConnectOptions{});
-  constexpr int kSends = 32;
-  for (int i = 0; i < kSends; ++i) {
-    const Sge sge{
-        reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * 64, 64,
-        mr->lkey};
-    ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&sge, 1)), 0);
+// An RC QP connected to `peer`, fed packets through an InjectNetdev, with 64-byte receives.
+class InjectedRcQp : public testing::Test {
+ protected:
+  static constexpr std::size_t kSlot = 64;
+  void connect(std::uint32_t rq_psn, int receives) {
+    int err = 0;
+    pd = dev.alloc_pd();
+    cq = dev.create_cq(256, &err);
+    region.assign(kSlot * static_cast<std::size_t>(receives), 0);
+    mr = dev.reg_mr(pd, region.data(), region.size(),
+                    reinterpret_cast<std::uint64_t>(region.data()), kAllAccess, &err);
+    ASSERT_TRUE(mr);
+    QpCap cap = default_cap();
+    qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+    ASSERT_TRUE(qp);
+    bring_up(qp, peer.bytes, 0x77, rq_psn, 5000, ConnectOptions{});
+    for (int i = 0; i < receives; ++i) {
+      const Sge sge{
+          reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * kSlot,
+          kSlot, mr->lkey};
+      ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&sge, 1)), 0);
+    }
   }
-  for (int i = 0; i < kSends; ++i) {
-    wire::RoceHeaders h;
+  // Builds a SEND ONLY to the QP from `h` (opcode and QPN filled in) and injects it.
+  void send(wire::RoceHeaders h, const std::vector<std::uint8_t>& payload) {
     h.bth.opcode = wire::op::kRcSendOnly;
     h.bth.dest_qp = qp->qpn();
-    h.bth.psn = static_cast<std::uint32_t>(100 + i);
-    h.bth.mig_req = true;
-    h.bth.resv6 = (i % 2) ? 0x10 : 0x3F;
-    h.bth.resv7 = (i % 3) ? 0 : 0x7F;
-    h.bth.ack_req = true;
-    const std::vector<std::uint8_t> payload(40, static_cast<std::uint8_t>(i + 1));
     std::vector<std::uint8_t> pkt(256);
     auto n = wire::build_roce(pkt, h, wire::Bytes(payload));
     ASSERT_TRUE(n.ok());
@@ -232,73 +223,73 @@ TEST(RoguePackets, ReservedBitsAndMigReqAreIgnored) {
     ASSERT_EQ(pkt[4] & 0x3F, h.bth.resv6);  // the builder keeps what it is given
     inj->inject(peer, std::move(pkt));
   }
+  std::uint64_t counter(std::string_view name) const {
+    for (const auto& [n, value] : dev.hw_counters()) {
+      if (n == name) return value;
+    }
+    ADD_FAILURE() << "no counter " << name;
+    return 0;
+  }
+  void TearDown() override {
+    if (qp) dev.destroy_qp(qp);
+  }
+
+  const netdev::IpAddr self = addr(2), peer = addr(1);
+  std::unique_ptr<InjectNetdev> owned = std::make_unique<InjectNetdev>(self);
+  InjectNetdev* inj = owned.get();
+  Device dev{std::move(owned)};
+  Pd* pd = nullptr;
+  Cq* cq = nullptr;
+  std::vector<std::uint8_t> region;
+  std::shared_ptr<Mr> mr;
+  Qp* qp = nullptr;
+};
+
+// What real NICs send (shared notes, nic-behaviours.md): BTH byte 4 = 0x10 (a Huawei NIC),
+// MigReq = 1 (ConnectX, Huawei), and the other reserved bits for good measure. A receiver
+// ignores reserved fields (IBTA): every such SEND lands, none is counted as malformed.
+TEST_F(InjectedRcQp, ReservedBitsAndMigReqAreIgnored) {
+  constexpr int kSends = 32;
+  connect(100, kSends);
+  for (int i = 0; i < kSends; ++i) {
+    wire::RoceHeaders h;
+    h.bth.psn = static_cast<std::uint32_t>(100 + i);
+    h.bth.mig_req = true;
+    h.bth.resv6 = (i % 2) ? 0x10 : 0x3F;
+    h.bth.resv7 = (i % 3) ? 0 : 0x7F;
+    h.bth.ack_req = true;
+    send(h, std::vector<std::uint8_t>(40, static_cast<std::uint8_t>(i + 1)));
+  }
   const auto wcs = wait_wc(cq, kSends);
   ASSERT_EQ(wcs.size(), static_cast<std::size_t>(kSends));
   for (const Wc& wc : wcs) {
     EXPECT_EQ(wc.status, WcStatus::kSuccess);
     EXPECT_EQ(wc.byte_len, 40u);
-    EXPECT_EQ(region[wc.wr_id * 64], static_cast<std::uint8_t>(wc.wr_id + 1));
+    EXPECT_EQ(region[wc.wr_id * kSlot], static_cast<std::uint8_t>(wc.wr_id + 1));
   }
-  for (const auto& [name, value] : dev.hw_counters()) {
-    if (name == "drop_malformed") {
-      EXPECT_EQ(value, 0u);
-    }
-  }
-  dev.destroy_qp(qp);
+  EXPECT_EQ(counter("drop_malformed"), 0u);
 }
 
 // The port's P_Key table holds the default partition (0xFFFF) only: a packet of another
 // partition (or the invalid P_Key 0) is dropped and counted; a limited member's 0x7FFF matches.
-TEST(RoguePackets, PacketsOfAnotherPartitionAreDropped) {
-  const netdev::IpAddr self = addr(2), peer = addr(1);
-  auto nd = std::make_unique<InjectNetdev>(self);
-  InjectNetdev* inj = nd.get();
-  Device dev(std::move(nd));
-  Pd* pd = dev.alloc_pd();
-  int err = 0;
-  Cq* cq = dev.create_cq(64, &err);
-  std::vector<std::uint8_t> region(64 * 8);
-  auto mr = dev.reg_mr(pd, region.data(), region.size(),
-                       reinterpret_cast<std::uint64_t>(region.data()), kAllAccess, &err);
-  ASSERT_TRUE(mr);
-  QpCap cap = default_cap();
-  Qp* qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
-  ASSERT_TRUE(qp);
-  bring_up(qp, peer.bytes, 0x77, 0, 0, ConnectOptions{});
-  for (int i = 0; i < 8; ++i) {
-    const Sge sge{
-        reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * 64, 64,
-        mr->lkey};
-    ASSERT_EQ(post_recv(qp, static_cast<std::uint64_t>(i), std::span(&sge, 1)), 0);
-  }
-  auto send = [&](std::uint32_t psn, std::uint16_t pkey) {
+TEST_F(InjectedRcQp, PacketsOfAnotherPartitionAreDropped) {
+  connect(0, 8);
+  auto send_with = [&](std::uint32_t psn, std::uint16_t pkey) {
     wire::RoceHeaders h;
-    h.bth.opcode = wire::op::kRcSendOnly;
-    h.bth.dest_qp = qp->qpn();
     h.bth.psn = psn;
     h.bth.pkey = pkey;
-    const std::vector<std::uint8_t> payload(16, static_cast<std::uint8_t>(pkey));
-    std::vector<std::uint8_t> pkt(128);
-    auto n = wire::build_roce(pkt, h, wire::Bytes(payload));
-    ASSERT_TRUE(n.ok());
-    pkt.resize(*n);
-    inj->inject(peer, std::move(pkt));
+    send(h, std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(pkey)));
   };
-  send(0, 0x1234);
-  send(0, 0x0000);
-  send(0, 0x8001);
-  send(0, 0x7FFF);  // limited member of the default partition: matches
-  send(1, 0xFFFF);
+  send_with(0, 0x1234);
+  send_with(0, 0x0000);
+  send_with(0, 0x8001);
+  send_with(0, 0x7FFF);  // limited member of the default partition: matches
+  send_with(1, 0xFFFF);
   const auto wcs = wait_wc(cq, 2);
   ASSERT_EQ(wcs.size(), 2u);
   EXPECT_EQ(region[0], 0xFF);  // 0x7FFF's payload byte
-  EXPECT_EQ(region[64], 0xFF);
-  std::uint64_t bad = 0;
-  for (const auto& [name, value] : dev.hw_counters()) {
-    if (name == "drop_bad_pkey") bad = value;
-  }
-  EXPECT_EQ(bad, 3u);
-  dev.destroy_qp(qp);
+  EXPECT_EQ(region[kSlot], 0xFF);
+  EXPECT_EQ(counter("drop_bad_pkey"), 3u);
 }
 
 }  // namespace
