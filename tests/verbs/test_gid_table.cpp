@@ -13,6 +13,8 @@
 #include <thread>
 #include <vector>
 
+#include "verbs_helpers.h"
+
 // Not in the installed headers (rdma-core's driver.h).
 extern "C" int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int index,
                                   int* type);
@@ -21,17 +23,8 @@ extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf,
 namespace {
 
 using namespace std::chrono_literals;
-
-ibv_context* open_by_name(const char* name) {
-  int n = 0;
-  ibv_device** list = ibv_get_device_list(&n);
-  ibv_context* ctx = nullptr;
-  for (int i = 0; i < n && !ctx; ++i) {
-    if (std::strcmp(ibv_get_device_name(list[i]), name) == 0) ctx = ibv_open_device(list[i]);
-  }
-  ibv_free_device_list(list);
-  return ctx;
-}
+using softrdma::verbs::test::open_by_name;
+using softrdma::verbs::test::poll_n;
 
 ibv_gid gid_at(ibv_context* ctx, int index) {
   ibv_gid g{};
@@ -236,17 +229,9 @@ TEST_F(GidTable, TrafficGoesThroughIndexOneAndIndexZeroIsRefusedAtRtr) {
   sw.send_flags = IBV_SEND_SIGNALED;
   ibv_send_wr* bad_s = nullptr;
   ASSERT_EQ(ibv_post_send(p.qp[0], &sw, &bad_s), 0);
-  int got = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (got < 2 && std::chrono::steady_clock::now() < deadline) {
-    ibv_wc wc[2];
-    const int n = ibv_poll_cq(p.cq, 2, wc);
-    ASSERT_GE(n, 0);
-    for (int i = 0; i < n; ++i) EXPECT_EQ(wc[i].status, IBV_WC_SUCCESS);
-    got += n;
-    if (!n) std::this_thread::sleep_for(100us);
-  }
-  EXPECT_EQ(got, 2);
+  const auto wcs = poll_n(p.cq, 2);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(wcs.size(), 2u);
   EXPECT_STREQ(p.buf.data() + 4096, "through GID index 1");
 }
 
