@@ -63,26 +63,35 @@ bool compute_packet_icrc(const IpAddr& src, const IpAddr& dst, std::uint16_t spo
   return err == wire::Error::kNone;
 }
 
-bool fill_icrc(const Packet& p) {
-  std::uint32_t icrc = 0;
-  if (!p.data || !compute_packet_icrc(p.src, p.dst, p.src_port, p.dst_port, p.data, p.len, icrc)) {
-    return false;
+namespace {
+
+// The ICRC `p` should carry under these IPv4 ID and flags (ignored for IPv6).
+bool icrc_for(const Packet& p, const wire::Ipv4IdFlags& id_flags, std::uint32_t& icrc) {
+  PseudoHeaders h;
+  if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
+  if (p.src.is_v4()) {
+    wire::store16(&h.ip[4], id_flags.id);
+    wire::store16(&h.ip[6], id_flags.flags_frag);
   }
+  wire::Error err = wire::Error::kNone;
+  icrc = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(),
+                            wire::Bytes(p.data, p.len - wire::kIcrcLen), &err);
+  return err == wire::Error::kNone;
+}
+
+}  // namespace
+
+bool fill_icrc(const Packet& p) {
+  const wire::Ipv4IdFlags as_sent{p.ipv4_id, p.ipv4_df ? wire::Ipv4IdFlags::kDf : std::uint16_t{0}};
+  std::uint32_t icrc = 0;
+  if (!icrc_for(p, as_sent, icrc)) return false;
   wire::store32le(p.data + p.len - wire::kIcrcLen, icrc);
   return true;
 }
 
 bool check_icrc_with(const Packet& p, const wire::Ipv4IdFlags& seen) {
-  PseudoHeaders h;
-  if (!p.data || !h.build(p.src, p.dst, p.src_port, p.dst_port, p.len)) return false;
-  if (p.src.is_v4()) {
-    wire::store16(&h.ip[4], seen.id);
-    wire::store16(&h.ip[6], seen.flags_frag);
-  }
-  wire::Error err = wire::Error::kNone;
-  const std::uint32_t want = wire::compute_icrc(h.ip_bytes(), h.udp_bytes(),
-                                                wire::Bytes(p.data, p.len - wire::kIcrcLen), &err);
-  return err == wire::Error::kNone && wire::load32le(p.data + p.len - wire::kIcrcLen) == want;
+  std::uint32_t want = 0;
+  return icrc_for(p, seen, want) && wire::load32le(p.data + p.len - wire::kIcrcLen) == want;
 }
 
 bool solve_icrc_ipv4(const Packet& p, wire::Ipv4IdFlags& seen) {

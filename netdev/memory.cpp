@@ -130,6 +130,7 @@ std::size_t MemoryNetdev::send_batch(std::span<Packet* const> pkts) {
   for (Packet* p : pkts) {
     if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len) break;
     p->src = addrs_[0];  // the address this device sends from, whatever the caller put
+    p->reset_ipv4_id();
     fill_icrc(*p);
     ++n;
   }

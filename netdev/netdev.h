@@ -54,11 +54,17 @@ struct Packet {
   std::uint16_t dst_port = kRoceV2Port;
   std::uint8_t traffic_class = 0;
   std::uint8_t hop_limit = 64;
-  // Received over IPv4: the ID and DF bit the datagram carried, as far as the backend knows
-  // (a raw backend reads them, the udp backend learns them from the ICRC); tracing writes them.
-  // Sends carry ID 0 with DF whatever these say (what Linux and the raw backends put out).
+  // IPv4 ID and DF bit. Received: what the datagram carried, as far as the backend knows (a raw
+  // backend reads them, the udp backend learns them from the ICRC). Sent: send_batch sets them
+  // to what goes on the wire, whatever the caller left in them (ID 0 with DF, or for the udp
+  // backend's UDP GSO segments, the IDs the kernel will number them with); the ICRC is computed
+  // for them and tracing writes them.
   std::uint16_t ipv4_id = 0;
   bool ipv4_df = true;
+  void reset_ipv4_id() {
+    ipv4_id = 0;
+    ipv4_df = true;
+  }
   std::uint8_t* data = nullptr;
   std::uint32_t len = 0;
   std::uint32_t cap = 0;

@@ -248,6 +248,7 @@ std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
       break;
     }
     p->src = addrs_[0];
+    p->reset_ipv4_id();
     fill_icrc(*p);
     ++n;
   }
@@ -355,8 +356,12 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
   view.data = const_cast<std::uint8_t*>(v.payload.data());
   view.len = static_cast<std::uint32_t>(v.payload.size());
   const bool segmented = gso_size > 0 && view.len > gso_size;
+  // IPv4 ID and flags as the segment would carry them on a wire: segmentation numbers the
+  // segments on from the frame's ID (inet_gso_segment; checked in tests/netdev/wire_gso_ids.sh).
+  wire::Ipv4IdFlags seen{v.ipv4.id, v.ipv4.df ? wire::Ipv4IdFlags::kDf : std::uint16_t{0}};
   if (segmented) {
     // One segment of a GSO frame: the headers on the wire would be ours with its length.
+    seen.id = static_cast<std::uint16_t>(seen.id + seg_next_ / gso_size);
     view.data += seg_next_;
     view.len = std::min(gso_size, view.len - seg_next_);
     seg_next_ += view.len;
@@ -374,7 +379,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
   }
   bool icrc_ok;
   if (segmented) {
-    icrc_ok = check_icrc(view);
+    icrc_ok = check_icrc_with(view, seen);
   } else {
     auto want = wire::expected_icrc(v);
     icrc_ok = want && *want == wire::load32le(view.data + view.len - wire::kIcrcLen);
@@ -384,9 +389,9 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     return false;
   }
   hand_over(view, out);
-  if (!v.is_ipv6 && !segmented) {
-    out.ipv4_id = v.ipv4.id;
-    out.ipv4_df = v.ipv4.df;
+  if (!v.is_ipv6) {
+    out.ipv4_id = seen.id;
+    out.ipv4_df = seen.df();
   }
   return true;
 }

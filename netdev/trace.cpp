@@ -338,15 +338,8 @@ void TracingNetdev::record(const Packet& p, bool tx, std::uint8_t fault_bits, co
                            std::uint64_t ts_ns) {
   if (!cfg_.wants(p.data, p.len)) return;
   alignas(8) std::array<std::uint8_t, kMaxFrame> frame;
-  std::size_t len;
-  if (tx) {  // sends go out with ID 0 and DF, whatever a reused buffer's fields say
-    Packet sent = p;
-    sent.ipv4_id = 0;
-    sent.ipv4_df = true;
-    len = synthesize_frame(sent, frame.data(), frame.size());
-  } else {
-    len = synthesize_frame(p, frame.data(), frame.size());
-  }
+  // Sends too: send_batch set their ID and DF to what went on the wire.
+  const std::size_t len = synthesize_frame(p, frame.data(), frame.size());
   if (len == 0) return;
   pcap::Annotation a;
   a.tx = tx;

@@ -204,7 +204,7 @@ std::unique_ptr<UdpNetdev> UdpNetdev::open(IpAddr local, std::string& error, Fau
 }
 
 UdpNetdev::~UdpNetdev() {
-  if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit(p); });
+  if (faults_) faults_->flush([this](std::span<const Packet> p) { transmit_copies(p); });
   shm_.reset();
   {
     std::lock_guard lock(send_mu_);
@@ -367,66 +367,75 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
       break;
     }
     p->src = addrs_[0];
+    p->reset_ipv4_id();
     if (!have_last || p->src_port != last_asked) {
       last_asked = p->src_port;
       last_used = p->src_port == port_ || send_socket(p->src_port) ? p->src_port : port_;
       have_last = true;
     }
     p->src_port = last_used;
-    if (!icrc_deferred()) fill_icrc(*p);
+    // With faults, a packet may leave later (delayed, reordered) or twice: its ICRC is fixed
+    // now, for ID 0. Without, transmit computes it as the packet leaves (send_chunk: for the
+    // ID its UDP GSO segment gets).
+    if (faults_) fill_icrc(*p);
     ++n;
   }
-  return emit_batch(faults_.get(), pkts, n, counters_,
-                    [this](std::span<const Packet> p) { transmit(p); });
+  if (faults_) {
+    return emit_batch(faults_.get(), pkts, n, counters_,
+                      [this](std::span<const Packet> p) { transmit_copies(p); });
+  }
+  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
+  transmit(pkts.first(n));
+  return n;
 }
 
-void UdpNetdev::transmit(std::span<const Packet> pkts) {
+void UdpNetdev::transmit_copies(std::span<const Packet> pkts) {
+  std::array<Packet*, kSendChunk> ptrs;
+  for (std::size_t i = 0; i < pkts.size(); i += kSendChunk) {
+    const std::size_t m = std::min(kSendChunk, pkts.size() - i);
+    // The injector's own copies, already complete (ICRC for ID 0): nothing in them changes.
+    for (std::size_t k = 0; k < m; ++k) ptrs[k] = const_cast<Packet*>(&pkts[i + k]);
+    transmit(std::span<Packet* const>(ptrs.data(), m));
+  }
+}
+
+void UdpNetdev::transmit(std::span<Packet* const> pkts) {
   ShmLinks::Batch shm(shm_.get());
+  // Without faults, ICRCs are computed here: for a ring only when tracing needs them (nothing
+  // can corrupt a datagram there and the receiver does not check one left out).
+  const bool filled = faults_ != nullptr;
   std::size_t i = 0;
   while (i < pkts.size()) {
-    if (shm.send(pkts[i], !icrc_deferred())) {
-      bump(counters_.tx_packets);
-      bump(counters_.tx_bytes, pkts[i].len);
-      ++i;
-      continue;
+    Packet& p = *pkts[i];
+    if (shm_ && shm.takes(p)) {
+      if (!filled && icrc_always_) fill_icrc(p);
+      if (shm.send(p, filled || icrc_always_)) {
+        bump(counters_.tx_packets);
+        bump(counters_.tx_bytes, p.len);
+        ++i;
+        continue;
+      }
     }
     std::size_t j = i + 1;
-    while (j < pkts.size() && j - i < kSendChunk && pkts[j].src_port == pkts[i].src_port &&
-           !shm.takes(pkts[j])) {
+    while (j < pkts.size() && j - i < kSendChunk && pkts[j]->src_port == p.src_port &&
+           !(shm_ && shm.takes(*pkts[j]))) {
       ++j;
     }
-    if (icrc_deferred()) {
-      for (std::size_t k = i; k < j; ++k) fill_icrc(pkts[k]);  // the kernel's path: a real wire
-    }
     std::shared_ptr<Sock> sock;
-    if (pkts[i].src_port != port_) sock = send_socket(pkts[i].src_port);
+    if (p.src_port != port_) sock = send_socket(p.src_port);
     send_chunk(sock ? sock->fd : rx_fd_, &pkts[i], j - i);
     i = j;
   }
 }
 
-bool UdpNetdev::gso_to(const IpAddr& dst) {
-  auto it = local_dst_.find(dst);
-  if (it != local_dst_.end()) return it->second;
-  // An address of this host (binding to it works) is reached without a wire: the kernel
-  // hands the whole GSO message over and nothing renumbers IPv4 IDs.
-  bool local = false;
-  sockaddr_storage ss{};
-  const socklen_t len = to_sockaddr(dst, 0, scope_id_, ss);
-  int probe = socket(ss.ss_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (probe >= 0) {
-    local = bind(probe, reinterpret_cast<sockaddr*>(&ss), len) == 0;
-    close(probe);
-  }
-  if (local_dst_.size() > 4096) local_dst_.clear();
-  local_dst_[dst] = local;
-  return local;
-}
-
-void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
-  // Runs of equal-sized datagrams to one destination leave as one message with
-  // UDP_SEGMENT (GSO): the kernel cuts it into the same datagrams on the wire,
-  // for a fraction of the per-datagram cost. The last of a run may be shorter.
+void UdpNetdev::send_chunk(int fd, Packet* const* pkts, std::size_t n) {
+  // Runs of equal-sized datagrams to one destination leave as one message with UDP_SEGMENT
+  // (GSO): the kernel (or the NIC) cuts it into the same datagrams on the wire, for a fraction
+  // of the per-datagram cost. The last of a run may be shorter. From an unconnected socket with
+  // DF the message gets IPv4 ID 0 and its segments 0, 1, 2, ... (inet_gso_segment numbers them
+  // on; checked on a veth pair with segmentation offload off, docs/backends.md): the ICRC of
+  // each is computed for the ID it will carry. Packets with faults configured have theirs
+  // already (ID 0) and leave one by one over IPv4.
   constexpr std::size_t kCmsgSpace =
       CMSG_SPACE(sizeof(int)) * 2 + CMSG_SPACE(sizeof(std::uint16_t));
   constexpr std::size_t kMaxSegments = 64;
@@ -436,23 +445,30 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
   std::array<sockaddr_storage, kSendChunk> addrs;
   std::array<std::size_t, kSendChunk + 1> first{};  // message m covers pkts[first[m], first[m+1])
   alignas(cmsghdr) std::array<std::array<char, kCmsgSpace>, kSendChunk> cbuf{};
+  const bool filled = faults_ != nullptr;
+  const bool segment = gso_ && (!filled || !v4_);
   std::size_t nmsg = 0;
   for (std::size_t i = 0; i < n;) {
-    const Packet& p = pkts[i];
+    const Packet& p = *pkts[i];
     std::size_t j = i + 1;
     std::size_t bytes = p.len;
-    if (gso_ && gso_to(p.dst)) {
-      while (j < n && j - i < kMaxSegments && pkts[j - 1].len == p.len && pkts[j].len <= p.len &&
-             bytes + pkts[j].len <= kMaxGsoBytes && pkts[j].dst == p.dst &&
-             pkts[j].dst_port == p.dst_port && pkts[j].traffic_class == p.traffic_class &&
-             pkts[j].hop_limit == p.hop_limit) {
-        bytes += pkts[j].len;
+    if (segment) {
+      while (j < n && j - i < kMaxSegments && pkts[j - 1]->len == p.len && pkts[j]->len <= p.len &&
+             bytes + pkts[j]->len <= kMaxGsoBytes && pkts[j]->dst == p.dst &&
+             pkts[j]->dst_port == p.dst_port && pkts[j]->traffic_class == p.traffic_class &&
+             pkts[j]->hop_limit == p.hop_limit) {
+        bytes += pkts[j]->len;
         ++j;
       }
     }
     for (std::size_t k = i; k < j; ++k) {
-      iov[k].iov_base = pkts[k].data;
-      iov[k].iov_len = pkts[k].len;
+      Packet& seg = *pkts[k];
+      if (!filled) {
+        seg.ipv4_id = static_cast<std::uint16_t>(k - i);
+        fill_icrc(seg);
+      }
+      iov[k].iov_base = seg.data;
+      iov[k].iov_len = seg.len;
     }
     msghdr& h = msgs[nmsg].msg_hdr;
     h.msg_name = &addrs[nmsg];
@@ -501,7 +517,7 @@ void UdpNetdev::send_chunk(int fd, const Packet* pkts, std::size_t n) {
       for (std::size_t m = off; m < off + static_cast<std::size_t>(r); ++m) {
         for (std::size_t k = first[m]; k < first[m + 1]; ++k) {
           bump(counters_.tx_packets);
-          bump(counters_.tx_bytes, pkts[k].len);
+          bump(counters_.tx_bytes, pkts[k]->len);
         }
       }
       off += static_cast<std::size_t>(r);
@@ -544,28 +560,44 @@ void UdpNetdev::set_pending_signal(bool on) {
   pending_signaled_ = on;
 }
 
-bool UdpNetdev::check_icrc_full(const Packet& view, wire::Ipv4IdFlags& seen) {
-  // Linux's own datagrams (ID 0 with DF) and IPv6 first: softrdma peers never need the view.
+bool UdpNetdev::check_icrc_full(const Packet& view, bool follows, wire::Ipv4IdFlags& seen) {
   seen = wire::kLinuxIpv4IdFlags;
-  if (check_icrc_with(view, seen)) return true;
-  if (!view.src.is_v4()) return false;
+  if (!view.src.is_v4()) return check_icrc_with(view, seen);
+  // The ID after the last good datagram's from the same source: UDP GSO segments (a softrdma
+  // peer's, numbered on by the kernel or a NIC), a GRO buffer's next segment, a NIC's counter.
+  const bool same_source =
+      last_ok_.valid && last_ok_.src == view.src && last_ok_.sport == view.src_port;
+  const wire::Ipv4IdFlags next{static_cast<std::uint16_t>(last_ok_.id_flags.id + 1),
+                               last_ok_.id_flags.flags_frag};
+  auto ok = [&](const wire::Ipv4IdFlags& f) {
+    last_ok_ = LastOk{view.src, view.src_port, f, true};
+    seen = f;
+    return true;
+  };
+  // A GRO buffer's later segments try the next ID first; everything else ID 0 with DF first
+  // (Linux's own single datagrams and GSO messages).
+  if (follows && same_source && check_icrc_with(view, next)) return ok(next);
+  if (check_icrc_with(view, wire::kLinuxIpv4IdFlags)) return ok(wire::kLinuxIpv4IdFlags);
+  if (!follows && same_source && check_icrc_with(view, next)) return ok(next);
   if (v4_view_) {
     if (auto h = v4_view_->find(view)) {
-      seen = *h;
-      return check_icrc_with(view, seen);
+      if (check_icrc_with(view, *h)) return ok(*h);
+      return false;
     }
   }
   // No view, or it missed this one: solve the ID. A datagram that fits one is another host's
   // or a NIC's: from now on, look at the headers where CAP_NET_RAW allows.
-  if (!solve_icrc_ipv4(view, seen)) return false;
+  wire::Ipv4IdFlags solved;
+  if (!solve_icrc_ipv4(view, solved)) return false;
   if (!v4_view_tried_) {
     v4_view_tried_ = true;
     v4_view_ = Ipv4HeaderView::open(addrs_[0], port_);
   }
-  return true;
+  return ok(solved);
 }
 
-bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled) {
+bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled,
+                        bool follows) {
   if (view.dst != expect) {
     bump(counters_.rx_not_ours);
     if (observer_) observer_(FaultEvent::kRxNotOurs, view);
@@ -577,7 +609,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
     return false;
   }
   wire::Ipv4IdFlags seen = wire::kLinuxIpv4IdFlags;
-  if (icrc_filled && !check_icrc_full(view, seen)) {
+  if (icrc_filled && !check_icrc_full(view, follows, seen)) {
     bump(counters_.rx_icrc_errors);
     if (observer_) observer_(FaultEvent::kRxIcrc, view);
     return false;
@@ -592,7 +624,8 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
 std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size() && !pending_.empty()) {
-    if (deliver(pending_.front().view, pending_.front().expect, *pkts[n])) ++n;
+    const Pending& q = pending_.front();
+    if (deliver(q.view, q.expect, *pkts[n], true, q.follows)) ++n;
     pending_.pop_front();
   }
   if (shm_ && shm_->settling() && pending_.empty()) {
@@ -699,10 +732,11 @@ void UdpNetdev::read_socket(int fd, const IpAddr& bound, std::span<Packet* const
         view.data = base + off;
         view.len = static_cast<std::uint32_t>(std::min(seg, msgs[i].msg_len - off));
         view.cap = view.len;
+        const bool follows = off != 0;
         if (n < pkts.size() && pending_.empty()) {
-          if (deliver(view, bound, *pkts[n])) ++n;
+          if (deliver(view, bound, *pkts[n], true, follows)) ++n;
         } else {
-          pending_.push_back(Pending{view, bound});
+          pending_.push_back(Pending{view, bound, follows});
         }
       }
     }
@@ -715,7 +749,7 @@ int UdpNetdev::next_timeout_ms() const {
 }
 
 void UdpNetdev::service() {
-  if (faults_) faults_->service([this](std::span<const Packet> p) { transmit(p); });
+  if (faults_) faults_->service([this](std::span<const Packet> p) { transmit_copies(p); });
 }
 
 bool UdpNetdev::prepare_sleep(bool wake_me) {

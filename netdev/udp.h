@@ -87,7 +87,14 @@ class UdpNetdev : public Netdev {
   };
   struct Pending {  // a received segment waiting for room in the caller's batch
     Packet view;
-    IpAddr expect;  // the address the socket it came from was bound to
+    IpAddr expect;         // the address the socket it came from was bound to
+    bool follows = false;  // a GRO buffer's second or later segment
+  };
+  struct LastOk {  // the last datagram whose ICRC passed (receive path)
+    IpAddr src;
+    std::uint16_t sport = 0;
+    wire::Ipv4IdFlags id_flags;
+    bool valid = false;
   };
   struct Group {
     IpAddr addr;
@@ -96,16 +103,20 @@ class UdpNetdev : public Netdev {
   UdpNetdev() = default;
   std::shared_ptr<Sock> send_socket(std::uint16_t src_port);  // null: use the receive socket
   std::shared_ptr<Sock> make_send_socket(std::uint16_t src_port) const;
-  void transmit(std::span<const Packet> pkts);
-  void send_chunk(int fd, const Packet* pkts, std::size_t n);
+  // Sends the packets (ICRCs computed here when no faults are configured, IDs and DF set).
+  void transmit(std::span<Packet* const> pkts);
+  void transmit_copies(std::span<const Packet> pkts);  // the fault injector's
+  void send_chunk(int fd, Packet* const* pkts, std::size_t n);
   // icrc_filled false: a host-local datagram whose sender left the ICRC out (not checked; filled
   // in when tracing asks for it).
-  bool deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled = true);
+  bool deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled = true,
+               bool follows = false);
   // The ICRC check of a datagram from the kernel. `seen` gets the ID and flags it carried: ID 0
-  // with DF; else as a packet socket beside ours saw them (all 32 bits checked; opened, where
-  // CAP_NET_RAW allows, after the first datagram of another ID); else as solved from the ICRC
-  // (16 bits checked).
-  bool check_icrc_full(const Packet& view, wire::Ipv4IdFlags& seen);
+  // with DF, or one past the last good datagram's from the same source (tried first for a GRO
+  // buffer's later segments, `follows`); else as a packet socket beside ours saw them (all 32
+  // bits checked; opened, where CAP_NET_RAW allows, after the first datagram that needed
+  // solving); else as solved from the ICRC (16 bits checked).
+  bool check_icrc_full(const Packet& view, bool follows, wire::Ipv4IdFlags& seen);
   // Reads datagrams from `fd` (bound to `bound`) while pending_ is empty and the batch has room.
   void read_socket(int fd, const IpAddr& bound, std::span<Packet* const> pkts, std::size_t& n);
   void set_multicast_send_options(int fd) const;
@@ -118,10 +129,6 @@ class UdpNetdev : public Netdev {
   bool v4_ = true;
   bool gro_ = false;
   bool gso_ = true;  // UDP_SEGMENT on send; off after the kernel refuses it
-  // UDP GSO only to addresses of this host: segments the kernel cuts for a wire get IPv4 IDs
-  // 1, 2, ... after the ICRC was computed for ID 0, so a NIC would drop them (ICRC errors).
-  bool gso_to(const IpAddr& dst);
-  std::map<IpAddr, bool> local_dst_;  // send path only (one progress pass at a time)
   int rx_fd_ = -1;
   int epfd_ = -1;
   int pend_efd_ = -1;
@@ -130,10 +137,8 @@ class UdpNetdev : public Netdev {
   std::unique_ptr<ShmLinks> shm_;
   bool icrc_always_ = false;                 // require_icrc(): tracing
   std::unique_ptr<Ipv4HeaderView> v4_view_;  // receive path only
+  LastOk last_ok_;
   bool v4_view_tried_ = false;
-  // Datagrams leave send_batch without their ICRC, computed in transmit only for the kernel's
-  // path: nothing can corrupt them in a ring (no faults configured) and nobody traces them.
-  bool icrc_deferred() const { return shm_ && !faults_ && !icrc_always_; }
 
   mutable std::mutex send_mu_;
   std::map<std::uint16_t, SendEntry> send_socks_;

@@ -1,0 +1,161 @@
+#!/usr/bin/env python3
+"""Acceptance: the udp backend's UDP GSO batches are what a NIC on the other side accepts.
+
+usage: wire_gso_ids.py SOFTRDMA
+Two network namespaces joined by a veth pair (10.97.6.1/24 and 10.97.6.2/24, only inside them;
+always deleted). With the veth's segmentation limited to one segment (the kernel then cuts each
+UDP GSO message before the veth, as a NIC's segmentation offload would on a wire), an
+ibv_rc_pingpong pair of 16 KiB messages runs through `softrdma run --netdev udp:…` while dumpcap
+captures the veth in the server's namespace. Checks:
+- every captured RoCEv2 frame passes `softrdma lint` (its ICRC is right for the IPv4 header as it
+  is on the wire, ID included);
+- per flow, each frame's IPv4 ID is 0 (a message of its own, or a GSO message's first segment)
+  or one past the previous frame's, and messages of several segments were sent (IDs above 0);
+- the client's own trace (--pcap) shows the same IDs and the same datagram bytes, in order, as
+  the wire;
+- then, with segmentation left to the veth (whole GSO messages cross it, as to a receiver that
+  coalesces them), the pair runs again; neither side counts an ICRC error, either time.
+Exits 77 (skipped, saying why) when not root or a program is missing."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+softrdma = sys.argv[1]
+SKIP = 77
+if os.geteuid() != 0:
+    print("SKIP: needs root to create network namespaces and a veth pair")
+    sys.exit(SKIP)
+for tool in ("ip", "ibv_rc_pingpong", "dumpcap"):
+    if shutil.which(tool) is None:
+        print(f"SKIP: {tool} is missing")
+        sys.exit(SKIP)
+try:
+    from scapy.all import IP, UDP, rdpcap  # noqa: E402
+except ImportError:
+    print("SKIP: python3-scapy is missing")
+    sys.exit(SKIP)
+
+prefix = f"sr15-gso-{os.getpid()}"
+NS = {"a": prefix + "-a", "b": prefix + "-b"}
+IFACE = {"a": "veth0", "b": "veth1"}
+ADDR = {"a": "10.97.6.1", "b": "10.97.6.2"}
+failures = []
+
+
+def check(what, ok, detail=""):
+    print(("ok   " if ok else "FAIL ") + what + ("" if ok or not detail else f": {detail}"))
+    if not ok:
+        failures.append(what)
+
+
+def sh(*args):
+    subprocess.run(list(args), check=True, capture_output=True, text=True)
+
+
+def setup():
+    sh("ip", "netns", "add", NS["a"])
+    sh("ip", "netns", "add", NS["b"])
+    sh("ip", "link", "add", "veth0", "netns", NS["a"], "type", "veth", "peer", "name", "veth1",
+       "netns", NS["b"])
+    for side in ("a", "b"):
+        sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
+        sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
+        sh("ip", "-n", NS[side], "link", "set", "lo", "up")
+
+
+def segments(n):
+    for side in ("a", "b"):
+        sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", str(n))
+
+
+def cleanup():
+    for ns in NS.values():
+        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+
+
+def pingpong(port, trace=None):
+    """Server in a, client in b; returns (server, client) outputs, both having exited 0."""
+    def cmd(side, *extra):
+        opts = ["--stats", "--netdev", f"udp:{ADDR[side]}"] + (["--pcap", trace] if trace and side == "b" else [])
+        return ["ip", "netns", "exec", NS[side], softrdma, "run", *opts, "--", "timeout", "30",
+                "ibv_rc_pingpong", "-g", "1", "-p", str(port), "-s", "16384", "-n", "40", *extra]
+    srv = subprocess.Popen(cmd("a"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.7)
+    cli = subprocess.run(cmd("b", ADDR["a"]), capture_output=True, text=True, timeout=60)
+    out_srv = srv.communicate(timeout=60)[0]
+    check(f"ibv_rc_pingpong pair on port {port} exits 0", srv.returncode == 0 and cli.returncode == 0,
+          f"server {srv.returncode}: {out_srv[-400:]} client {cli.returncode}: {(cli.stdout + cli.stderr)[-400:]}")
+    return out_srv, cli.stdout + cli.stderr
+
+
+def icrc_errors(out):
+    return [int(x) for x in re.findall(r"\bicrc_err=(\d+)", out)]
+
+
+def roce_frames(path, src):
+    """(IPv4 ID, UDP payload) of each RoCEv2 frame from `src`, in capture order."""
+    out = []
+    for p in rdpcap(path):
+        if IP in p and UDP in p and p[UDP].dport == 4791 and p[IP].src == src:
+            out.append((p[UDP].sport, p[IP].id, bytes(p[UDP].payload)))
+    return out
+
+
+def main():
+    work = tempfile.mkdtemp(prefix="sr15-gso-")
+    wire_cap = os.path.join(work, "wire.pcapng")
+    trace = os.path.join(work, "client.pcapng")
+    setup()
+    segments(1)
+    cap = subprocess.Popen(["ip", "netns", "exec", NS["b"], "dumpcap", "-q", "-i", IFACE["b"], "-f",
+                            "udp port 4791", "-w", wire_cap], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not os.path.exists(wire_cap) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(0.5)
+    srv, cli = pingpong(18731, trace)
+    time.sleep(0.5)
+    cap.send_signal(signal.SIGINT)
+    cap.wait(timeout=10)
+    check("no ICRC errors counted by either side (segmented on the way)",
+          icrc_errors(srv) == [0] and icrc_errors(cli) == [0], f"server {icrc_errors(srv)}, client {icrc_errors(cli)}")
+
+    lint = subprocess.run([softrdma, "lint", wire_cap], capture_output=True, text=True)
+    check("softrdma lint passes the wire capture", lint.returncode == 0, (lint.stdout + lint.stderr)[-800:])
+
+    wire = roce_frames(wire_cap, ADDR["b"])
+    prev, bad, multi = {}, [], 0
+    for sport, ip_id, _ in wire:
+        if ip_id != 0 and ip_id != (prev.get(sport, -2) + 1) & 0xFFFF:
+            bad.append((sport, ip_id, prev.get(sport)))
+        multi += ip_id > 0
+        prev[sport] = ip_id
+    check(f"{len(wire)} client frames on the wire: each IPv4 ID is 0 or one past the previous frame's of its flow",
+          len(wire) > 0 and not bad, f"out of order: {bad[:5]}")
+    check(f"the client sent UDP GSO messages of several segments ({multi} frames with IDs above 0)", multi > 0)
+
+    traced = roce_frames(trace, ADDR["b"])
+    check(f"the client's trace ({len(traced)} frames) shows the wire's IDs and bytes in order",
+          traced == wire,
+          next((f"frame {k}: trace {t[:2]} {t[2][:16].hex()} wire {w[:2]} {w[2][:16].hex()}"
+                for k, (t, w) in enumerate(zip(traced, wire)) if t != w), f"{len(traced)} vs {len(wire)} frames"))
+
+    segments(65535)
+    srv, cli = pingpong(18732)
+    check("no ICRC errors counted by either side (GSO messages whole across the veth)",
+          icrc_errors(srv) == [0] and icrc_errors(cli) == [0], f"server {icrc_errors(srv)}, client {icrc_errors(cli)}")
+    shutil.rmtree(work, ignore_errors=True)
+
+
+try:
+    main()
+finally:
+    cleanup()
+print(f"{len(failures)} failed")
+sys.exit(1 if failures else 0)
