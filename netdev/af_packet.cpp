@@ -23,10 +23,12 @@ namespace {
 
 constexpr std::size_t kSendChunk = 64;
 constexpr int kSendWaitMs = 100;
-constexpr std::uint32_t kBlockSize = 1u << 18;  // 256 KiB: holds many jumbo frames
-constexpr std::uint32_t kBlockNr = 64;
-constexpr std::uint32_t kFrameSize = 2048;  // only for the ring's frame count
-constexpr std::uint32_t kBlockTimeoutMs = 1;
+// The receive ring: TPACKET_V2, one frame per slot, each handed over as soon as it is written
+// (TPACKET_V3's blocks wait to fill or for their timeout, a millisecond at least: ib_write_lat
+// 2 B across a veth pair was 535-540 µs average). A slot holds a whole UDP GSO frame as a veth
+// carries it (64 KiB of datagrams and the headers before them).
+constexpr std::uint32_t kFrameSize = 17 * 4096;
+constexpr std::uint32_t kFrameNr = 256;    // 17 MiB
 constexpr std::uint8_t kVnetGsoUdpL4 = 5;  // VIRTIO_NET_HDR_GSO_UDP_L4
 constexpr std::size_t kVnetHdrLen = 10;    // struct virtio_net_hdr
 constexpr std::array<std::uint8_t, kVnetHdrLen> kNoVnet{};
@@ -165,19 +167,16 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   // A virtio_net_hdr before each frame tells us the segment size of a UDP GSO frame: over veth
   // a UDP socket's GSO datagrams arrive unsegmented, several RoCEv2 packets in one frame.
   d->vnet_ = setopt(fd, SOL_PACKET, PACKET_VNET_HDR, 1);
-  if (!setopt(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V3)) return fail("TPACKET_V3: ");
-  tpacket_req3 req{};
-  req.tp_block_size = kBlockSize;
-  req.tp_block_nr = kBlockNr;
+  if (!setopt(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V2)) return fail("TPACKET_V2: ");
+  tpacket_req req{};
+  req.tp_block_size = kFrameSize;
+  req.tp_block_nr = kFrameNr;
   req.tp_frame_size = kFrameSize;
-  req.tp_frame_nr = kBlockSize / kFrameSize * kBlockNr;
-  req.tp_retire_blk_tov = kBlockTimeoutMs;
+  req.tp_frame_nr = kFrameNr;
   if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) {
     return fail("PACKET_RX_RING: ");
   }
-  d->block_size_ = kBlockSize;
-  d->block_nr_ = kBlockNr;
-  d->ring_size_ = std::size_t{kBlockSize} * kBlockNr;
+  d->ring_size_ = std::size_t{kFrameSize} * kFrameNr;
   void* ring = mmap(nullptr, d->ring_size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd, 0);
   if (ring == MAP_FAILED) {
     ring = mmap(nullptr, d->ring_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -268,50 +267,33 @@ bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
   return r >= 0;
 }
 
-void AfPacketNetdev::release_block() {
-  auto* bd = reinterpret_cast<tpacket_block_desc*>(ring_ + std::size_t{block_} * block_size_);
-  __atomic_store_n(&bd->hdr.bh1.block_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-  block_ = (block_ + 1) % block_nr_;
-  left_in_block_ = 0;
-  next_frame_ = nullptr;
-  tpacket_stats_v3 st{};
-  socklen_t sl = sizeof st;
-  if (getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0 && st.tp_drops > 0) {
-    bump(counters_.rx_dropped, st.tp_drops);  // the ring was full (reading resets the count)
+void AfPacketNetdev::release_frame(tpacket2_hdr* h) {
+  __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
+  frame_ = (frame_ + 1) % kFrameNr;
+  if (++released_ % 64 == 0) {
+    tpacket_stats st{};
+    socklen_t sl = sizeof st;
+    if (getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0 && st.tp_drops > 0) {
+      bump(counters_.rx_dropped, st.tp_drops);  // the ring was full (reading resets the count)
+    }
   }
 }
 
 std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size()) {
-    auto* bd = reinterpret_cast<tpacket_block_desc*>(ring_ + std::size_t{block_} * block_size_);
-    if (!next_frame_) {
-      if ((__atomic_load_n(&bd->hdr.bh1.block_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) == 0) {
-        break;  // the kernel still fills this block
-      }
-      left_in_block_ = bd->hdr.bh1.num_pkts;
-      next_frame_ = reinterpret_cast<const std::uint8_t*>(bd) + bd->hdr.bh1.offset_to_first_pkt;
-      if (left_in_block_ == 0) {
-        release_block();
-        continue;
-      }
-    }
-    const auto* h = reinterpret_cast<const tpacket3_hdr*>(next_frame_);
+    auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + std::size_t{frame_} * kFrameSize);
+    if ((__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) == 0) break;
+    const std::uint8_t* base = reinterpret_cast<const std::uint8_t*>(h);
     std::uint32_t gso_size = 0;
     if (vnet_ && h->tp_mac >= kVnetHdrLen) {
-      const std::uint8_t* vh = next_frame_ + h->tp_mac - kVnetHdrLen;
+      const std::uint8_t* vh = base + h->tp_mac - kVnetHdrLen;
       if ((vh[1] & 0x7F) == kVnetGsoUdpL4) gso_size = std::uint32_t{vh[4]} | vh[5] << 8;
     }
     bool more = false;
-    if (take_frame(next_frame_ + h->tp_mac, h->tp_snaplen, h->tp_len, gso_size, *pkts[n], more)) {
-      ++n;
-    }
+    if (take_frame(base + h->tp_mac, h->tp_snaplen, h->tp_len, gso_size, *pkts[n], more)) ++n;
     if (more) continue;  // the next segment of this frame
-    if (--left_in_block_ == 0) {
-      release_block();
-    } else {
-      next_frame_ += h->tp_next_offset;
-    }
+    release_frame(h);
   }
   return n;
 }

@@ -1,6 +1,6 @@
 // AF_PACKET backend: RoCEv2 over a named Ethernet interface through a raw packet socket. Frames
 // are built by RawEthNetdev and sent with PACKET_QDISC_BYPASS; they are received through a
-// TPACKET_V3 mmap ring behind a classic BPF filter that takes only UDP to port 4791 for our
+// TPACKET_V2 mmap ring behind a classic BPF filter that takes only UDP to port 4791 for our
 // address, and ARP (IPv4) or ICMPv6 (IPv6) for it; every other frame is left to the kernel (a
 // packet socket only gets copies).
 //
@@ -9,6 +9,8 @@
 // We answer ARP requests for our address only when the address is configured on no interface;
 // when it is (the usual case) the kernel answers them.
 #pragma once
+
+#include <linux/if_packet.h>
 
 #include <cstdint>
 #include <memory>
@@ -51,17 +53,15 @@ class AfPacketNetdev : public RawEthNetdev {
 
  private:
   AfPacketNetdev() = default;
-  void release_block();
+  void release_frame(tpacket2_hdr* h);  // back to the kernel; counts the ring's drops now and then
 
   int fd_ = -1;
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_size_ = 0;
-  std::uint32_t block_size_ = 0, block_nr_ = 0;
 
-  // Receive state (one receiving thread at a time): the block being read and the next frame.
-  std::uint32_t block_ = 0;
-  std::uint32_t left_in_block_ = 0;  // 0: the block has not been opened yet
-  const std::uint8_t* next_frame_ = nullptr;
+  // Receive state (one receiving thread at a time): the slot read next.
+  std::uint32_t frame_ = 0;
+  std::uint64_t released_ = 0;
   bool vnet_ = false;  // frames carry a virtio_net_hdr (PACKET_VNET_HDR)
 };
 
