@@ -92,12 +92,27 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
     error = where + ": opening the XDP program: " + why(errno);
     return nullptr;
   }
-  if (int r = bpf_object__load(x.obj); r != 0) {
-    error = where + ": loading the XDP program: " + why(-r);
-    if (-r == EINVAL || -r == ENOSYS) error += " (a kernel without BPF/XDP?)";
+  bpf_program* prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
+  // Declared able to see multi-buffer frames (it reads only the headers, in the first buffer):
+  // veth refuses other programs on links with an MTU beyond a page (9000). Frames larger than a
+  // UMEM chunk still never reach the socket; the MTU we offer keeps ours below it.
+  if (prog) bpf_program__set_flags(prog, bpf_program__flags(prog) | BPF_F_XDP_HAS_FRAGS);
+  int load = bpf_object__load(x.obj);
+  if (load != 0 && prog) {  // a kernel before 5.18 knows no such flag: load it without
+    bpf_object__close(x.obj);
+    x.obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
+    if (!x.obj) {
+      error = where + ": opening the XDP program: " + why(errno);
+      return nullptr;
+    }
+    load = bpf_object__load(x.obj);
+    prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
+  }
+  if (load != 0) {
+    error = where + ": loading the XDP program: " + why(-load);
+    if (-load == EINVAL || -load == ENOSYS) error += " (a kernel without BPF/XDP?)";
     return nullptr;
   }
-  bpf_program* prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
   const int config_fd = bpf_object__find_map_fd_by_name(x.obj, "roce_config");
   const int xsks_fd = bpf_object__find_map_fd_by_name(x.obj, "xsks_map");
   if (!prog || config_fd < 0 || xsks_fd < 0) {
