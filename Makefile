@@ -52,14 +52,15 @@ asan: setup
 	cd $(ASANBUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
 
 # Benchmarks (figures, never assertions): softrdma through perftest against kernel TCP, on
-# each backend across a veth pair (bench/backends.sh, as root), and UCX and MPI over softrdma
+# each backend against kernel TCP across a veth pair at MTU 1500 and 9000 (bench/wire.sh, as
+# root; a plot in build/bench-wire.png), and UCX and MPI over softrdma
 # against UCX's TCP transport (bench/middleware.sh).
 bench: build
 	$(BUILD)/bin/rxe_bench 3
 	$(BUILD)/bin/iwarp_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5 iwarp
-	bash bench/backends.sh $(BUILD) 3
+	bash bench/wire.sh $(BUILD) 3
 	bash bench/middleware.sh $(BUILD) 3
 
 format:

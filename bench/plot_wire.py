@@ -27,7 +27,7 @@ for i, mtu in enumerate(mtus):
         ax = axes[i][j]
         sel = [r for r in rows if r["mtu"] == mtu and r["unit"] == unit and r["path"] != "tcp"]
         tcp = [value(r) for r in rows if r["mtu"] == mtu and r["unit"] == unit and r["path"] == "tcp"]
-        labels = [f'{r["path"]}\n{r["test"]}' for r in sel]
+        labels = [f'{r["path"]} {r["test"]}' for r in sel]
         ax.bar(range(len(sel)), [value(r) for r in sel], color="tab:blue")
         for k, r in enumerate(sel):
             ax.annotate(r["ratio"] + "×", (k, value(r)), ha="center", va="bottom", fontsize=7)
@@ -35,7 +35,7 @@ for i, mtu in enumerate(mtus):
             ax.axhline(tcp[0], color="tab:red", linestyle="--", label=f"kernel TCP {tcp[0]:g} {unit}")
             ax.legend(loc="upper right", fontsize=8)
         ax.set_xticks(range(len(sel)))
-        ax.set_xticklabels(labels, fontsize=7)
+        ax.set_xticklabels(labels, fontsize=7, rotation=45, ha="right")
         ax.set_ylabel("MB/s (64 KiB messages)" if unit == "MB/s" else "µs average (2 B)")
         ax.set_title(f"MTU {mtu}: {'bandwidth' if unit == 'MB/s' else 'latency'} (ratio to TCP above bars)",
                      fontsize=10)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # softrdma between two hosts as a veth pair between two network namespaces shows them, against
 # kernel TCP (qperf) over the same veth in the same run, at MTU 1500 and 9000 (issue 15).
-# For each backend: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB), ib_write_bw -q 8, and
-# ib_write_lat 2 B; softiwarp0 (iWARP over the kernel's TCP) likewise where it runs. Prints
+# For udp, af_xdp and af_packet: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB), ib_write_bw -q 8,
+# and ib_write_lat 2 B; for softiwarp0 (iWARP over the kernel's TCP) and dpdk (its af_packet PMD)
+# ib_write_bw and ib_write_lat. Prints
 # MB/s or average µs, the CPU each side used (cores: user + system time over the run), and the
 # ratio to TCP's figure; writes the figures to OUT.tsv and a plot of them to OUT.png.
 # Figures, not assertions. Needs root. The namespaces, veth and addresses (10.97.15.1/24 and
@@ -42,12 +43,17 @@ mtu() {
   ip -n "$a" link set dev veth0 mtu "$1"
   ip -n "$b" link set dev veth1 mtu "$1"
 }
+gso() {  # gso SEGS: DPDK's af_packet PMD needs the kernel to segment UDP GSO before the veth
+  ip -n "$a" link set dev veth0 gso_max_segs "$1"
+  ip -n "$b" link set dev veth1 gso_max_segs "$1"
+}
 
 netdev() {  # netdev BACKEND SIDE
   local ifc=veth0 addr=$addr_a
   [ "$2" = b ] && ifc=veth1 addr=$addr_b
   case "$1" in
     udp | iwarp) echo "udp:$addr" ;;
+    dpdk) echo "dpdk:net_af_packet$2,iface=$ifc@$addr" ;;
     *) echo "$1:$ifc" ;;
   esac
 }
@@ -157,6 +163,16 @@ for m in 1500 9000; do
     perftest_run $k ib_write_lat 2
     row $m $k write_lat us "$tcp_lat"
   done
+  if why=$(can_start dpdk); then  # (DPDK's af_packet PMD: the kernel segments for it)
+    gso 1
+    perftest_run dpdk ib_write_bw 65536
+    row $m dpdk write_bw MB/s "$tcp_bw"
+    perftest_run dpdk ib_write_lat 2
+    row $m dpdk write_lat us "$tcp_lat"
+    gso 65535
+  else
+    printf '%-10s skipped (%s)\n' dpdk "$why"
+  fi
 done
 mtu 1500
 echo
