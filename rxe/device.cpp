@@ -560,6 +560,7 @@ Clock::time_point Device::step() {
   }
   const auto now = Clock::now();
   auto deadline = Clock::time_point::max();
+  senders_ = static_cast<std::uint32_t>(std::max<std::size_t>(active_.size(), 1));
   {
     std::shared_lock lock(qps_mutex_);
     std::vector<std::uint32_t> still;
@@ -610,6 +611,11 @@ std::int64_t now_ns() {
   return Clock::now().time_since_epoch().count();
 }
 }  // namespace
+
+std::uint32_t Device::window_for(std::uint32_t mtu) const {
+  const std::uint64_t w = kSendBudgetBytes / senders_ / std::max<std::uint32_t>(mtu, 256);
+  return static_cast<std::uint32_t>(std::clamp<std::uint64_t>(w, 2, 2048));
+}
 
 bool Device::poll_progress() {
   const std::int64_t now = now_ns();

@@ -59,6 +59,12 @@ class Device {
   int dereg_mr(std::uint32_t lkey);
   Cq* create_cq(std::uint32_t cqe, int* err);
   int destroy_cq(Cq* cq);  // EBUSY while a QP uses it
+  // The unacknowledged packets an RC QP with this path MTU may have out during a pass: the
+  // device's kSendBudgetBytes shared by the QPs with send work (between 2 and 2048 each), so
+  // that many QPs together do not overrun a receiving ring or socket buffer and collapse into
+  // go-back-N retransmissions (ib_write_bw -q 128 on one host did, without). Progress pass only.
+  std::uint32_t window_for(std::uint32_t mtu) const;
+  static constexpr std::uint64_t kSendBudgetBytes = std::uint64_t{16} << 20;
   Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
                   int* err);
   int destroy_srq(Srq* srq);
@@ -176,6 +182,7 @@ class Device {
   std::mutex kick_mutex_;
   std::vector<std::uint32_t> kicked_;
   std::vector<std::uint32_t> active_;  // progress thread only
+  std::uint32_t senders_ = 1;          // active_'s size as this pass began (at least 1)
 
   std::mutex async_mutex_;
   std::function<void(const AsyncEvent&)> async_handler_;

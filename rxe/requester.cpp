@@ -13,7 +13,6 @@ namespace softrdma::rxe {
 
 namespace {
 
-constexpr std::uint32_t kWindow = 2048;     // unacknowledged packets at most
 constexpr std::uint32_t kAckReqEvery = 32;  // AckReq on every Nth packet of long messages
 constexpr int kBudget = 64;                 // packets per QP per progress step
 
@@ -103,8 +102,7 @@ bool Qp::run_send(Clock::time_point now) {
       }
       w.started = true;
       w.first_psn = w.next_psn = w.resp_psn = req_psn_;
-      w.npkts = (w.opcode == WrOpcode::kAtomicCmpAndSwp ||
-                 w.opcode == WrOpcode::kAtomicFetchAndAdd)
+      w.npkts = (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd)
                     ? 1
                     : packets_for(w.length, type_ == QpType::kUd ? 0xFFFFFFFF : mtu_);
       w.last_psn = psn_add(w.first_psn, w.npkts - 1);
@@ -114,7 +112,10 @@ bool Qp::run_send(Clock::time_point now) {
       ++req_idx_;
       continue;
     }
-    if (type_ == QpType::kRc && psn_cmp(w.next_psn, psn_add(unacked_psn_, kWindow)) >= 0) break;
+    if (type_ == QpType::kRc &&
+        psn_cmp(w.next_psn, psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0) {
+      break;
+    }
     const bool was_idle = retransmit_deadline_ == Clock::time_point::max();
     if (!build_next_packet(w, now)) return false;  // the QP went to the error state
     --budget;
@@ -160,8 +161,8 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
     case WrOpcode::kRdmaWrite:
     case WrOpcode::kRdmaWriteWithImm: {
       const std::uint64_t remaining = w.length - off;
-      n = static_cast<std::uint32_t>(type_ == QpType::kUd ? remaining
-                                                          : std::min<std::uint64_t>(mtu_, remaining));
+      n = static_cast<std::uint32_t>(
+          type_ == QpType::kUd ? remaining : std::min<std::uint64_t>(mtu_, remaining));
       const bool first = off == 0;
       last = off + n == w.length;
       const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm ||
@@ -174,16 +175,24 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
         opc = imm ? op::kUdSendOnlyImm : op::kUdSendOnly;
         h.deth = Deth{w.remote_qkey, 0, qpn_};
       } else if (send) {
-        if (first && last) opc = inv ? op::kRcSendOnlyInv : imm ? op::kRcSendOnlyImm : op::kRcSendOnly;
-        else if (first) opc = op::kRcSendFirst;
-        else if (!last) opc = op::kRcSendMiddle;
-        else opc = inv ? op::kRcSendLastInv : imm ? op::kRcSendLastImm : op::kRcSendLast;
+        if (first && last)
+          opc = inv ? op::kRcSendOnlyInv : imm ? op::kRcSendOnlyImm : op::kRcSendOnly;
+        else if (first)
+          opc = op::kRcSendFirst;
+        else if (!last)
+          opc = op::kRcSendMiddle;
+        else
+          opc = inv ? op::kRcSendLastInv : imm ? op::kRcSendLastImm : op::kRcSendLast;
         opc = static_cast<std::uint8_t>(opc + base);
       } else {
-        if (first && last) opc = imm ? op::kRcWriteOnlyImm : op::kRcWriteOnly;
-        else if (first) opc = op::kRcWriteFirst;
-        else if (!last) opc = op::kRcWriteMiddle;
-        else opc = imm ? op::kRcWriteLastImm : op::kRcWriteLast;
+        if (first && last)
+          opc = imm ? op::kRcWriteOnlyImm : op::kRcWriteOnly;
+        else if (first)
+          opc = op::kRcWriteFirst;
+        else if (!last)
+          opc = op::kRcWriteMiddle;
+        else
+          opc = imm ? op::kRcWriteLastImm : op::kRcWriteLast;
         opc = static_cast<std::uint8_t>(opc + base);
         if (first) h.reth = Reth{w.remote_addr, w.rkey, static_cast<std::uint32_t>(w.length)};
       }
@@ -199,12 +208,10 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
       break;
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
-      h.bth.opcode =
-          w.opcode == WrOpcode::kAtomicCmpAndSwp ? op::kRcCompareSwap : op::kRcFetchAdd;
-      h.atomic_eth = AtomicEth{w.remote_addr, w.rkey, w.opcode == WrOpcode::kAtomicCmpAndSwp
-                                                          ? w.swap
-                                                          : w.compare_add,
-                               w.compare_add};
+      h.bth.opcode = w.opcode == WrOpcode::kAtomicCmpAndSwp ? op::kRcCompareSwap : op::kRcFetchAdd;
+      h.atomic_eth =
+          AtomicEth{w.remote_addr, w.rkey,
+                    w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add, w.compare_add};
       break;
     default:
       break;
