@@ -54,6 +54,7 @@ expect(r.returncode == 0 and "softrdma run" in r.stdout and f"softrdma {version}
 
 r = subprocess.run([softrdma, "devices"], env=env, capture_output=True, text=True, timeout=30)
 expect(r.returncode == 0 and "softroce0" in r.stdout, "softrdma devices", r.stdout + r.stderr)
+expect(r.stdout.startswith(f"softrdma {version}\n"), "softrdma devices starts with the version", r.stdout)
 
 # An ibv_rc_pingpong pair from the installed tree.
 mapped = check_pingpong_pair(softrdma, env, root)

@@ -32,8 +32,8 @@ constexpr std::array kCommands = {
         "  --view auto|on|off   SOFTRDMA_VIEW: a private /dev/infiniband and /sys view\n"
         "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"},
     CommandHelp{"devices", "softrdma devices",
-                "Lists the softrdma device of this configuration (the SOFTRDMA_* variables), as\n"
-                "ibv_devices does, with its backend and address.\n"},
+                "Prints softrdma's version, then lists the devices of this configuration (the\n"
+                "SOFTRDMA_* variables) as ibv_devices does, with backend and address.\n"},
     CommandHelp{"lint", "softrdma lint [--json] [--strict] [--roce-port PORT]... FILE",
                 "Checks every RoCEv2 packet and iWARP stream in a pcap/pcapng capture against the\n"
                 "specs. Exit status: 0 no error, 1 errors (--strict: warnings too), 2 the capture\n"
