@@ -34,6 +34,7 @@ expect(not any(re.fullmatch(r"lib(/[a-z0-9_]+-linux-gnu[a-z0-9_]*)?/lib(ibverbs|
        "no drop-in library on a standard library path", str(installed))
 expect(any(f.endswith("softrdma/librdmacm.so.1") for f in installed), "librdmacm.so.1 installed")
 expect("share/man/man1/softrdma.1" in installed, "the man page installed")
+expect("share/bash-completion/completions/softrdma" in installed, "the bash completion installed")
 
 # Nothing of the build tree on any path, and no library path of ours.
 env = clean_env()
