@@ -30,7 +30,11 @@ constexpr std::array kCommands = {
         "  --vlan ID            SOFTRDMA_VLAN: 802.1Q tag on the raw backends\n"
         "  --dpdk-qps N         SOFTRDMA_DPDK_QPS: DPDK queue pairs\n"
         "  --view auto|on|off   SOFTRDMA_VIEW: a private /dev/infiniband and /sys view\n"
-        "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"},
+        "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"
+        "\n"
+        "SOFTRDMA_CONFIG=FILE gives defaults: \"key = value\" lines, the keys the options'\n"
+        "names without -- and with _ for - (stats = 0|1), # comment lines. Variables and\n"
+        "options win over the file; a bad line is an error naming FILE:LINE (exit 2).\n"},
     CommandHelp{"devices", "softrdma devices",
                 "Prints softrdma's version, then lists the devices of this configuration (the\n"
                 "SOFTRDMA_* variables) as ibv_devices does, with backend and address.\n"},
