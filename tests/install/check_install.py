@@ -52,6 +52,18 @@ r = subprocess.run(["man", "-l", page], env={**env, "MANPAGER": "cat", "MANWIDTH
                    capture_output=True, text=True)
 expect(r.returncode == 0 and "softrdma run" in r.stdout and f"softrdma {version}" in r.stdout,
        "man -l softrdma.1", r.stderr[-2000:])
+# The page has every command, option and variable the binary's usage has, and the config file.
+r = subprocess.run(["man", "-l", page], env={**env, "MANPAGER": "cat", "MANWIDTH": "1000"},  # no hyphenation
+                   capture_output=True, text=True)
+page_text = re.sub(r"\s+", " ", r.stdout)
+usage = subprocess.run([softrdma, "help"], env=env, capture_output=True, text=True).stdout
+names = {l.split()[1] for l in usage.splitlines() if l.startswith("  softrdma ")}
+for c in sorted(names):
+    names |= set(re.findall(r"--[a-z][a-z-]*|SOFTRDMA_[A-Z_]+",
+                            subprocess.run([softrdma, "help", c], env=env, capture_output=True, text=True).stdout))
+missing = [n for n in sorted(names | {"SOFTRDMA_CONFIG", "SOFTRDMA_LIBDIR", "CONFIGURATION FILE"})
+           if n not in page_text]
+expect(len(names) > 20 and not missing, "the man page names every command, option and variable", str(missing))
 
 r = subprocess.run([softrdma, "devices"], env=env, capture_output=True, text=True, timeout=30)
 expect(r.returncode == 0 and "softroce0" in r.stdout, "softrdma devices", r.stdout + r.stderr)
