@@ -52,9 +52,11 @@ def pingpong_pair(softrdma, env, run_opts=(), iters=200):
         cli = subprocess.run(cmd + ["127.0.0.1"], env=env, capture_output=True, text=True, timeout=60)
         sout, _ = srv.communicate(timeout=60)
     except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.communicate()
         return "", None, None, maps
+    finally:  # also when interrupted: no server left behind
+        if srv.poll() is None:
+            srv.kill()
+            srv.communicate()
     return sout, srv.returncode, cli, maps
 
 
