@@ -10,9 +10,9 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
             ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3 \
-            python3-matplotlib
+            python3-matplotlib dpkg-dev file python3-yaml
 
-.PHONY: setup configure build test demo install fuzz asan bench format clean
+.PHONY: setup configure build test demo install deb fuzz asan bench format clean
 
 setup:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -38,6 +38,11 @@ demo: build
 PREFIX    ?= /usr/local
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
+
+# $(BUILD)/softrdma_VERSION_ARCH.deb (and softrdma-wireshark_…deb with the plugin), prefix /usr,
+# Depends from dpkg-shlibdeps (cmake/package.cmake, docs/install.md).
+deb: build
+	cd $(BUILD) && cpack -G DEB
 
 # libFuzzer targets, built with clang, each run for FUZZ_SECONDS (label fuzz).
 fuzz: setup

@@ -184,7 +184,7 @@ void PcapngWriter::flush_all() {
 }
 
 void PcapngWriter::append_shb() {
-  static constexpr char kAppl[] = "softrdma";
+  static constexpr char kAppl[] = "softrdma " SOFTRDMA_VERSION;
   const std::size_t appl = sizeof kAppl - 1;
   const auto total = static_cast<std::uint32_t>(28 + option_len(appl) + 4);
   const std::size_t start = buf_.size();

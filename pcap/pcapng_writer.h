@@ -1,5 +1,6 @@
-// Writes pcapng files of our own (no libpcap): one section, an IDB per interface, Enhanced
-// Packet Blocks with a comment and direction flags, size-based rotation and buffered flushing.
+// Writes pcapng files of our own (no libpcap): one section (its shb_userappl "softrdma VERSION",
+// the project's version), an IDB per interface, Enhanced Packet Blocks with a comment and
+// direction flags, size-based rotation and buffered flushing.
 #pragma once
 
 #include <chrono>

@@ -6,23 +6,14 @@ and a program started without `softrdma run` still loads the system's libibverbs
 
 usage: check_install.py BUILD_DIR WORK_DIR VERSION"""
 import os
-import random
 import re
 import shutil
 import subprocess
 import sys
-import time
+
+from installed import check_pingpong_pair, clean_env, expect, failures, system_libibverbs
 
 build, work, version = sys.argv[1:4]
-failures = []
-
-
-def expect(cond, what, detail=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what, ("\n" + detail) if detail else "")
-    return cond
-
 
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)
@@ -43,10 +34,10 @@ expect(not any(re.fullmatch(r"lib(/[a-z0-9_]+-linux-gnu[a-z0-9_]*)?/lib(ibverbs|
        "no drop-in library on a standard library path", str(installed))
 expect(any(f.endswith("softrdma/librdmacm.so.1") for f in installed), "librdmacm.so.1 installed")
 expect("share/man/man1/softrdma.1" in installed, "the man page installed")
+expect("share/bash-completion/completions/softrdma" in installed, "the bash completion installed")
 
 # Nothing of the build tree on any path, and no library path of ours.
-env = {k: v for k, v in os.environ.items() if not k.startswith("SOFTRDMA_") and k != "LD_LIBRARY_PATH"}
-env["PATH"] = "/usr/sbin:/usr/bin:/sbin:/bin"
+env = clean_env()
 
 r = subprocess.run([softrdma, "--version"], env=env, capture_output=True, text=True)
 expect(r.returncode == 0 and r.stdout.strip() == f"softrdma {version}", "--version", r.stdout + r.stderr)
@@ -61,41 +52,27 @@ r = subprocess.run(["man", "-l", page], env={**env, "MANPAGER": "cat", "MANWIDTH
                    capture_output=True, text=True)
 expect(r.returncode == 0 and "softrdma run" in r.stdout and f"softrdma {version}" in r.stdout,
        "man -l softrdma.1", r.stderr[-2000:])
+# The page has every command, option and variable the binary's usage has, and the config file.
+r = subprocess.run(["man", "-l", page], env={**env, "MANPAGER": "cat", "MANWIDTH": "1000"},  # no hyphenation
+                   capture_output=True, text=True)
+page_text = re.sub(r"\s+", " ", r.stdout)
+usage = subprocess.run([softrdma, "help"], env=env, capture_output=True, text=True).stdout
+names = {l.split()[1] for l in usage.splitlines() if l.startswith("  softrdma ")}
+for c in sorted(names):
+    names |= set(re.findall(r"--[a-z][a-z-]*|SOFTRDMA_[A-Z_]+",
+                            subprocess.run([softrdma, "help", c], env=env, capture_output=True, text=True).stdout))
+missing = [n for n in sorted(names | {"SOFTRDMA_CONFIG", "SOFTRDMA_LIBDIR", "CONFIGURATION FILE"})
+           if n not in page_text]
+expect(len(names) > 20 and not missing, "the man page names every command, option and variable", str(missing))
 
 r = subprocess.run([softrdma, "devices"], env=env, capture_output=True, text=True, timeout=30)
 expect(r.returncode == 0 and "softroce0" in r.stdout, "softrdma devices", r.stdout + r.stderr)
+expect(r.stdout.startswith(f"softrdma {version}\n"), "softrdma devices starts with the version", r.stdout)
 
 # An ibv_rc_pingpong pair from the installed tree.
-port = str(random.randint(12000, 19999))
-srv = subprocess.Popen([softrdma, "run", "--", "ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "200"],
-                       env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-maps = ""
-for _ in range(100):  # the server maps libibverbs once it opens the device, then waits
-    try:
-        with open(f"/proc/{srv.pid}/maps") as f:
-            maps = f.read()
-    except OSError:
-        break
-    if "libibverbs" in maps:
-        break
-    time.sleep(0.05)
-time.sleep(0.3)
-try:
-    cli = subprocess.run([softrdma, "run", "--", "ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "200",
-                          "127.0.0.1"], env=env, capture_output=True, text=True, timeout=60)
-    sout, _ = srv.communicate(timeout=60)
-except subprocess.TimeoutExpired:
-    srv.kill()
-    expect(False, "ibv_rc_pingpong pair finishes")
-    sys.exit(1)
-expect(cli.returncode == 0 and "iters in" in cli.stdout, "ibv_rc_pingpong client", cli.stdout + cli.stderr)
-expect(srv.returncode == 0 and "iters in" in sout, "ibv_rc_pingpong server", sout)
-mapped = sorted({l.split()[-1] for l in maps.splitlines() if "libibverbs" in l})
-expect(mapped and all(m.startswith(root + "/") for m in mapped),
-       "the server mapped the installed libibverbs only", str(mapped))
+mapped = check_pingpong_pair(softrdma, env, root)
 tree = os.path.realpath(build) + "/"
-outside = [l.split()[-1] for l in maps.splitlines()
-           if l.split()[-1].startswith(tree) and not l.split()[-1].startswith(root + "/")]
+outside = [m for m in mapped if m.startswith(tree) and not m.startswith(root + "/")]
 expect(not outside, "nothing of the build tree mapped (the staging tree aside)", str(outside))
 
 # Traces and lint from the installed tree.
@@ -106,9 +83,7 @@ r = subprocess.run([softrdma, "lint", cap], env=env, capture_output=True, text=T
 expect(r.returncode == 0, "lint of the sample trace exits 0", r.stdout + r.stderr)
 
 # Without `softrdma run`, a program keeps the system's libibverbs.
-r = subprocess.run(["ldd", shutil.which("ibv_devices", path=env["PATH"])], env=env, capture_output=True,
-                   text=True)
-line = next((l for l in r.stdout.splitlines() if "libibverbs.so.1" in l), "")
+line = system_libibverbs(env)
 expect(line and root not in line and tree not in line,
        "ibv_devices alone loads the system's libibverbs", line)
 

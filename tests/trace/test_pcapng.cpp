@@ -137,6 +137,35 @@ TEST(PcapngWriter, TsharkShowsCommentsFlagsAndInterfaces) {
   EXPECT_TRUE(has(r.out, "40 bytes captured")) << r.out;
 }
 
+// The section header names the writer and its version (shb_userappl "softrdma VERSION", the
+// project's), as Wireshark's capinfos reads it; a rotated file's section header too.
+TEST(PcapngWriter, SectionHeaderNamesSoftrdmaAndItsVersion) {
+  const std::string ts = tshark();
+  if (ts.empty()) GTEST_SKIP() << "tshark not found (TSHARK unset and not on PATH)";
+  const std::string capinfos = (std::filesystem::path(ts).parent_path() / "capinfos").string();
+  if (access(capinfos.c_str(), X_OK) != 0) GTEST_SKIP() << "no capinfos beside " << ts;
+  TempDir dir;
+  std::string error;
+  pcap::PcapngOptions opts;
+  opts.rotate_bytes = 400;
+  std::vector<std::string> files;
+  {
+    auto w = pcap::PcapngWriter::open(dir / "v.pcapng", error, opts);
+    ASSERT_TRUE(w) << error;
+    const std::uint32_t i = w->add_interface("softroce0", 1, 0);
+    const auto f = frame_of(200, 2);
+    for (int k = 0; k < 3; ++k)
+      w->write(i, pcap::PcapngWriter::now_ns(), wire::Bytes(f), 200, 0, "");
+    files = w->files();
+  }
+  ASSERT_GE(files.size(), 2u);
+  for (const std::string& file : {files.front(), files.back()}) {
+    const CmdResult r = run("'" + capinfos + "' '" + file + "'");
+    ASSERT_EQ(r.status, 0) << r.out;
+    EXPECT_TRUE(has(r.out, "Capture application: softrdma " SOFTRDMA_VERSION "\n")) << r.out;
+  }
+}
+
 TEST(PcapngWriter, PidPatternAndSecondWriterOfAPathGetsItsOwnFile) {
   TempDir dir;
   std::string error;

@@ -5,7 +5,8 @@
 // first on LD_LIBRARY_PATH and the options become SOFTRDMA_* variables. --device names the
 // RoCE device, or softiwarp0 (the iWARP device), which selects --transport iwarp; a name that
 // clashes with --transport is an error, exit 2 (verbs::resolve_device).
-// softrdma devices: lists the device as ibv_devices does, with its backend.
+// softrdma devices: softrdma's version, then the devices as ibv_devices lists them, with their
+// backends.
 #include <unistd.h>
 
 #include <climits>
@@ -143,6 +144,7 @@ int cmd_devices(int argc, char**) {
   verbs::Engine* e = verbs::Engine::get();
   if (!e) return 1;  // the reason was printed
   rxe::Device& d = e->device();
+  std::printf("softrdma %.*s\n", static_cast<int>(version().size()), version().data());
   std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "device", "node GUID", "backend", "address");
   std::printf("    %-16s\t   %-16s\t%-10s\t%s\n", "------", "----------------", "-------",
               "-------");

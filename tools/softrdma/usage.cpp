@@ -30,10 +30,14 @@ constexpr std::array kCommands = {
         "  --vlan ID            SOFTRDMA_VLAN: 802.1Q tag on the raw backends\n"
         "  --dpdk-qps N         SOFTRDMA_DPDK_QPS: DPDK queue pairs\n"
         "  --view auto|on|off   SOFTRDMA_VIEW: a private /dev/infiniband and /sys view\n"
-        "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"},
+        "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"
+        "\n"
+        "SOFTRDMA_CONFIG=FILE gives defaults: \"key = value\" lines, the keys the options'\n"
+        "names without -- and with _ for - (stats = 0|1), # comment lines. Variables and\n"
+        "options win over the file; a bad line is an error naming FILE:LINE (exit 2).\n"},
     CommandHelp{"devices", "softrdma devices",
-                "Lists the softrdma device of this configuration (the SOFTRDMA_* variables), as\n"
-                "ibv_devices does, with its backend and address.\n"},
+                "Prints softrdma's version, then lists the devices of this configuration (the\n"
+                "SOFTRDMA_* variables) as ibv_devices does, with backend and address.\n"},
     CommandHelp{"lint", "softrdma lint [--json] [--strict] [--roce-port PORT]... FILE",
                 "Checks every RoCEv2 packet and iWARP stream in a pcap/pcapng capture against the\n"
                 "specs. Exit status: 0 no error, 1 errors (--strict: warnings too), 2 the capture\n"
