@@ -426,6 +426,7 @@ void Device::rx_step() {
     {
       std::lock_guard ql(qp.mutex());
       qp.receive(*pkt, raw);
+      list_timers(qp);
     }
     if (std::find(active_.begin(), active_.end(), qp.qpn()) == active_.end()) {
       active_.push_back(qp.qpn());
@@ -450,6 +451,7 @@ void Device::rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw
     {
       std::lock_guard ql(qp.mutex());
       qp.receive(pkt, raw);
+      list_timers(qp);
     }
     if (std::find(active_.begin(), active_.end(), qpn) == active_.end()) active_.push_back(qpn);
   }
@@ -569,17 +571,29 @@ Clock::time_point Device::step() {
       if (it == qps_.end()) continue;
       std::lock_guard ql(it->second->mutex());
       if (it->second->run_send(now)) still.push_back(q);
+      list_timers(*it->second);
     }
     active_.swap(still);
-    for (auto& [qpn, qp] : qps_) {
-      std::lock_guard ql(qp->mutex());
+    std::size_t kept = 0;
+    for (std::size_t i = 0; i < timed_.size(); ++i) {
+      const std::uint32_t qpn = timed_[i];
+      auto it = qps_.find(qpn);
+      if (it == qps_.end()) continue;  // destroyed
+      Qp& qp = *it->second;
+      std::lock_guard ql(qp.mutex());
       // A timer that rewound the send queue makes the QP active for the next pass
       // (not a kick: this thread already holds the progress mutex).
-      if (qp->run_timers(now) && std::find(active_.begin(), active_.end(), qpn) == active_.end()) {
+      if (qp.run_timers(now) && std::find(active_.begin(), active_.end(), qpn) == active_.end()) {
         active_.push_back(qpn);
       }
-      deadline = std::min(deadline, qp->next_deadline());
+      const auto d = qp.next_deadline();
+      qp.timer_listed_ = d != Clock::time_point::max();
+      if (qp.timer_listed_) {
+        deadline = std::min(deadline, d);
+        timed_[kept++] = qpn;
+      }
     }
+    timed_.resize(kept);
   }
   tx_flush();
   t_in_step = false;
@@ -611,6 +625,12 @@ std::int64_t now_ns() {
   return Clock::now().time_since_epoch().count();
 }
 }  // namespace
+
+void Device::list_timers(Qp& qp) {
+  if (qp.timer_listed_ || qp.next_deadline() == Clock::time_point::max()) return;
+  qp.timer_listed_ = true;
+  timed_.push_back(qp.qpn());
+}
 
 std::uint32_t Device::window_for(std::uint32_t mtu) const {
   const std::uint64_t w = kSendBudgetBytes / senders_ / std::max<std::uint32_t>(mtu, 256);

@@ -183,6 +183,10 @@ class Device {
   std::vector<std::uint32_t> kicked_;
   std::vector<std::uint32_t> active_;  // progress thread only
   std::uint32_t senders_ = 1;          // active_'s size as this pass began (at least 1)
+  // QPs with an armed timer (retransmission, RNR): a pass looks at these only, so idle QPs cost
+  // it nothing. Timers are armed only in passes (sending, receiving), which list the QP.
+  std::vector<std::uint32_t> timed_;  // progress thread only
+  void list_timers(Qp& qp);           // QP lock held
 
   std::mutex async_mutex_;
   std::function<void(const AsyncEvent&)> async_handler_;

@@ -41,17 +41,17 @@ struct SendWqe {
   std::uint32_t remote_qpn = 0, remote_qkey = 0;
 
   // Progress
-  bool started = false;      // PSNs assigned (first packet built)
-  bool all_sent = false;     // every request packet built at least once
-  bool done = false;         // ready to complete (acked, or sent for UC/UD, or local)
+  bool started = false;   // PSNs assigned (first packet built)
+  bool all_sent = false;  // every request packet built at least once
+  bool done = false;      // ready to complete (acked, or sent for UC/UD, or local)
   WcStatus status = WcStatus::kSuccess;
   std::uint32_t first_psn = 0, last_psn = 0;
   std::uint32_t npkts = 0;
-  std::uint64_t sent = 0;            // bytes of the message built so far (next offset)
-  std::uint32_t next_psn = 0;        // PSN of the next packet to build for this WQE
-  std::uint32_t resp_psn = 0;        // READ: next expected response PSN
-  std::uint64_t resp_bytes = 0;      // READ: bytes placed
-  bool gap_retried = false;          // a retry for resp_psn is already under way
+  std::uint64_t sent = 0;        // bytes of the message built so far (next offset)
+  std::uint32_t next_psn = 0;    // PSN of the next packet to build for this WQE
+  std::uint32_t resp_psn = 0;    // READ: next expected response PSN
+  std::uint64_t resp_bytes = 0;  // READ: bytes placed
+  bool gap_retried = false;      // a retry for resp_psn is already under way
   std::uint64_t atomic_orig = 0;
   bool is_read_or_atomic() const {
     return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
@@ -68,20 +68,19 @@ struct RespResource {
   std::uint64_t va = 0;
   std::uint32_t rkey = 0;
   std::uint64_t length = 0;
-  std::uint64_t sent = 0;    // bytes answered so far
+  std::uint64_t sent = 0;  // bytes answered so far
   std::uint32_t next_psn = 0;
-  bool active = false;       // responses still to build
-  bool duplicate = false;    // answering a duplicate request (a resend)
+  bool active = false;     // responses still to build
+  bool duplicate = false;  // answering a duplicate request (a resend)
   // ATOMIC
   std::uint64_t orig = 0;
 };
 
 struct QpCounters {
   std::uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, duplicate_requests = 0,
-                out_of_sequence = 0, seq_naks_sent = 0, rnr_naks_sent = 0,
-                rnr_naks_received = 0, retry_exceeded = 0, rnr_retry_exceeded = 0,
-                dropped_wrong_peer = 0, dropped_bad_qkey = 0, dropped_no_recv = 0,
-                dropped_bad_opcode = 0;
+                out_of_sequence = 0, seq_naks_sent = 0, rnr_naks_sent = 0, rnr_naks_received = 0,
+                retry_exceeded = 0, rnr_retry_exceeded = 0, dropped_wrong_peer = 0,
+                dropped_bad_qkey = 0, dropped_no_recv = 0, dropped_bad_opcode = 0;
   // Direct placement: RDMA WRITE packets whose payload this QP wrote into the peer itself, and
   // packets it received so placed (their payload not copied again).
   std::uint64_t placed_sent = 0, placed_received = 0;
@@ -170,8 +169,8 @@ class Qp {
   QpAttr attr_;
   QpCap cap_;
   QpCounters counters_;
-  netdev::IpAddr peer_;      // RC/UC: the connected peer's address
-  netdev::IpAddr local_;     // source address used
+  netdev::IpAddr peer_;   // RC/UC: the connected peer's address
+  netdev::IpAddr local_;  // source address used
   std::uint16_t src_port_ = 0xC000;
   std::uint32_t mtu_ = 1024;
 
@@ -189,17 +188,18 @@ class Qp {
   Clock::time_point rnr_deadline_ = Clock::time_point::max();
   std::uint32_t rnr_psn_ = 0;
   bool sqd_notified_ = false;  // SQ_DRAINED sent for this SQD period
+  bool timer_listed_ = false;  // in the device's list of QPs with armed timers (progress pass)
 
   // Receive side
   RecvQueue rq_;
   std::uint32_t epsn_ = 0;  // expected PSN
   std::uint32_t msn_ = 0;
-  bool nak_sent_ = false;   // a sequence-error NAK was sent for epsn_
-  bool in_message_ = false; // between FIRST and LAST of a SEND or WRITE
-  bool uc_drop_ = false;    // UC: dropping the rest of a damaged message
+  bool nak_sent_ = false;    // a sequence-error NAK was sent for epsn_
+  bool in_message_ = false;  // between FIRST and LAST of a SEND or WRITE
+  bool uc_drop_ = false;     // UC: dropping the rest of a damaged message
   bool cur_is_send_ = false;
   bool have_wqe_ = false;
-  RecvWqe cur_wqe_;          // the RQ/SRQ WQE a SEND is filling
+  RecvWqe cur_wqe_;  // the RQ/SRQ WQE a SEND is filling
   std::uint64_t cur_offset_ = 0;
   std::uint64_t write_va_ = 0;
   std::uint32_t write_rkey_ = 0;
