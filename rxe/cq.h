@@ -15,6 +15,7 @@ namespace softrdma::rxe {
 class Cq {
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
+  std::uint32_t cqn = 0;  // the device's number for it (monitoring)
   explicit Cq(std::uint32_t cqe);
   std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
   // Called (outside the CQ lock) when an armed notification fires.

@@ -25,6 +25,8 @@
 
 namespace softrdma::rxe {
 
+struct DeviceSnapshot;
+
 struct AsyncEvent {
   AsyncEventType type;
   Qp* qp = nullptr;
@@ -87,6 +89,8 @@ class Device {
   // Named counters for the whole device, like rxe's hw_counters: the QP counters
   // summed over live and destroyed QPs, plus the device's and the netdev's.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters() const;
+  // The objects as they are now (rxe/snapshot.h), for monitoring; never on the packet path.
+  DeviceSnapshot snapshot() const;
 
   // Direct placement (docs/sharing-a-host.md): shares a directory of the QPs and MRs open to
   // RDMA WRITE with the host-local senders, and places this device's own RDMA WRITEs into
@@ -162,6 +166,7 @@ class Device {
   std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
   std::uint32_t next_ah_ = 1;
   std::uint32_t next_pd_ = 1;
+  std::uint32_t next_cqn_ = 1, next_srqn_ = 1;
 
   mutable std::shared_mutex qps_mutex_;
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)

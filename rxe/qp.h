@@ -21,6 +21,7 @@
 namespace softrdma::rxe {
 
 class Device;
+struct QpInfo;
 using Clock = std::chrono::steady_clock;
 
 struct SendWqe {
@@ -103,6 +104,8 @@ class Qp {
   int post_recv(const RecvWr& wr);
   QpState state() const;
   QpCounters counters() const;
+  // Attributes, PSNs, queue depths and counters for monitoring (rxe/snapshot.h).
+  void info(QpInfo& out) const;
 
   // Progress-thread entry points.
   void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);
