@@ -9,5 +9,8 @@ int cmd_sample_trace(int argc, char** argv);
 int cmd_run(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
 int cmd_trace(int argc, char** argv);
+// Watching running devices (docs/monitoring.md).
+int cmd_stat(int argc, char** argv);
+int cmd_res(int argc, char** argv);
 
 }  // namespace softrdma::tools

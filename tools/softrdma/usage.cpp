@@ -48,6 +48,27 @@ constexpr std::array kCommands = {
     CommandHelp{"sample-trace", "softrdma sample-trace OUT.pcap",
                 "Writes a capture of RoCEv2 packets and an iWARP stream built by softrdma's\n"
                 "header codecs.\n"},
+    // Watching running devices (docs/monitoring.md).
+    CommandHelp{
+        "stat", "softrdma stat [--json] [-p PID] [-w SECONDS]",
+        "Prints the hw_counters of every softrdma device running on this host (of this\n"
+        "user; root sees all), one line per device as `rdma statistic show` does, with\n"
+        "its pid, program, transport, backend, address and start time.\n"
+        "\n"
+        "  --json       one JSON array, a row per device, the counters in \"counters\"\n"
+        "  -p PID       that process's devices only\n"
+        "  -w SECONDS   two samples SECONDS apart: the second, and the rates per second\n"
+        "Exit status 2: bad usage, an unknown PID, a corrupt entry, a device that does not\n"
+        "answer.\n"},
+    CommandHelp{"res", "softrdma res [qp|cq|mr|pd|srq|cm_id] [--json] [-p PID]",
+                "Lists the objects of every running softrdma device as `rdma res show` does, with\n"
+                "its field names (lqpn, rqpn, type, state, sq-psn, rq-psn, pdn, pid, comm; cqn,\n"
+                "cqe, users; rkey, lkey, mrlen), and softrdma's own: a QP's peer, its WRs\n"
+                "outstanding (sq-wrs, rq-wrs), retransmits, NAKs and RNR NAKs; each device's MR\n"
+                "count and bytes. Without a kind: how many of each per device.\n"
+                "\n"
+                "  --json   one JSON array, a row per object\n"
+                "  -p PID   that process's objects only\n"},
     CommandHelp{"help", "softrdma help [COMMAND]",
                 "Prints the commands, or one command's usage.\n"},
     CommandHelp{"version", "softrdma version | softrdma --version", "Prints softrdma's version.\n"},
