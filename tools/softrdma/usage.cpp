@@ -69,6 +69,10 @@ constexpr std::array kCommands = {
                 "\n"
                 "  --json   one JSON array, a row per object\n"
                 "  -p PID   that process's objects only\n"},
+    CommandHelp{"exporter", "softrdma exporter [--listen ADDR:PORT]",
+                "Serves every running device's counters and objects as Prometheus metrics on\n"
+                "http://ADDR:PORT/metrics (default 127.0.0.1:9797), labelled device, pid and comm\n"
+                "(and qpn per QP). Runs until interrupted. Exit status 2 when it cannot listen.\n"},
     CommandHelp{"help", "softrdma help [COMMAND]",
                 "Prints the commands, or one command's usage.\n"},
     CommandHelp{"version", "softrdma version | softrdma --version", "Prints softrdma's version.\n"},
