@@ -13,5 +13,6 @@ int cmd_trace(int argc, char** argv);
 int cmd_stat(int argc, char** argv);
 int cmd_res(int argc, char** argv);
 int cmd_exporter(int argc, char** argv);
+int cmd_top(int argc, char** argv);
 
 }  // namespace softrdma::tools

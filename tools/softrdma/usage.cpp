@@ -73,6 +73,11 @@ constexpr std::array kCommands = {
                 "Serves every running device's counters and objects as Prometheus metrics on\n"
                 "http://ADDR:PORT/metrics (default 127.0.0.1:9797), labelled device, pid and comm\n"
                 "(and qpn per QP). Runs until interrupted. Exit status 2 when it cannot listen.\n"},
+    CommandHelp{"top", "softrdma top [--once] [-d SECONDS] [-p PID]",
+                "A view of the running devices and their QPs that refreshes every SECONDS\n"
+                "(default 1): packets/s, retransmissions/s, NAKs/s, WRs outstanding. q quits.\n"
+                "\n"
+                "  --once   print one frame (rates over SECONDS) and exit, for scripts\n"},
     CommandHelp{"help", "softrdma help [COMMAND]",
                 "Prints the commands, or one command's usage.\n"},
     CommandHelp{"version", "softrdma version | softrdma --version", "Prints softrdma's version.\n"},
