@@ -164,7 +164,7 @@ Collection collect(std::optional<int> pid, int timeout_ms) {
     json doc = json::parse(text, nullptr, false);
     std::string why;
     if (doc.is_discarded() || !check_report(doc, p, why)) {
-      if (!alive(p)) {  // it ended mid-answer: gone, not corrupt
+      if (!holds_endpoint(p)) {  // it ended mid-answer: gone, not corrupt
         if (pid) c.errors.push_back("pid " + std::to_string(p) + " ended while asked");
         continue;
       }

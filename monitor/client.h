@@ -24,7 +24,7 @@ struct Collection {
 // with `pid`, that process only, and an error when it has no device, is not ours, or is gone.
 // A process that ends while it is asked is left out (with `pid`: an error). Each query waits
 // at most `timeout_ms`: never a hang.
-Collection collect(std::optional<int> pid, int timeout_ms = 2000);
+Collection collect(std::optional<int> pid, int timeout_ms = 3000);
 
 // True when `doc` is a report of `pid` this tool can read; else false and why.
 bool check_report(const nlohmann::json& doc, int pid, std::string& why);

@@ -1,7 +1,6 @@
 #include "monitor/endpoint.h"
 
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -27,8 +26,11 @@ socklen_t make_sun(sockaddr_un& sun, const std::string& name) {
   return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
 }
 
-bool alive(int pid) {
-  return kill(pid, 0) == 0 || errno == EPERM;
+// Whether `pid` still holds its endpoint: the kernel releases it as the process ends, before
+// the process is reaped (kill(pid, 0) still succeeds on a zombie).
+bool listening(int pid) {
+  const std::vector<int> pids = list_endpoints();
+  return std::binary_search(pids.begin(), pids.end(), pid);
 }
 
 }  // namespace
@@ -48,6 +50,10 @@ int listen_endpoint() {
     return -e;
   }
   return fd;
+}
+
+bool holds_endpoint(int pid) {
+  return listening(pid);
 }
 
 std::vector<int> list_endpoints() {
@@ -122,7 +128,7 @@ Query query(int pid, int timeout_ms, std::string& out, std::string& error) {
     if (n < 0) {
       const int e = errno;
       close(fd);
-      if (e == ECONNRESET && !alive(pid)) return Query::kGone;
+      if (e == ECONNRESET && !listening(pid)) return Query::kGone;
       error = std::strerror(e);
       return Query::kError;
     }
@@ -135,7 +141,7 @@ Query query(int pid, int timeout_ms, std::string& out, std::string& error) {
     }
   }
   close(fd);
-  if (out.empty() && !alive(pid)) return Query::kGone;  // it ended before it answered
+  if (out.empty() && !listening(pid)) return Query::kGone;  // it ended before it answered
   return Query::kOk;
 }
 

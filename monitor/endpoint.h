@@ -28,6 +28,9 @@ enum class Query {
 // Asks `pid` for its report; waits at most `timeout_ms` in all.
 Query query(int pid, int timeout_ms, std::string& out, std::string& error);
 
+// Whether `pid` holds its endpoint now (it ends with the process, before the process is reaped).
+bool holds_endpoint(int pid);
+
 // The uid that owns /proc/PID (-1 when there is no such process).
 long process_uid(int pid);
 
