@@ -98,7 +98,7 @@ std::string frame(const Sample* prev, const Sample& now, double every) {
                     q.value("type", std::string()).c_str(), q.value("state", std::string()).c_str(),
                     q.value("peer", std::string("-")).c_str(),
                     static_cast<unsigned long long>(get(q, "rqpn")));
-      std::snprintf(line, sizeof line, "%-62s %10.0f %9s %8.1f %8.1f  sq-wrs %llu rq-wrs %llu\n",
+      std::snprintf(line, sizeof line, "%-61s %10.0f %9s %8.1f %8.1f  sq-wrs %llu rq-wrs %llu\n",
                     who, rate(qold, q, {"sent-pkts", "rcvd-pkts"}, dt), "",
                     rate(qold, q, {"retransmits"}, dt),
                     rate(qold, q, {"seq-naks-sent", "rnr-naks-sent", "rnr-naks-rcvd"}, dt),
