@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "rxe/latency.h"
 #include "rxe/types.h"
 
 namespace softrdma::rxe {
@@ -35,6 +36,9 @@ class Cq {
   // Changes the size; false (EINVAL) when more completions are queued than fit.
   bool resize(std::uint32_t cqe);
   std::size_t count() const;
+  // Post-to-poll latency of the send completions polled that carried a post time (the device
+  // samples it once it is watched, Device::sample_latency): samples, p50 and p99 in ns.
+  void latency(std::uint64_t& samples, std::uint64_t& p50_ns, std::uint64_t& p99_ns) const;
   // Drops the completions of QP `qpn` still queued, keeping the others in order: a QP moved to
   // RESET leaves nothing behind (its flush errors included), as a real device cleans its CQs.
   void remove_qp(std::uint32_t qpn);
@@ -47,6 +51,7 @@ class Cq {
   Arm arm_ = Arm::kNone;
   bool error_ = false;
   bool timestamps_ = false;
+  LatencyHistogram latency_;
   std::function<void()> notify_;
   std::function<void()> overflow_;
 };

@@ -45,6 +45,7 @@ DeviceSnapshot Device::snapshot() const {
   std::lock_guard lock(objects_mutex_);
   for (const auto& cq : cqs_) {
     CqInfo c{cq->cqn, cq->cqe(), cq->count(), 0};
+    cq->latency(c.latency_samples, c.latency_p50_ns, c.latency_p99_ns);
     for (const QpInfo& q : s.qps)
       c.users += (q.send_cqn == c.cqn) + (q.recv_cqn == c.cqn && q.recv_cqn != q.send_cqn);
     s.cqs.push_back(c);

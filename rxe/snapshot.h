@@ -28,6 +28,8 @@ struct CqInfo {
   std::uint32_t cqn = 0, cqe = 0;
   std::size_t queued = 0;   // completions waiting to be polled
   std::uint32_t users = 0;  // QPs that complete into it
+  // Post-to-poll latency of its send completions, once the device samples it.
+  std::uint64_t latency_samples = 0, latency_p50_ns = 0, latency_p99_ns = 0;
 };
 
 struct MrInfo {

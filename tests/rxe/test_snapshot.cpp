@@ -80,5 +80,50 @@ TEST_F(Snapshot, CountsQueuedCompletionsAndSrqs) {
   EXPECT_TRUE(s.qps[0].peer.empty());
 }
 
+TEST(LatencyHistogram, QuantilesWithinAQuarter) {
+  LatencyHistogram h;
+  EXPECT_EQ(h.quantile(0.5), 0u);
+  for (std::uint64_t v = 1; v <= 1000; ++v) h.add(v * 1000);  // 1 µs .. 1 ms, uniform
+  EXPECT_EQ(h.count(), 1000u);
+  const double p50 = static_cast<double>(h.quantile(0.5));
+  const double p99 = static_cast<double>(h.quantile(0.99));
+  EXPECT_GE(p50, 500e3);
+  EXPECT_LE(p50, 500e3 * 1.25);
+  EXPECT_GE(p99, 990e3);
+  EXPECT_LE(p99, 990e3 * 1.25);
+  LatencyHistogram small;
+  small.add(0);
+  small.add(3);
+  EXPECT_EQ(small.quantile(0.5), 0u);
+  EXPECT_EQ(small.quantile(1.0), 3u);
+}
+
+TEST_F(Snapshot, CqLatencyOnceSampled) {
+  Qp* qa = make_qp(*a, QpType::kRc);
+  Qp* qb = make_qp(*b, QpType::kRc);
+  connect(*a, qa, *b, qb);
+  Buffer src(*a, 4096, kAllAccess, 1);
+  Buffer dst(*b, 4096, kAllAccess);
+  const Sge ss = src.sge(0, 4096);
+  auto write = [&](std::uint64_t id) {
+    SendWr w = wr(WrOpcode::kRdmaWrite, id, std::span(&ss, 1));
+    w.remote_addr = dst.addr();
+    w.rkey = dst.mr->rkey;
+    ASSERT_EQ(qa->post_send(w), 0);
+    ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
+  };
+  write(1);  // not sampled: nobody watches yet
+  a->dev->sample_latency(true);
+  const auto before = steady_ns();
+  for (std::uint64_t id = 2; id < 12; ++id) write(id);
+  const auto elapsed = steady_ns() - before;
+  const DeviceSnapshot s = a->dev->snapshot();
+  ASSERT_EQ(s.cqs.size(), 1u);
+  EXPECT_EQ(s.cqs[0].latency_samples, 10u);
+  EXPECT_GT(s.cqs[0].latency_p50_ns, 0u);
+  EXPECT_GE(s.cqs[0].latency_p99_ns, s.cqs[0].latency_p50_ns);
+  EXPECT_LE(s.cqs[0].latency_p99_ns, elapsed * 5 / 4);  // each within the whole run
+}
+
 }  // namespace
 }  // namespace softrdma::rxe::test
