@@ -54,7 +54,16 @@ json objects(const rxe::DeviceSnapshot& s, json& dev) {
   for (const auto& q : s.qps) o["qp"].push_back(qp_row(q));
   o["cq"] = json::array();
   for (const auto& c : s.cqs) {
-    o["cq"].push_back({{"cqn", c.cqn}, {"cqe", c.cqe}, {"users", c.users}, {"queued", c.queued}});
+    json row = {{"cqn", c.cqn},
+                {"cqe", c.cqe},
+                {"users", c.users},
+                {"queued", c.queued},
+                {"latency-samples", c.latency_samples}};
+    if (c.latency_samples) {
+      row["latency-p50-ns"] = c.latency_p50_ns;
+      row["latency-p99-ns"] = c.latency_p99_ns;
+    }
+    o["cq"].push_back(std::move(row));
   }
   o["mr"] = json::array();
   std::uint64_t bytes = 0;

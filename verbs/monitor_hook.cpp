@@ -19,6 +19,7 @@ void start_monitor(Engine& e) {
     r.comm = monitor::own_comm();
     r.start_time = started;
     rxe::Device& d = e.device();
+    d.sample_latency(true);  // watched from now on: CQs measure post-to-poll latency
     monitor::DeviceReport roce;
     roce.name = d.name();
     roce.transport = "roce";

@@ -134,6 +134,13 @@ elif case == "res_qp":
     for kind in ("cq", "mr", "pd"):
         rows = [r for r in tool_json("res", kind) if r["pid"] in pair.pids]
         expect(len(rows) >= 2, f"res {kind}: rows of both processes", rows)
+    # Watched since wait_connected: the CQs measure post-to-poll latency of the WRITEs.
+    time.sleep(0.5)
+    for pid in pair.pids:
+        cqs = [r for r in tool_json("res", "cq") if r["pid"] == pid]
+        expect(cqs and all(c["latency-samples"] > 0 and
+                           0 < c["latency-p50-ns"] <= c["latency-p99-ns"] for c in cqs),
+               f"pid {pid}: its CQ has latency samples, p50 <= p99", cqs)
     mrs = [r for r in tool_json("res", "mr") if r["pid"] == pair.client.pid]
     stat = mine(tool_json("stat"), pair.pids)
     expect(stat[pair.client.pid]["mr_count"] == len(mrs) and

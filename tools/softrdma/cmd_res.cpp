@@ -33,7 +33,10 @@ std::vector<std::string> columns(const std::string& kind) {
             "seq-naks-sent", "rnr-naks-sent", "rnr-naks-rcvd", "sent-pkts",
             "rcvd-pkts"};
   }
-  if (kind == "cq") return {"cqn", "cqe", "users", "|", "queued"};
+  if (kind == "cq") {
+    return {"cqn",           "cqe", "users", "|", "queued", "latency-samples", "latency-p50-ns",
+            "latency-p99-ns"};
+  }
   if (kind == "mr") return {"rkey", "lkey", "mrlen", "pdn", "|"};
   if (kind == "pd") return {"pdn", "users", "|"};
   if (kind == "srq") return {"srqn", "pdn", "max-wr", "limit", "posted", "lqpn", "|"};

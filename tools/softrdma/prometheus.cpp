@@ -1,5 +1,6 @@
 #include "tools/softrdma/prometheus.h"
 
+#include <cstdio>
 #include <map>
 #include <vector>
 
@@ -140,9 +141,21 @@ std::string render_metrics(const monitor::Collection& c) {
       }
       if (dev["objects"].contains("cq")) {
         for (const json& cq : dev["objects"]["cq"]) {
-          e.add("softrdma_cq_queued", "gauge", "Completions waiting to be polled",
-                base + ",cqn=\"" + std::to_string(cq.value("cqn", 0u)) + "\"",
+          const std::string labels = base + ",cqn=\"" + std::to_string(cq.value("cqn", 0u)) + "\"";
+          e.add("softrdma_cq_queued", "gauge", "Completions waiting to be polled", labels,
                 number(cq.value("queued", json(0))));
+          for (const auto& [field, name] :
+               {std::pair{"latency-p50-ns", "softrdma_cq_latency_p50_seconds"},
+                std::pair{"latency-p99-ns", "softrdma_cq_latency_p99_seconds"}}) {
+            if (!cq.contains(field) || !cq[field].is_number_unsigned()) continue;
+            char value[32];
+            std::snprintf(value, sizeof value, "%.9g",
+                          static_cast<double>(cq[field].get<std::uint64_t>()) / 1e9);
+            e.add(name, "gauge",
+                  std::string("Post-to-poll latency of send completions since first watched (") +
+                      field + ")",
+                  labels, value);
+          }
         }
       }
     }
