@@ -10,7 +10,7 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
             ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3 \
-            nlohmann-json3-dev libmicrohttpd-dev prometheus
+            nlohmann-json3-dev libmicrohttpd-dev prometheus python3-matplotlib
 
 .PHONY: setup configure build test demo install fuzz asan bench format clean
 

@@ -42,9 +42,15 @@ constexpr std::array kCommands = {
                 "  --json             one JSON object instead of text\n"
                 "  --strict           warnings (reserved fields set) count as errors\n"
                 "  --roce-port PORT   also take UDP PORT as RoCEv2 (repeatable)\n"},
-    CommandHelp{"trace", "softrdma trace merge INPUT... -o OUTPUT.pcapng",
-                "Merges pcap/pcapng captures (e.g. the per-process traces of softrdma run --pcap)\n"
-                "by time into one pcapng file, keeping interfaces and annotations.\n"},
+    CommandHelp{
+        "trace",
+        "softrdma trace merge INPUT... -o OUTPUT.pcapng | "
+        "softrdma trace plot CAPTURE -o FILE.png [--flow N]",
+        "merge: merges pcap/pcapng captures (e.g. the per-process traces of softrdma run\n"
+        "--pcap) by time into one pcapng file, keeping interfaces and annotations.\n"
+        "plot: draws each RC/UC flow of a pcapng trace (python3-matplotlib): PSN over time\n"
+        "with first transmissions, retransmissions, NAKs, RNR NAKs and CNPs marked, and\n"
+        "the throughput of first transmissions; prints what it drew per flow.\n"},
     CommandHelp{"sample-trace", "softrdma sample-trace OUT.pcap",
                 "Writes a capture of RoCEv2 packets and an iWARP stream built by softrdma's\n"
                 "header codecs.\n"},
