@@ -10,7 +10,8 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
             ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3 \
-            python3-matplotlib dpkg-dev file python3-yaml
+            python3-matplotlib dpkg-dev file python3-yaml nlohmann-json3-dev libmicrohttpd-dev \
+            prometheus
 
 .PHONY: setup configure build test demo install deb fuzz asan bench format clean
 
@@ -69,7 +70,7 @@ bench: build
 	bash bench/middleware.sh $(BUILD) 3
 
 format:
-	find wire pcap lint tools tests cm iwarp -name '*.cpp' -o -name '*.h' | xargs clang-format -i
+	find wire pcap lint tools tests cm iwarp monitor -name '*.cpp' -o -name '*.h' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD) $(FUZZBUILD) $(ASANBUILD)

@@ -21,6 +21,7 @@
 #include "cm/iwarp_conn.h"
 #include "cm/liveness.h"
 #include "cm/registry.h"
+#include "cm/monitor_section.h"
 #include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
@@ -698,6 +699,8 @@ ibv_context* agent_context() {
       std::fprintf(stderr, "softrdma cm: %s\n", error.c_str());
       a.start_errno = ENODEV;
       a.ctx = nullptr;
+    } else {
+      register_monitor_section();  // the ids in `softrdma res cm_id`
     }
   }
   if (!a.ctx || a.start_errno) {

@@ -468,8 +468,13 @@ int rdma_create_qp(rdma_cm_id* id, ibv_pd* pd, ibv_qp_init_attr* qp_init_attr) {
 
 void rdma_destroy_qp(rdma_cm_id* id) {
   if (!id) return;
-  if (id->qp) ibv_destroy_qp(id->qp);
-  id->qp = nullptr;
+  ibv_qp* qp = nullptr;
+  {
+    std::lock_guard lock(mutex());  // the monitoring thread reads id->qp under it
+    qp = id->qp;
+    id->qp = nullptr;
+  }
+  if (qp) ibv_destroy_qp(qp);
   destroy_cqs(id);
 }
 

@@ -40,6 +40,7 @@ void Qp::complete_send(SendWqe& w) {
   wc.status = w.status;
   wc.opcode = wc_opcode(w.opcode);
   wc.qp_num = qpn_;
+  wc.post_ns = w.post_ns;
   if (w.status == WcStatus::kSuccess) {
     wc.byte_len = w.is_read_or_atomic() && w.opcode != WrOpcode::kRdmaRead
                       ? 8

@@ -41,10 +41,15 @@ int Cq::poll(std::span<Wc> out) {
   std::lock_guard lock(mutex_);
   if (error_ && count_ == 0) return -1;
   std::size_t n = 0;
+  std::uint64_t now = 0;
   while (n < out.size() && count_ > 0) {
-    out[n++] = ring_[head_];
+    const Wc& wc = out[n++] = ring_[head_];
     head_ = (head_ + 1) % ring_.size();
     --count_;
+    if (wc.post_ns) {
+      if (!now) now = steady_ns();
+      latency_.add(now > wc.post_ns ? now - wc.post_ns : 0);
+    }
   }
   return static_cast<int>(n);
 }
@@ -74,6 +79,13 @@ void Cq::remove_qp(std::uint32_t qpn) {
     if (wc.qp_num != qpn) ring_[(head_ + kept++) % ring_.size()] = wc;
   }
   count_ = kept;
+}
+
+void Cq::latency(std::uint64_t& samples, std::uint64_t& p50_ns, std::uint64_t& p99_ns) const {
+  std::lock_guard lock(mutex_);
+  samples = latency_.count();
+  p50_ns = latency_.quantile(0.5);
+  p99_ns = latency_.quantile(0.99);
 }
 
 std::size_t Cq::count() const {

@@ -8,6 +8,7 @@
 #include <span>
 #include <vector>
 
+#include "rxe/latency.h"
 #include "rxe/types.h"
 
 namespace softrdma::rxe {
@@ -15,6 +16,7 @@ namespace softrdma::rxe {
 class Cq {
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
+  std::uint32_t cqn = 0;  // the device's number for it (monitoring)
   explicit Cq(std::uint32_t cqe);
   std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
   // Called (outside the CQ lock) when an armed notification fires.
@@ -34,6 +36,9 @@ class Cq {
   // Changes the size; false (EINVAL) when more completions are queued than fit.
   bool resize(std::uint32_t cqe);
   std::size_t count() const;
+  // Post-to-poll latency of the send completions polled that carried a post time (the device
+  // samples it once it is watched, Device::sample_latency): samples, p50 and p99 in ns.
+  void latency(std::uint64_t& samples, std::uint64_t& p50_ns, std::uint64_t& p99_ns) const;
   // Drops the completions of QP `qpn` still queued, keeping the others in order: a QP moved to
   // RESET leaves nothing behind (its flush errors included), as a real device cleans its CQs.
   void remove_qp(std::uint32_t qpn);
@@ -46,6 +51,7 @@ class Cq {
   Arm arm_ = Arm::kNone;
   bool error_ = false;
   bool timestamps_ = false;
+  LatencyHistogram latency_;
   std::function<void()> notify_;
   std::function<void()> overflow_;
 };

@@ -141,6 +141,7 @@ Cq* Device::create_cq(std::uint32_t cqe, int* err) {
   std::lock_guard lock(objects_mutex_);
   cqs_.push_back(std::make_unique<Cq>(cqe));
   Cq* cq = cqs_.back().get();
+  cq->cqn = next_cqn_++;
   cq->set_overflow([this, cq] { async_event({AsyncEventType::kCqErr, nullptr, cq}); });
   *err = 0;
   return cq;
@@ -169,6 +170,7 @@ Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std
   std::lock_guard lock(objects_mutex_);
   srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
   Srq* srq = srqs_.back().get();
+  srq->srqn = next_srqn_++;
   srq->set_limit_event([this, srq] {
     async_event({AsyncEventType::kSrqLimitReached, nullptr, nullptr, srq});
   });

@@ -25,6 +25,8 @@
 
 namespace softrdma::rxe {
 
+struct DeviceSnapshot;
+
 struct AsyncEvent {
   AsyncEventType type;
   Qp* qp = nullptr;
@@ -93,6 +95,12 @@ class Device {
   // Named counters for the whole device, like rxe's hw_counters: the QP counters
   // summed over live and destroyed QPs, plus the device's and the netdev's.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters() const;
+  // The objects as they are now (rxe/snapshot.h), for monitoring; never on the packet path.
+  DeviceSnapshot snapshot() const;
+  // From now on stamp each send WR at post time, so that CQs measure post-to-poll latency
+  // (CqInfo); off until someone watches: a clock read per WR.
+  void sample_latency(bool on) { sample_latency_.store(on, std::memory_order_relaxed); }
+  bool sampling_latency() const { return sample_latency_.load(std::memory_order_relaxed); }
 
   // Direct placement (docs/sharing-a-host.md): shares a directory of the QPs and MRs open to
   // RDMA WRITE with the host-local senders, and places this device's own RDMA WRITEs into
@@ -168,6 +176,7 @@ class Device {
   std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
   std::uint32_t next_ah_ = 1;
   std::uint32_t next_pd_ = 1;
+  std::uint32_t next_cqn_ = 1, next_srqn_ = 1;
 
   mutable std::shared_mutex qps_mutex_;
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)
@@ -211,6 +220,7 @@ class Device {
   // thread naps instead of contending for the pass: the application does its work.
   std::atomic<std::int64_t> app_poll_last_ns_{0}, app_poll_run_ns_{0};
 
+  std::atomic<bool> sample_latency_{false};
   std::atomic<bool> stop_{false};
   std::thread thread_;
 };

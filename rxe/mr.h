@@ -44,6 +44,12 @@ class MrTable {
   bool rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
              std::uint32_t access);
   std::shared_ptr<Mr> find(std::uint32_t key) const;
+  // Calls fn(const Mr&) for every registered region (monitoring), under the shared lock.
+  template <class Fn>
+  void for_each(Fn&& fn) const {
+    std::shared_lock lock(mutex_);
+    for (const auto& [key, mr] : keys_) fn(*mr);
+  }
 
   // Resolves an access of `len` bytes at `iova` through `key` by an object of `pd`
   // needing `access` (0 for a local read). On kOk, *host is the host pointer.

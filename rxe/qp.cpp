@@ -169,6 +169,7 @@ int Qp::post_send(const SendWr& wr) {
       return EOPNOTSUPP;  // memory windows, TSO
   }
   SendWqe& w = sq_.emplace_back();
+  if (dev_.sampling_latency()) w.post_ns = steady_ns();
   w.wr_id = wr.wr_id;
   w.opcode = wr.opcode;
   w.flags = wr.send_flags;

@@ -21,6 +21,7 @@
 namespace softrdma::rxe {
 
 class Device;
+struct QpInfo;
 using Clock = std::chrono::steady_clock;
 
 struct SendWqe {
@@ -53,6 +54,7 @@ struct SendWqe {
   std::uint64_t resp_bytes = 0;  // READ: bytes placed
   bool gap_retried = false;      // a retry for resp_psn is already under way
   std::uint64_t atomic_orig = 0;
+  std::uint64_t post_ns = 0;  // steady clock at post_send, when the device samples latency
   bool is_read_or_atomic() const {
     return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
            opcode == WrOpcode::kAtomicFetchAndAdd;
@@ -102,6 +104,8 @@ class Qp {
   int post_recv(const RecvWr& wr);
   QpState state() const;
   QpCounters counters() const;
+  // Attributes, PSNs, queue depths and counters for monitoring (rxe/snapshot.h).
+  void info(QpInfo& out) const;
 
   // Progress-thread entry points.
   void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);

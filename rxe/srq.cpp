@@ -60,6 +60,11 @@ std::uint32_t Srq::max_wr() const {
   return q_.max_wr();
 }
 
+std::size_t Srq::posted() const {
+  std::lock_guard lock(mutex_);
+  return q_.size();
+}
+
 std::uint32_t Srq::limit() const {
   std::lock_guard lock(mutex_);
   return limit_;

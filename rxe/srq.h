@@ -47,6 +47,7 @@ class RecvQueue {
 class Srq {
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
+  std::uint32_t srqn = 0;  // the device's number for it (monitoring)
   Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
   Pd* pd() const { return pd_; }
   // 0, EINVAL (too many SGEs) or ENOMEM (full).
@@ -58,6 +59,7 @@ class Srq {
   std::uint32_t max_wr() const;
   std::uint32_t limit() const;
   std::uint32_t max_sge() const { return max_sge_; }
+  std::size_t posted() const;  // WQEs waiting
   void set_limit_event(std::function<void()> fn) { limit_event_ = std::move(fn); }
 
  private:

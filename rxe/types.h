@@ -189,6 +189,7 @@ struct Wc {
   std::uint8_t sl = 0;
   std::uint8_t dlid_path_bits = 0;
   std::uint64_t timestamp_ns = 0;  // steady clock when the completion was queued
+  std::uint64_t post_ns = 0;       // steady clock when its WR was posted (latency sampling)
 };
 
 using Gid = std::array<std::uint8_t, 16>;

@@ -24,6 +24,7 @@
 #include "netdev/raw_eth.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
+#include "verbs/monitor_hook.h"
 
 namespace softrdma::verbs {
 
@@ -330,6 +331,7 @@ Engine* Engine::get() {
     std::string error;
     if (e->start(error)) {
       g_engine = e;
+      start_monitor(*e);
       if (e->cfg_.stats && !g_stats_at_exit) {  // once a process, children included
         g_stats_at_exit = true;
         std::atexit(print_stats_at_exit);
@@ -476,6 +478,7 @@ iwarp::Device& Engine::iwarp_device() {
       c.trace = t->shared_writer();
     }
     iwarp_ = std::make_unique<iwarp::Device>(std::move(c));
+    iwarp_ready_.store(iwarp_.get(), std::memory_order_release);
   });
   return *iwarp_;
 }

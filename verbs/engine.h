@@ -3,6 +3,7 @@
 // RoCEv2 engine. Created on first use; see docs/sharing-a-host.md.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -62,6 +63,8 @@ class Engine {
   rxe::Device& device() { return *device_; }
   // The iWARP device (softiwarp0), created on first use; it traces to the same file.
   iwarp::Device& iwarp_device();
+  // The iWARP device if something started it, else nullptr (never starts it).
+  iwarp::Device* iwarp_if_started() const { return iwarp_ready_.load(std::memory_order_acquire); }
   const Config& config() const { return cfg_; }
   std::uint16_t lid() const { return lid_; }
   const netdev::IpAddr& address() const { return address_; }
@@ -84,6 +87,7 @@ class Engine {
   std::unique_ptr<rxe::Device> device_;
   std::once_flag iwarp_once_;
   std::unique_ptr<iwarp::Device> iwarp_;
+  std::atomic<iwarp::Device*> iwarp_ready_{nullptr};
 };
 
 }  // namespace softrdma::verbs

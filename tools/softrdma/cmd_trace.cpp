@@ -21,7 +21,9 @@ int trace_usage(const char* why) {
   std::fprintf(stderr,
                "usage: softrdma trace merge INPUT... -o OUTPUT.pcapng\n"
                "       merge pcap/pcapng captures (e.g. the per-process traces of softrdma run\n"
-               "       --pcap) by time into one pcapng file\n");
+               "       --pcap) by time into one pcapng file\n"
+               "       softrdma trace plot CAPTURE -o FILE.png [--flow N]\n"
+               "       draw each RC/UC flow's PSNs over time and its throughput\n");
   return 2;
 }
 
@@ -138,6 +140,7 @@ int merge(const std::vector<std::string>& inputs, const std::string& output) {
 
 int cmd_trace(int argc, char** argv) {
   if (argc < 1) return trace_usage("no subcommand given");
+  if (!std::strcmp(argv[0], "plot")) return cmd_trace_plot(argc - 1, argv + 1);
   if (std::strcmp(argv[0], "merge") != 0) {
     return trace_usage((std::string("unknown subcommand '") + argv[0] + "'").c_str());
   }

@@ -64,6 +64,10 @@ int main(int argc, char** argv) {
   if (cmd == "devices") return cmd_devices(argc - 2, argv + 2);
   if (cmd == "trace") return cmd_trace(argc - 2, argv + 2);
   if (cmd == "sample-trace") return cmd_sample_trace(argc - 2, argv + 2);
+  if (cmd == "stat") return cmd_stat(argc - 2, argv + 2);
+  if (cmd == "res") return cmd_res(argc - 2, argv + 2);
+  if (cmd == "exporter") return cmd_exporter(argc - 2, argv + 2);
+  if (cmd == "top") return cmd_top(argc - 2, argv + 2);
   std::fprintf(stderr, "softrdma: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -46,12 +46,48 @@ constexpr std::array kCommands = {
                 "  --json             one JSON object instead of text\n"
                 "  --strict           warnings (reserved fields set) count as errors\n"
                 "  --roce-port PORT   also take UDP PORT as RoCEv2 (repeatable)\n"},
-    CommandHelp{"trace", "softrdma trace merge INPUT... -o OUTPUT.pcapng",
-                "Merges pcap/pcapng captures (e.g. the per-process traces of softrdma run --pcap)\n"
-                "by time into one pcapng file, keeping interfaces and annotations.\n"},
+    CommandHelp{
+        "trace",
+        "softrdma trace merge INPUT... -o OUTPUT.pcapng | "
+        "softrdma trace plot CAPTURE -o FILE.png [--flow N]",
+        "merge: merges pcap/pcapng captures (e.g. the per-process traces of softrdma run\n"
+        "--pcap) by time into one pcapng file, keeping interfaces and annotations.\n"
+        "plot: draws each RC/UC flow of a pcapng trace (python3-matplotlib): PSN over time\n"
+        "with first transmissions, retransmissions, NAKs, RNR NAKs and CNPs marked, and\n"
+        "the throughput of first transmissions; prints what it drew per flow.\n"},
     CommandHelp{"sample-trace", "softrdma sample-trace OUT.pcap",
                 "Writes a capture of RoCEv2 packets and an iWARP stream built by softrdma's\n"
                 "header codecs.\n"},
+    // Watching running devices (docs/monitoring.md).
+    CommandHelp{
+        "stat", "softrdma stat [--json] [-p PID] [-w SECONDS]",
+        "Prints the hw_counters of every softrdma device running on this host (of this\n"
+        "user; root sees all), one line per device as `rdma statistic show` does, with\n"
+        "its pid, program, transport, backend, address and start time.\n"
+        "\n"
+        "  --json       one JSON array, a row per device, the counters in \"counters\"\n"
+        "  -p PID       that process's devices only\n"
+        "  -w SECONDS   two samples SECONDS apart: the second, and the rates per second\n"
+        "Exit status 2: bad usage, an unknown PID, a corrupt entry, a device that does not\n"
+        "answer.\n"},
+    CommandHelp{"res", "softrdma res [qp|cq|mr|pd|srq|cm_id] [--json] [-p PID]",
+                "Lists the objects of every running softrdma device as `rdma res show` does, with\n"
+                "its field names (lqpn, rqpn, type, state, sq-psn, rq-psn, pdn, pid, comm; cqn,\n"
+                "cqe, users; rkey, lkey, mrlen), and softrdma's own: a QP's peer, its WRs\n"
+                "outstanding (sq-wrs, rq-wrs), retransmits, NAKs and RNR NAKs; each device's MR\n"
+                "count and bytes. Without a kind: how many of each per device.\n"
+                "\n"
+                "  --json   one JSON array, a row per object\n"
+                "  -p PID   that process's objects only\n"},
+    CommandHelp{"exporter", "softrdma exporter [--listen ADDR:PORT]",
+                "Serves every running device's counters and objects as Prometheus metrics on\n"
+                "http://ADDR:PORT/metrics (default 127.0.0.1:9797), labelled device, pid and comm\n"
+                "(and qpn per QP). Runs until interrupted. Exit status 2 when it cannot listen.\n"},
+    CommandHelp{"top", "softrdma top [--once] [-d SECONDS] [-p PID]",
+                "A view of the running devices and their QPs that refreshes every SECONDS\n"
+                "(default 1): packets/s, retransmissions/s, NAKs/s, WRs outstanding. q quits.\n"
+                "\n"
+                "  --once   print one frame (rates over SECONDS) and exit, for scripts\n"},
     CommandHelp{"help", "softrdma help [COMMAND]",
                 "Prints the commands, or one command's usage.\n"},
     CommandHelp{"version", "softrdma version | softrdma --version", "Prints softrdma's version.\n"},

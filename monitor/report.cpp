@@ -1,0 +1,132 @@
+#include "monitor/report.h"
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "monitor/sections.h"
+
+namespace softrdma::monitor {
+namespace {
+
+using nlohmann::json;
+
+const char* type_name(const rxe::QpInfo& q) {
+  if (q.qpn == 1) return "GSI";
+  switch (q.type) {
+    case rxe::QpType::kRc:
+      return "RC";
+    case rxe::QpType::kUc:
+      return "UC";
+    case rxe::QpType::kUd:
+      return "UD";
+  }
+  return "unknown";
+}
+
+json qp_row(const rxe::QpInfo& q) {
+  json r = {{"lqpn", q.qpn},      {"type", type_name(q)}, {"state", rxe::to_string(q.state)},
+            {"sq-psn", q.sq_psn}, {"rq-psn", q.rq_psn},   {"pdn", q.pdn}};
+  if (q.type != rxe::QpType::kUd) r["rqpn"] = q.dest_qpn;
+  if (!q.peer.empty()) r["peer"] = q.peer;
+  r["send-cqn"] = q.send_cqn;
+  r["recv-cqn"] = q.recv_cqn;
+  if (q.srqn) r["srqn"] = q.srqn;
+  r["sq-wrs"] = q.send_outstanding;
+  r["rq-wrs"] = q.recv_outstanding;
+  const rxe::QpCounters& c = q.counters;
+  r["sent-pkts"] = c.tx_packets;
+  r["rcvd-pkts"] = c.rx_packets;
+  r["retransmits"] = c.retransmits;
+  r["seq-naks-sent"] = c.seq_naks_sent;
+  r["rnr-naks-sent"] = c.rnr_naks_sent;
+  r["rnr-naks-rcvd"] = c.rnr_naks_received;
+  r["duplicate-requests"] = c.duplicate_requests;
+  r["out-of-seq"] = c.out_of_sequence;
+  r["retry-exceeded"] = c.retry_exceeded;
+  r["rnr-retry-exceeded"] = c.rnr_retry_exceeded;
+  return r;
+}
+
+json objects(const rxe::DeviceSnapshot& s, json& dev) {
+  json o = json::object();
+  o["qp"] = json::array();
+  for (const auto& q : s.qps) o["qp"].push_back(qp_row(q));
+  o["cq"] = json::array();
+  for (const auto& c : s.cqs) {
+    json row = {{"cqn", c.cqn},
+                {"cqe", c.cqe},
+                {"users", c.users},
+                {"queued", c.queued},
+                {"latency-samples", c.latency_samples}};
+    if (c.latency_samples) {
+      row["latency-p50-ns"] = c.latency_p50_ns;
+      row["latency-p99-ns"] = c.latency_p99_ns;
+    }
+    o["cq"].push_back(std::move(row));
+  }
+  o["mr"] = json::array();
+  std::uint64_t bytes = 0;
+  for (const auto& m : s.mrs) {
+    o["mr"].push_back({{"rkey", m.rkey},
+                       {"lkey", m.lkey},
+                       {"mrlen", m.length},
+                       {"pdn", m.pdn},
+                       {"iova", m.iova},
+                       {"access", m.access}});
+    bytes += m.length;
+  }
+  dev["mr_count"] = s.mrs.size();
+  dev["mr_bytes"] = bytes;
+  o["pd"] = json::array();
+  for (const auto& p : s.pds) o["pd"].push_back({{"pdn", p.pdn}, {"users", p.users}});
+  o["srq"] = json::array();
+  for (const auto& r : s.srqs) {
+    o["srq"].push_back({{"srqn", r.srqn},
+                        {"pdn", r.pdn},
+                        {"max-wr", r.max_wr},
+                        {"limit", r.limit},
+                        {"posted", r.posted},
+                        {"lqpn", r.qpns}});
+  }
+  return o;
+}
+
+}  // namespace
+
+std::string to_json(const ProcessReport& r) {
+  json doc = {{"version", kReportVersion},
+              {"pid", r.pid},
+              {"comm", r.comm},
+              {"start_time", r.start_time},
+              {"devices", json::array()}};
+  for (const DeviceReport& d : r.devices) {
+    json dev = {{"ifname", d.name},
+                {"port", 1},
+                {"transport", d.transport},
+                {"backend", d.backend},
+                {"address", d.address}};
+    if (d.lid) dev["lid"] = d.lid;
+    json counters = json::object();
+    for (const auto& [name, value] : d.counters) counters[name] = value;
+    dev["counters"] = std::move(counters);
+    if (d.objects) dev["objects"] = objects(*d.objects, dev);
+    doc["devices"].push_back(std::move(dev));
+  }
+  fill_sections(doc);
+  return doc.dump();
+}
+
+std::string own_comm() {
+  std::ifstream in("/proc/self/comm");
+  std::string s;
+  std::getline(in, s);
+  return s;
+}
+
+double unix_now() {
+  using namespace std::chrono;
+  return duration<double>(system_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace softrdma::monitor

@@ -1,0 +1,52 @@
+#include "verbs/monitor_hook.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#include "monitor/report.h"
+#include "monitor/server.h"
+#include "verbs/engine.h"
+
+namespace softrdma::verbs {
+
+void start_monitor(Engine& e) {
+  const double started = monitor::unix_now();
+  std::string error;
+  auto answer = [&e, started] {
+    monitor::ProcessReport r;
+    r.pid = static_cast<int>(getpid());
+    r.comm = monitor::own_comm();
+    r.start_time = started;
+    rxe::Device& d = e.device();
+    d.sample_latency(true);  // watched from now on: CQs measure post-to-poll latency
+    monitor::DeviceReport roce;
+    roce.name = d.name();
+    roce.transport = "roce";
+    roce.backend = d.netdev().backend();
+    roce.address = e.address().str();
+    roce.lid = e.lid();
+    roce.counters = d.hw_counters();
+    // Bytes through the backend (not among rxe's hw_counters; softrdma top's MB/s).
+    const netdev::Counters nd = d.netdev().counters();
+    roce.counters.emplace_back("netdev_tx_bytes", nd.tx_bytes);
+    roce.counters.emplace_back("netdev_rx_bytes", nd.rx_bytes);
+    roce.objects = d.snapshot();
+    r.devices.push_back(std::move(roce));
+    if (iwarp::Device* iw = e.iwarp_if_started()) {
+      monitor::DeviceReport dev;
+      dev.name = iw->name();
+      dev.transport = "iwarp";
+      dev.backend = "tcp";
+      dev.address = e.address().str();
+      dev.counters = iw->hw_counters();
+      r.devices.push_back(std::move(dev));
+    }
+    return monitor::to_json(r);
+  };
+  if (!monitor::start_server(std::move(answer), error)) {
+    std::fprintf(stderr, "softrdma: not monitored: %s\n", error.c_str());
+  }
+}
+
+}  // namespace softrdma::verbs
