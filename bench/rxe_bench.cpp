@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "netdev/memory.h"
@@ -50,33 +51,34 @@ Side make_side(std::unique_ptr<netdev::Netdev> nd, std::size_t bytes) {
   return s;
 }
 
+// Takes `q` to RTS toward `peer` (a QP of `peer_dev`).
+void connect_qp(Qp* q, Qp* peer, Device& peer_dev, std::uint32_t psn) {
+  QpAttr x;
+  x.qp_state = QpState::kInit;
+  x.port_num = 1;
+  x.qp_access_flags = kAccess;
+  q->modify(x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
+  x.qp_state = QpState::kRtr;
+  x.path_mtu = Mtu::k4096;
+  x.dest_qp_num = peer->qpn();
+  x.rq_psn = psn;
+  x.max_dest_rd_atomic = 16;
+  x.min_rnr_timer = 1;
+  x.ah_attr.dgid = peer_dev.gids()[0];
+  q->modify(x, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
+                   kQpMinRnrTimer);
+  x.qp_state = QpState::kRts;
+  x.sq_psn = psn;
+  x.timeout = 14;
+  x.retry_cnt = 7;
+  x.rnr_retry = 7;
+  x.max_rd_atomic = 16;
+  q->modify(x, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+}
+
 void connect(Side& a, Side& b) {
-  auto up = [](Side& s, Side& peer, std::uint32_t psn) {
-    QpAttr x;
-    x.qp_state = QpState::kInit;
-    x.port_num = 1;
-    x.qp_access_flags = kAccess;
-    s.qp->modify(x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    x.qp_state = QpState::kRtr;
-    x.path_mtu = Mtu::k4096;
-    x.dest_qp_num = peer.qp->qpn();
-    x.rq_psn = psn;
-    x.max_dest_rd_atomic = 16;
-    x.min_rnr_timer = 1;
-    x.ah_attr.dgid = peer.dev->gids()[0];
-    s.qp->modify(x, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
-                        kQpMinRnrTimer);
-    x.qp_state = QpState::kRts;
-    x.sq_psn = psn;
-    x.timeout = 14;
-    x.retry_cnt = 7;
-    x.rnr_retry = 7;
-    x.max_rd_atomic = 16;
-    s.qp->modify(x,
-                 kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
-  };
-  up(a, b, 100);
-  up(b, a, 100);
+  connect_qp(a.qp, b.qp, *b.dev, 100);
+  connect_qp(b.qp, a.qp, *a.dev, 100);
 }
 
 int poll(Side& s, std::size_t n) {
@@ -216,6 +218,61 @@ void idle_qps(std::size_t n) {
   for (Qp* q : qps) s.dev->destroy_qp(q);
 }
 
+// RDMA WRITE bandwidth (64 KiB) over `n` RC QP pairs between two devices, 1024 writes in flight
+// in all, spread evenly: what many active QPs cost against one.
+double many_qps_bw(Side& a, Side& b, std::size_t n, double secs) {
+  std::vector<Qp*> qa{a.qp}, qb{b.qp};
+  int err = 0;
+  for (std::size_t i = 1; i < n; ++i) {
+    QpCap cap{1024, 16, 1, 1, 0};
+    qa.push_back(a.dev->create_qp(a.pd, QpType::kRc, a.cq, a.cq, nullptr, cap, false, &err));
+    qb.push_back(b.dev->create_qp(b.pd, QpType::kRc, b.cq, b.cq, nullptr, cap, false, &err));
+    if (!qa.back() || !qb.back()) {
+      std::printf("  create_qp %zu: errno %d\n", i, err);
+      return -1;
+    }
+    connect_qp(qa.back(), qb.back(), *b.dev, 100);
+    connect_qp(qb.back(), qa.back(), *a.dev, 100);
+  }
+  constexpr std::uint32_t kSize = 65536;
+  const Sge sge{reinterpret_cast<std::uint64_t>(a.buf.data()), kSize, a.mr->lkey};
+  SendWr w;
+  w.opcode = WrOpcode::kRdmaWrite;
+  w.sg_list = std::span(&sge, 1);
+  w.remote_addr = reinterpret_cast<std::uint64_t>(b.buf.data());
+  w.rkey = b.mr->rkey;
+  w.send_flags = kSendSignaled;
+  const std::size_t depth = std::max<std::size_t>(1, 1024 / n);
+  std::vector<std::size_t> inflight(n, 0);
+  std::unordered_map<std::uint32_t, std::size_t> index;
+  for (std::size_t k = 0; k < n; ++k) index[qa[k]->qpn()] = k;
+  std::uint64_t done = 0;
+  Wc wc[64];
+  const auto start = Clock::now();
+  const auto end = start + std::chrono::duration<double>(secs);
+  std::size_t next = 0;
+  while (Clock::now() < end) {
+    for (std::size_t k = 0; k < n; ++k, next = (next + 1) % n) {
+      while (inflight[next] < depth && qa[next]->post_send(w) == 0) ++inflight[next];
+    }
+    a.dev->poll_progress();
+    b.dev->poll_progress();
+    const int r = a.cq->poll(std::span(wc, 64));
+    if (r < 0) return -1;
+    for (int i = 0; i < r; ++i) {
+      if (wc[i].status != WcStatus::kSuccess) {
+        std::printf("  QP %#x: completion status %d after %llu writes\n", wc[i].qp_num,
+                    static_cast<int>(wc[i].status), static_cast<unsigned long long>(done));
+        return -1;
+      }
+      --inflight[index.at(wc[i].qp_num)];
+    }
+    done += static_cast<std::uint64_t>(r);
+  }
+  const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  return static_cast<double>(done) * kSize / s / 1e6;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -238,6 +295,18 @@ int main(int argc, char** argv) {
     return 1;
   }
   run("udp", make_side(std::move(ua), 1 << 20), make_side(std::move(ub), 1 << 20), secs);
+  for (std::size_t n : {1, 1000}) {
+    auto ma = netdev::UdpNetdev::open(netdev::IpAddr::v4(0x7F000003), err, {}, port);
+    auto mb = netdev::UdpNetdev::open(netdev::IpAddr::v4(0x7F000004), err, {}, port);
+    if (!ma || !mb) {
+      std::fprintf(stderr, "udp: %s\n", err.c_str());
+      return 1;
+    }
+    Side a = make_side(std::move(ma), 1 << 20), b = make_side(std::move(mb), 1 << 20);
+    connect(a, b);
+    std::printf("udp      write bw 64 KiB over %4zu RC QPs, 1024 writes in flight: %8.1f MB/s\n", n,
+                many_qps_bw(a, b, n, secs));
+  }
   idle_qps(10000);
   return 0;
 }

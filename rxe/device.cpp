@@ -430,9 +430,7 @@ void Device::rx_step() {
       qp.receive(*pkt, raw);
       list_timers(qp);
     }
-    if (std::find(active_.begin(), active_.end(), qp.qpn()) == active_.end()) {
-      active_.push_back(qp.qpn());
-    }
+    activate(qp);
   }
 }
 
@@ -455,7 +453,7 @@ void Device::rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw
       qp.receive(pkt, raw);
       list_timers(qp);
     }
-    if (std::find(active_.begin(), active_.end(), qpn) == active_.end()) active_.push_back(qpn);
+    activate(qp);
   }
 }
 
@@ -555,25 +553,32 @@ Clock::time_point Device::step() {
     (void)!read(kick_fd_, &drain, sizeof drain);
   }
   rx_step();
-  {
-    std::lock_guard lock(kick_mutex_);
-    for (std::uint32_t q : kicked_) {
-      if (std::find(active_.begin(), active_.end(), q) == active_.end()) active_.push_back(q);
-    }
-    kicked_.clear();
-  }
   const auto now = Clock::now();
   auto deadline = Clock::time_point::max();
-  senders_ = static_cast<std::uint32_t>(std::max<std::size_t>(active_.size(), 1));
+  ++pass_;
   {
     std::shared_lock lock(qps_mutex_);
+    {
+      std::lock_guard kl(kick_mutex_);
+      for (std::uint32_t q : kicked_) {
+        auto it = qps_.find(q);
+        if (it != qps_.end()) activate(*it->second);
+      }
+      kicked_.clear();
+    }
+    senders_ = static_cast<std::uint32_t>(std::max<std::size_t>(active_.size(), 1));
     std::vector<std::uint32_t> still;
     for (std::uint32_t q : active_) {
       auto it = qps_.find(q);
-      if (it == qps_.end()) continue;
-      std::lock_guard ql(it->second->mutex());
-      if (it->second->run_send(now)) still.push_back(q);
-      list_timers(*it->second);
+      if (it == qps_.end()) continue;  // destroyed
+      Qp& qp = *it->second;
+      // Once a pass: an entry left by a destroyed QP whose number a new one took may repeat it.
+      if (qp.sent_in_pass_ == pass_) continue;
+      qp.sent_in_pass_ = pass_;
+      std::lock_guard ql(qp.mutex());
+      qp.in_active_ = qp.run_send(now);
+      if (qp.in_active_) still.push_back(q);
+      list_timers(qp);
     }
     active_.swap(still);
     std::size_t kept = 0;
@@ -585,9 +590,7 @@ Clock::time_point Device::step() {
       std::lock_guard ql(qp.mutex());
       // A timer that rewound the send queue makes the QP active for the next pass
       // (not a kick: this thread already holds the progress mutex).
-      if (qp.run_timers(now) && std::find(active_.begin(), active_.end(), qpn) == active_.end()) {
-        active_.push_back(qpn);
-      }
+      if (qp.run_timers(now)) activate(qp);
       const auto d = qp.next_deadline();
       qp.timer_listed_ = d != Clock::time_point::max();
       if (qp.timer_listed_) {
@@ -627,6 +630,12 @@ std::int64_t now_ns() {
   return Clock::now().time_since_epoch().count();
 }
 }  // namespace
+
+void Device::activate(Qp& qp) {
+  if (qp.in_active_) return;
+  qp.in_active_ = true;
+  active_.push_back(qp.qpn());
+}
 
 void Device::list_timers(Qp& qp) {
   if (qp.timer_listed_ || qp.next_deadline() == Clock::time_point::max()) return;

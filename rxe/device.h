@@ -196,6 +196,8 @@ class Device {
   // it nothing. Timers are armed only in passes (sending, receiving), which list the QP.
   std::vector<std::uint32_t> timed_;  // progress thread only
   void list_timers(Qp& qp);           // QP lock held
+  void activate(Qp& qp);              // puts it in active_ unless it is there (progress pass)
+  std::uint64_t pass_ = 0;            // passes so far (progress pass)
 
   std::mutex async_mutex_;
   std::function<void(const AsyncEvent&)> async_handler_;

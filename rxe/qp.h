@@ -191,8 +191,10 @@ class Qp {
   Clock::time_point retransmit_deadline_ = Clock::time_point::max();
   Clock::time_point rnr_deadline_ = Clock::time_point::max();
   std::uint32_t rnr_psn_ = 0;
-  bool sqd_notified_ = false;  // SQ_DRAINED sent for this SQD period
-  bool timer_listed_ = false;  // in the device's list of QPs with armed timers (progress pass)
+  bool sqd_notified_ = false;       // SQ_DRAINED sent for this SQD period
+  bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)
+  bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
+  std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
 
   // Receive side
   RecvQueue rq_;

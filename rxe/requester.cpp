@@ -217,7 +217,12 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
       break;
   }
   if (type_ == QpType::kRc) {
-    h.bth.ack_req = last || ++pkts_since_ackreq_ >= kAckReqEvery;
+    // Also on the packet that fills the send window: the requester stops after it, and the
+    // responder ACKs only what asks for it (or a message's end). Without, a window shorter than
+    // a message waited for the retransmission timer.
+    const bool fills_window =
+        psn_cmp(psn_add(h.bth.psn, 1), psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0;
+    h.bth.ack_req = last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window;
     if (h.bth.ack_req) pkts_since_ackreq_ = 0;
   }
   auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
