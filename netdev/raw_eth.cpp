@@ -357,7 +357,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
   view.len = static_cast<std::uint32_t>(v.payload.size());
   const bool segmented = gso_size > 0 && view.len > gso_size;
   // IPv4 ID and flags as the segment would carry them on a wire: segmentation numbers the
-  // segments on from the frame's ID (inet_gso_segment; checked in tests/netdev/wire_gso_ids.sh).
+  // segments on from the frame's ID (inet_gso_segment; checked in tests/netdev/wire_gso_ids.py).
   wire::Ipv4IdFlags seen{v.ipv4.id, v.ipv4.df ? wire::Ipv4IdFlags::kDf : std::uint16_t{0}};
   if (segmented) {
     // One segment of a GSO frame: the headers on the wire would be ours with its length.

@@ -433,7 +433,7 @@ void UdpNetdev::send_chunk(int fd, Packet* const* pkts, std::size_t n) {
   // (GSO): the kernel (or the NIC) cuts it into the same datagrams on the wire, for a fraction
   // of the per-datagram cost. The last of a run may be shorter. From an unconnected socket with
   // DF the message gets IPv4 ID 0 and its segments 0, 1, 2, ... (inet_gso_segment numbers them
-  // on; checked on a veth pair with segmentation offload off, docs/backends.md): the ICRC of
+  // on; checked on a veth pair with the kernel segmenting before it, docs/backends.md): the ICRC of
   // each is computed for the ID it will carry. Packets with faults configured have theirs
   // already (ID 0) and leave one by one over IPv4.
   constexpr std::size_t kCmsgSpace =

@@ -829,7 +829,7 @@ def main():
           f"odd ones: {[(p, p.data[:12].hex()) for p in odd[:5]]}")
     # The UDP socket does not show the IPv4 ID. A datagram is a message of its own (ID 0 with DF)
     # or a UDP GSO segment, which the kernel numbers on from the message's ID 0: one past the
-    # previous datagram's of its flow (tests/netdev/wire_gso_ids.sh checks the IDs on the wire).
+    # previous datagram's of its flow (tests/netdev/wire_gso_ids.py checks the IDs on the wire).
     bad, last_id = [], {}
     for p in received:
         prev = last_id.get(p.addr)
