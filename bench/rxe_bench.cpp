@@ -29,11 +29,11 @@ constexpr std::uint32_t kAccess =
     kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
 
 struct Side {
+  std::vector<std::uint8_t> buf;  // first: it outlives the device, which may still write to it
   std::unique_ptr<Device> dev;
   Pd* pd;
   Cq* cq;
   Qp* qp;
-  std::vector<std::uint8_t> buf;
   std::shared_ptr<Mr> mr;
 };
 
@@ -51,8 +51,8 @@ Side make_side(std::unique_ptr<netdev::Netdev> nd, std::size_t bytes) {
   return s;
 }
 
-// Takes `q` to RTS toward `peer` (a QP of `peer_dev`).
-void connect_qp(Qp* q, Qp* peer, Device& peer_dev, std::uint32_t psn) {
+// Takes `q` to RTS toward QP `dest_qpn` at `dgid`.
+void connect_qp(Qp* q, std::uint32_t dest_qpn, const Gid& dgid, std::uint32_t psn) {
   QpAttr x;
   x.qp_state = QpState::kInit;
   x.port_num = 1;
@@ -60,11 +60,11 @@ void connect_qp(Qp* q, Qp* peer, Device& peer_dev, std::uint32_t psn) {
   q->modify(x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
   x.qp_state = QpState::kRtr;
   x.path_mtu = Mtu::k4096;
-  x.dest_qp_num = peer->qpn();
+  x.dest_qp_num = dest_qpn;
   x.rq_psn = psn;
   x.max_dest_rd_atomic = 16;
   x.min_rnr_timer = 1;
-  x.ah_attr.dgid = peer_dev.gids()[0];
+  x.ah_attr.dgid = dgid;
   q->modify(x, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
                    kQpMinRnrTimer);
   x.qp_state = QpState::kRts;
@@ -77,8 +77,8 @@ void connect_qp(Qp* q, Qp* peer, Device& peer_dev, std::uint32_t psn) {
 }
 
 void connect(Side& a, Side& b) {
-  connect_qp(a.qp, b.qp, *b.dev, 100);
-  connect_qp(b.qp, a.qp, *a.dev, 100);
+  connect_qp(a.qp, b.qp->qpn(), b.dev->gids()[0], 100);
+  connect_qp(b.qp, a.qp->qpn(), a.dev->gids()[0], 100);
 }
 
 int poll(Side& s, std::size_t n) {
@@ -188,22 +188,8 @@ void idle_qps(std::size_t n) {
       std::printf("idle QPs: create_qp %zu failed (errno %d)\n", i, err);
       break;
     }
-    QpAttr x;
-    x.qp_state = QpState::kInit;
-    x.port_num = 1;
-    x.qp_access_flags = kAccess;
-    q->modify(x, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags);
-    x.qp_state = QpState::kRtr;
-    x.path_mtu = Mtu::k1024;
-    x.dest_qp_num = 0x100 + static_cast<std::uint32_t>(i);
-    x.ah_attr.dgid = s.dev->gids()[0];
-    q->modify(x, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic |
-                     kQpMinRnrTimer);
-    x.qp_state = QpState::kRts;
-    x.timeout = 14;
-    x.retry_cnt = 7;
-    x.rnr_retry = 7;
-    q->modify(x, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic);
+    // Toward QPs nobody has: they stay idle.
+    connect_qp(q, 0x100 + static_cast<std::uint32_t>(i), s.dev->gids()[0], 100);
     qps.push_back(q);
   }
   const std::size_t after = rss_bytes();
@@ -231,8 +217,8 @@ double many_qps_bw(Side& a, Side& b, std::size_t n, double secs) {
       std::printf("  create_qp %zu: errno %d\n", i, err);
       return -1;
     }
-    connect_qp(qa.back(), qb.back(), *b.dev, 100);
-    connect_qp(qb.back(), qa.back(), *a.dev, 100);
+    connect_qp(qa.back(), qb.back()->qpn(), b.dev->gids()[0], 100);
+    connect_qp(qb.back(), qa.back()->qpn(), a.dev->gids()[0], 100);
   }
   constexpr std::uint32_t kSize = 65536;
   const Sge sge{reinterpret_cast<std::uint64_t>(a.buf.data()), kSize, a.mr->lkey};
@@ -270,6 +256,9 @@ double many_qps_bw(Side& a, Side& b, std::size_t n, double secs) {
     done += static_cast<std::uint64_t>(r);
   }
   const double s = std::chrono::duration<double>(Clock::now() - start).count();
+  std::size_t left = 0;
+  for (std::size_t k : inflight) left += k;
+  if (poll(a, left) != 0) return -1;  // none still writing into b when the sides go
   return static_cast<double>(done) * kSize / s / 1e6;
 }
 
