@@ -16,6 +16,8 @@ import subprocess
 import sys
 import time
 
+from veth_pair import VethPair
+
 softrdma, name, pairs = sys.argv[1], sys.argv[2], [p.split("/") for p in sys.argv[3:]]
 SKIP = 77
 SUBNET = {"af_packet": 2, "af_xdp": 3, "dpdk": 4}.get(name, 5)
@@ -28,39 +30,23 @@ for tool in ("ip", "ibv_rc_pingpong", "ib_write_bw", "ib_read_lat"):
         print(f"SKIP: {tool} is missing")
         sys.exit(SKIP)
 
-prefix = f"sr7-{name}-{os.getpid()}"
-NS = {"a": prefix + "-a", "b": prefix + "-b"}
-IFACE = {"a": "veth0", "b": "veth1"}
-ADDR = {"a": f"10.97.{SUBNET}.1", "b": f"10.97.{SUBNET}.2"}
-ADDR6 = {"a": f"fd97:{SUBNET}::1", "b": f"fd97:{SUBNET}::2"}
+PAIR = VethPair(f"sr7-{name}-{os.getpid()}", SUBNET)
+NS, IFACE, ADDR, ADDR6 = PAIR.ns, PAIR.iface, PAIR.addr, PAIR.addr6
 # Reasons a backend cannot start that are the machine's, not softrdma's.
 ENVIRONMENTAL = ("needs CAP_", "does not support", "a kernel without", "this build has no",
                  "EAL could not start")
 
 
-def sh(*args):
-    subprocess.run(list(args), check=True, capture_output=True, text=True)
-
-
 def setup():
-    sh("ip", "netns", "add", NS["a"])
-    sh("ip", "netns", "add", NS["b"])
-    sh("ip", "link", "add", "veth0", "netns", NS["a"], "type", "veth", "peer", "name", "veth1",
-       "netns", NS["b"])
-    for side in ("a", "b"):
-        sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
-        sh("ip", "-n", NS[side], "addr", "add", ADDR6[side] + "/64", "dev", IFACE[side], "nodad")
-        sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
-        sh("ip", "-n", NS[side], "link", "set", "lo", "up")
-        if any(k.startswith("dpdk") for p in pairs for k in p):
-            # DPDK's af_packet PMD cannot split the peer's UDP GSO frames (a veth carries them
-            # whole; a NIC would have segmented them): have the kernel segment before the veth.
-            sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", "1")
+    PAIR.up()
+    if any(k.startswith("dpdk") for p in pairs for k in p):
+        # DPDK's af_packet PMD cannot split the peer's UDP GSO frames (a veth carries them
+        # whole; a NIC would have segmented them): have the kernel segment before the veth.
+        PAIR.gso_max_segs(1)
 
 
 def cleanup():
-    for ns in NS.values():
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+    PAIR.delete()
 
 
 def netdev(side, kind):

@@ -25,6 +25,8 @@ import sys
 import tempfile
 import time
 
+from veth_pair import VethPair
+
 softrdma = sys.argv[1]
 SKIP = 77
 if os.geteuid() != 0:
@@ -40,10 +42,8 @@ except ImportError:
     print("SKIP: python3-scapy is missing")
     sys.exit(SKIP)
 
-prefix = f"sr15-gso-{os.getpid()}"
-NS = {"a": prefix + "-a", "b": prefix + "-b"}
-IFACE = {"a": "veth0", "b": "veth1"}
-ADDR = {"a": "10.97.6.1", "b": "10.97.6.2"}
+PAIR = VethPair(f"sr15-gso-{os.getpid()}", 6)
+NS, IFACE, ADDR = PAIR.ns, PAIR.iface, PAIR.addr
 failures = []
 
 
@@ -51,31 +51,6 @@ def check(what, ok, detail=""):
     print(("ok   " if ok else "FAIL ") + what + ("" if ok or not detail else f": {detail}"))
     if not ok:
         failures.append(what)
-
-
-def sh(*args):
-    subprocess.run(list(args), check=True, capture_output=True, text=True)
-
-
-def setup():
-    sh("ip", "netns", "add", NS["a"])
-    sh("ip", "netns", "add", NS["b"])
-    sh("ip", "link", "add", "veth0", "netns", NS["a"], "type", "veth", "peer", "name", "veth1",
-       "netns", NS["b"])
-    for side in ("a", "b"):
-        sh("ip", "-n", NS[side], "addr", "add", ADDR[side] + "/24", "dev", IFACE[side])
-        sh("ip", "-n", NS[side], "link", "set", IFACE[side], "up")
-        sh("ip", "-n", NS[side], "link", "set", "lo", "up")
-
-
-def segments(n):
-    for side in ("a", "b"):
-        sh("ip", "-n", NS[side], "link", "set", "dev", IFACE[side], "gso_max_segs", str(n))
-
-
-def cleanup():
-    for ns in NS.values():
-        subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def pingpong(port, trace=None):
@@ -110,8 +85,8 @@ def main():
     work = tempfile.mkdtemp(prefix="sr15-gso-")
     wire_cap = os.path.join(work, "wire.pcapng")
     trace = os.path.join(work, "client.pcapng")
-    setup()
-    segments(1)
+    PAIR.up()
+    PAIR.gso_max_segs(1)
     cap = subprocess.Popen(["ip", "netns", "exec", NS["b"], "dumpcap", "-q", "-i", IFACE["b"], "-f",
                             "udp port 4791", "-w", wire_cap], stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
@@ -146,7 +121,7 @@ def main():
           next((f"frame {k}: trace {t[:2]} {t[2][:16].hex()} wire {w[:2]} {w[2][:16].hex()}"
                 for k, (t, w) in enumerate(zip(traced, wire)) if t != w), f"{len(traced)} vs {len(wire)} frames"))
 
-    segments(65535)
+    PAIR.gso_max_segs(65535)
     srv, cli = pingpong(18732)
     check("no ICRC errors counted by either side (GSO messages whole across the veth)",
           icrc_errors(srv) == [0] and icrc_errors(cli) == [0], f"server {icrc_errors(srv)}, client {icrc_errors(cli)}")
@@ -156,6 +131,6 @@ def main():
 try:
     main()
 finally:
-    cleanup()
+    PAIR.delete()
 print(f"{len(failures)} failed")
 sys.exit(1 if failures else 0)
