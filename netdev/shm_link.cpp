@@ -335,6 +335,14 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
     if (!in.ring) continue;  // no hello yet
     Packet view;
     bool icrc_filled = true;
+    if (!in.seen_data && in.ring->peek(view, icrc_filled)) {
+      // The sender has switched to the ring: what it sent before through the kernel goes first.
+      in.seen_data = true;
+      settling_ = true;
+      settle_until_ = Clock::now() + kSettle;
+      settle_until_ = Clock::now() + kSettle;
+      return;
+    }
     while (n < pkts.size() && in.ring->peek(view, icrc_filled)) {
       if (deliver(view, icrc_filled, *pkts[n])) ++n;
       in.ring->consume();

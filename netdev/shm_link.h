@@ -64,11 +64,17 @@ class ShmLinks {
   // datagrams are waiting.
   bool prepare_sleep(bool wake_me = true);
 
-  // A ring was just attached: its sender's last datagrams through the kernel may still be queued
-  // in the socket. Read the socket first until it is found empty (settled()), so the switch does
-  // not reorder them.
+  // A ring was just attached, or its first datagram just came: its sender's last datagrams
+  // through the kernel may still be queued in the socket, or on their way into it (the kernel
+  // may defer loopback delivery to a softirq). While settling, read the socket before the rings,
+  // every batch; settled() ends it once the socket was found empty and kSettle has passed since
+  // the last such event, so the switch does not reorder them (a UC message that loses its order
+  // is dropped whole: perftest then waits forever for it).
   bool settling() const { return settling_; }
-  void settled() { settling_ = false; }
+  void settled() {
+    if (std::chrono::steady_clock::now() >= settle_until_) settling_ = false;
+  }
+  static constexpr auto kSettle = std::chrono::milliseconds(10);
 
   // --- direct placement (Netdev::share_directory, quiesce_peer_writes, open_peer_window).
   bool share_directory(int fd);  // once; takes a duplicate of fd
@@ -94,6 +100,7 @@ class ShmLinks {
     int conn = -1, bell = -1;
     std::shared_ptr<ShmRing> ring;  // also in attached_
     bool closing = false, bell_pending = false;
+    bool seen_data = false;  // its first datagram was handed over (after settling)
   };
   struct Key {
     IpAddr addr;
@@ -122,6 +129,7 @@ class ShmLinks {
   std::vector<In> in_;
   std::size_t next_in_ = 0;
   bool settling_ = false;
+  std::chrono::steady_clock::time_point settle_until_{};
   std::chrono::steady_clock::time_point next_control_{};
   // Direct placement.
   std::atomic<int> dir_fd_{-1};

@@ -106,6 +106,37 @@ bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
   return up && a.host_local()->outbound_up() == 1;
 }
 
+// The switch to a ring after the receiver has long settled: a datagram that reaches the socket
+// after the sender's first ring datagram was pushed still goes first, as a datagram of the same
+// sender that the kernel delivered late would (loopback delivery may be deferred to a softirq).
+// Without that, a UC message whose first packets came through the kernel lost its order and
+// was dropped whole (ib_send_bw -c UC on a loaded host waited for it forever).
+TEST(ShmLink, TheFirstDatagramOfARingWaitsForWhatTheSocketHolds) {
+  Pair d;
+  auto& [pa, pb, a, b] = d;
+  std::uint16_t pc = 0;
+  auto c = open_at("127.0.0.3", pc, false, 40);  // no rings: always the kernel's way
+  ASSERT_TRUE(a && b && c);
+  auto first = datagram(1, 100, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, first));  // through the kernel; a asks b for a ring
+  ASSERT_EQ(receive(*b, 1, 2000), std::vector<std::uint32_t>{1});
+  // b attaches the ring and settles: its socket stays empty for longer than kSettle.
+  RecvBatch rb(64);
+  const auto until = Clock::now() + ShmLinks::kSettle * 3;
+  while (Clock::now() < until) {
+    ASSERT_EQ(b->recv_batch(rb.span()), 0u);
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ASSERT_EQ(b->host_local()->inbound(), 1u);
+  ASSERT_FALSE(b->host_local()->settling());
+  auto ring = datagram(2, 100, "127.0.0.1", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*a, ring));  // the first through the ring
+  ASSERT_EQ(a->host_local()->outbound_up(), 1u);
+  auto late = datagram(3, 100, "127.0.0.3", "127.0.0.2", pb);
+  ASSERT_TRUE(send_one(*c, late));
+  EXPECT_EQ(receive(*b, 2, 2000), (std::vector<std::uint32_t>{3, 2}));
+}
+
 TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
   Pair d;
   auto& [pa, pb, a, b] = d;
