@@ -380,10 +380,16 @@ def iperf3(name, extra):
     except (ValueError, KeyError) as e:
         expect(False, f"{name}: iperf3's JSON report: {e}", cout)
         return
-    # The server stops counting at the client's TEST_END: what sits then in its receive
-    # buffers (32 of 64 KiB a stream) is not counted.
+    # The receiving iperf3 stops counting at the test's end, but goes on reading (and drops)
+    # what arrives until the sender has seen the end too; what sits unread in its receive
+    # buffers (32 of 64 KiB a stream) is not counted either. Measured with a count of the
+    # bytes rrecv handed over (-R, two busy loops on the two cores): iperf3 counted
+    # 177,602,560 of 178,782,208 bytes sent, and had read every one of them. How much it
+    # drops grows with how late the sender sees the end, so the bound takes a share of the
+    # total as well. Loss in the transport shows in check_roce below (packets received,
+    # no retransmissions), not here.
     streams = len(report["end"]["streams"])
-    expect(sent > 0 and sent - streams * RSOCKET_WINDOW <= received <= sent,
+    expect(sent > 0 and sent - streams * RSOCKET_WINDOW - sent // 20 <= received <= sent,
            f"{name}: {sent} bytes sent, {received} received", cout)
     expect(report["end"]["sum_sent"].get("retransmits", 0) == 0,
            f"{name}: iperf3 reports retransmits", cout)

@@ -328,14 +328,19 @@ elif case == "qperf":
     srv = subprocess.Popen([softrdma, "run", "--", "qperf", "-lp", port],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(0.5)
+    failed = False
     try:
         for test in QPERF:
             rc, out = run_one(["--", "qperf", "-lp", port, "-t", "1", "127.0.0.1", test], timeout=60)
             ok = rc == 0 and re.search(r"(bw|latency|msg_rate)\s+=\s+[\d.]+ \S+", out)
-            expect(ok, f"qperf {test}", out)
+            # A negative exit code is the signal that ended the client (softrdma run execs it).
+            expect(ok, f"qperf {test}: exit {rc}", out)
+            failed = failed or not ok
     finally:
         srv.kill()
-        srv.communicate()
+        sout, _ = srv.communicate()
+    if failed:
+        print("---- qperf server output ----\n" + sout[-3000:])
 else:
     sys.exit(f"unknown case {case}")
 
