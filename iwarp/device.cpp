@@ -119,7 +119,7 @@ std::shared_ptr<rxe::Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length
 }
 
 int Device::dereg_mr(std::uint32_t lkey) {
-  return mrs_.remove(lkey) ? 0 : EINVAL;
+  return mrs_.remove(lkey);
 }
 
 Cq* Device::create_cq(std::uint32_t cqe, int* err) {

@@ -26,6 +26,7 @@ WcOpcode wc_opcode(WrOpcode op) {
     case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
     case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
     case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
     default: return WcOpcode::kSend;
   }
 }

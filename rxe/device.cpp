@@ -100,6 +100,7 @@ int Device::dealloc_pd(Pd* pd) {
       if (qp->pd() == pd) return EBUSY;
     }
   }
+  if (mrs_.has_windows(pd)) return EBUSY;
   std::lock_guard lock(objects_mutex_);
   for (const auto& s : srqs_) {
     if (s->pd() == pd) return EBUSY;
@@ -130,7 +131,29 @@ std::shared_ptr<Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length, std
 }
 
 int Device::dereg_mr(std::uint32_t lkey) {
-  return mrs_.remove(lkey) ? 0 : EINVAL;
+  return mrs_.remove(lkey);
+}
+
+std::uint32_t Device::alloc_mw(Pd* pd, MwType type, int* err) {
+  if (type != MwType::k1 && type != MwType::k2) {
+    *err = EINVAL;
+    return 0;
+  }
+  if (mws_.fetch_add(1) >= attr_.max_mw) {
+    mws_.fetch_sub(1);
+    *err = ENOMEM;
+    return 0;
+  }
+  const std::uint32_t key = mrs_.add_mw(pd, type);
+  if (key == 0) mws_.fetch_sub(1);
+  *err = key ? 0 : ENOMEM;
+  return key;
+}
+
+int Device::dealloc_mw(std::uint32_t handle) {
+  const int rc = mrs_.remove_mw(handle);
+  if (rc == 0) mws_.fetch_sub(1);
+  return rc;
 }
 
 Cq* Device::create_cq(std::uint32_t cqe, int* err) {

@@ -58,7 +58,10 @@ class Device {
   int dealloc_pd(Pd* pd);  // EBUSY while objects use it
   std::shared_ptr<Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
                              std::uint32_t access, int* err);
-  int dereg_mr(std::uint32_t lkey);
+  int dereg_mr(std::uint32_t lkey);  // EBUSY while memory windows are bound to it
+  // A memory window's key (its handle is key >> 8), 0 with *err set (ENOMEM: max_mw reached).
+  std::uint32_t alloc_mw(Pd* pd, MwType type, int* err);
+  int dealloc_mw(std::uint32_t handle);
   Cq* create_cq(std::uint32_t cqe, int* err);
   int destroy_cq(Cq* cq);  // EBUSY while a QP uses it
   // The unacknowledged packets an RC QP with this path MTU may have out during a pass: the
@@ -169,6 +172,7 @@ class Device {
   std::uint64_t node_guid_ = 0;
 
   MrTable mrs_;
+  std::atomic<std::uint32_t> mws_{0};  // memory windows allocated
   mutable std::mutex objects_mutex_;
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;

@@ -1,5 +1,7 @@
 #include "rxe/mr.h"
 
+#include <cerrno>
+
 #include "rxe/directory.h"
 #include "rxe/types.h"
 
@@ -7,10 +9,14 @@ namespace softrdma::rxe {
 
 MrTable::MrTable() : rng_(std::random_device{}()) {}
 
+bool MrTable::key_taken(std::uint32_t k) const {
+  return keys_.contains(k) || windows_.contains(k >> 8);
+}
+
 std::uint32_t MrTable::new_key() {
   for (;;) {
     const std::uint32_t k = static_cast<std::uint32_t>(rng_());
-    if (k != 0 && k != 0xFFFFFFFF && !keys_.contains(k)) return k;
+    if (k != 0 && k != 0xFFFFFFFF && !key_taken(k)) return k;
   }
 }
 
@@ -38,18 +44,22 @@ void MrTable::publish(const Mr& mr) {
                      reinterpret_cast<std::uint64_t>(mr.addr)});
 }
 
-bool MrTable::remove(std::uint32_t lkey) {
+int MrTable::remove(std::uint32_t lkey) {
   std::unique_lock lock(mutex_);
+  auto it = keys_.find(lkey);
+  if (it == keys_.end()) return EINVAL;
+  if (it->second->windows) return EBUSY;
   // Withdrawn first: once this returns, no sender of this host writes through the key.
   if (dir_) dir_->remove_mr(lkey);
-  return keys_.erase(lkey) == 1;
+  keys_.erase(it);
+  return 0;
 }
 
 bool MrTable::rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length,
                     std::uint64_t iova, std::uint32_t access) {
   std::unique_lock lock(mutex_);
   auto it = keys_.find(lkey);
-  if (it == keys_.end()) return false;
+  if (it == keys_.end() || it->second->windows) return false;
   Mr& mr = *it->second;
   if (dir_) dir_->remove_mr(mr.rkey);
   if (pd) mr.pd = pd;
@@ -71,10 +81,10 @@ std::shared_ptr<Mr> MrTable::find(std::uint32_t key) const {
 }
 
 MrCheck MrTable::resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                         std::uint32_t access, std::uint8_t** host) const {
+                         std::uint32_t access, std::uint8_t** host, std::uint32_t qpn) const {
   // Callers hold a Guard (shared lock) across resolve and the copy.
   auto it = keys_.find(key);
-  if (it == keys_.end()) return MrCheck::kBadKey;
+  if (it == keys_.end()) return resolve_mw(key, pd, iova, len, access, host, qpn);
   const Mr& mr = *it->second;
   if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
   if (mr.pd != pd) return MrCheck::kBadPd;
@@ -86,10 +96,19 @@ MrCheck MrTable::resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, st
   return MrCheck::kOk;
 }
 
-bool MrTable::invalidate(std::uint32_t key) {
-  std::shared_lock lock(mutex_);
+bool MrTable::invalidate(std::uint32_t key, std::uint32_t qpn) {
+  std::unique_lock lock(mutex_);
   auto it = keys_.find(key);
-  if (it == keys_.end()) return false;
+  if (it == keys_.end()) {
+    // A window: type 2 only (IBTA 10.6.7.2.3), bound, by its current key.
+    auto w = windows_.find(key >> 8);
+    if (w == windows_.end() || w->second.type != MwType::k2 || !w->second.mr ||
+        w->second.rkey != key || (qpn && w->second.qpn != qpn)) {
+      return false;
+    }
+    unbind(w->second);
+    return true;
+  }
   it->second->valid.store(false, std::memory_order_release);
   if (dir_) dir_->remove_mr(key);
   return true;

@@ -1,6 +1,7 @@
-// Protection domains and memory regions: unpredictable keys, access flags, bounds.
-// Every local and remote memory access of the engine goes through MrTable::resolve,
-// which never hands out a pointer outside a registered, valid region.
+// Protection domains, memory regions and memory windows: unpredictable keys, access flags,
+// bounds. Every local and remote memory access of the engine goes through MrTable::resolve,
+// which never hands out a pointer outside a registered, valid region (a window only inside
+// the part of its region it is bound to).
 #pragma once
 
 #include <atomic>
@@ -10,6 +11,8 @@
 #include <random>
 #include <shared_mutex>
 #include <unordered_map>
+
+#include "rxe/types.h"
 
 namespace softrdma::rxe {
 
@@ -23,11 +26,36 @@ struct Mr {
   Pd* pd = nullptr;
   std::uint8_t* addr = nullptr;  // host address of the first byte
   std::uint64_t length = 0;
-  std::uint64_t iova = 0;        // the address remote peers and SGEs use
+  std::uint64_t iova = 0;  // the address remote peers and SGEs use
   std::uint32_t access = 0;
   std::uint32_t lkey = 0;
   std::uint32_t rkey = 0;
   std::atomic<bool> valid{true};  // cleared by LOCAL_INV / SEND_WITH_INV
+  std::uint32_t windows = 0;      // memory windows bound to it (under the table's lock)
+};
+
+// A memory window: remote access to part of a region, under a key of its own whose low byte
+// is the consumer's (ibv_inc_rkey) and whose upper 24 bits name the window (its handle).
+struct Mw {
+  Pd* pd = nullptr;
+  MwType type = MwType::k1;
+  std::uint32_t rkey = 0;
+  // While bound (mr set): peers address [iova, iova + length), which is the region's
+  // [base, base + length); iova is 0 for a zero-based window.
+  std::shared_ptr<Mr> mr;
+  std::uint64_t iova = 0, base = 0, length = 0;
+  std::uint32_t access = 0;
+  std::uint32_t qpn = 0;  // type 2: the QP it is bound to
+};
+
+// What a bind asks for (ibv_mw_bind_info plus the window's new key); length 0 with no region
+// unbinds a type 1 window.
+struct MwBind {
+  std::uint32_t handle = 0;  // the window
+  std::uint32_t new_rkey = 0;
+  std::uint32_t mr_lkey = 0;
+  std::uint64_t addr = 0, length = 0;
+  std::uint32_t access = 0;
 };
 
 enum class MrCheck : std::uint8_t { kOk, kBadKey, kBadPd, kNoAccess, kOutOfBounds, kInvalidated };
@@ -38,9 +66,11 @@ class MrTable {
   // Registers [addr, addr+length) seen by peers at iova. Returns nullptr when out of keys.
   std::shared_ptr<Mr> add(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
                           std::uint32_t access);
-  // Removes the MR; returns once no access through it is in progress.
-  bool remove(std::uint32_t lkey);
-  // Changes an MR in place (ibv_rereg_mr): any of pd, range, access.
+  // Removes the MR; returns once no access through it is in progress. EINVAL: no such MR;
+  // EBUSY: memory windows are bound to it.
+  int remove(std::uint32_t lkey);
+  // Changes an MR in place (ibv_rereg_mr): any of pd, range, access. False as well while
+  // windows are bound to it.
   bool rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
              std::uint32_t access);
   std::shared_ptr<Mr> find(std::uint32_t key) const;
@@ -51,13 +81,26 @@ class MrTable {
     for (const auto& [key, mr] : keys_) fn(*mr);
   }
 
-  // Resolves an access of `len` bytes at `iova` through `key` by an object of `pd`
-  // needing `access` (0 for a local read). On kOk, *host is the host pointer.
-  // Hold a Guard while the returned pointer is used.
+  // Resolves an access of `len` bytes at `iova` through `key` by QP `qpn` of `pd` needing
+  // `access` (0 for a local read). A window's key serves remote access only, and a type 2
+  // window only its QP. On kOk, *host is the host pointer. Hold a Guard while it is used.
   MrCheck resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                  std::uint32_t access, std::uint8_t** host) const;
-  // Invalidate (LOCAL_INV, SEND_WITH_INV): false when no such key.
-  bool invalidate(std::uint32_t key);
+                  std::uint32_t access, std::uint8_t** host, std::uint32_t qpn = 0) const;
+  // Invalidate (LOCAL_INV, SEND_WITH_INV): an MR's key, or a bound type 2 window's (which
+  // `qpn`, when not 0, must be bound to). False when there is no such key to invalidate.
+  bool invalidate(std::uint32_t key, std::uint32_t qpn = 0);
+
+  // Memory windows (rxe/mw.cpp). add_mw gives the new window's key (0 when out of keys);
+  // its handle is key >> 8.
+  std::uint32_t add_mw(Pd* pd, MwType type);
+  // EINVAL: no such window. A bound window is unbound first.
+  int remove_mw(std::uint32_t handle);
+  // Binds (or, type 1 with length 0, unbinds) a window for QP `qpn` of `pd`, the checks of
+  // IBTA 10.6.7.2: false (MW_BIND_ERR) when a check fails, the window unchanged.
+  bool bind_mw(const MwBind& b, const Pd* pd, std::uint32_t qpn);
+  // The window's state, for tests and monitoring; false when there is no such window.
+  bool find_mw(std::uint32_t handle, Mw* out) const;
+  bool has_windows(const Pd* pd) const;  // of that protection domain
   // Mirrors the regions open to remote writes into `d` (direct placement) from now on.
   void set_directory(Directory* d) { dir_ = d; }
 
@@ -72,8 +115,13 @@ class MrTable {
 
  private:
   std::uint32_t new_key();
+  bool key_taken(std::uint32_t k) const;  // by a region, or by a window's handle
+  void unbind(Mw& w);
+  MrCheck resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
+                     std::uint32_t access, std::uint8_t** host, std::uint32_t qpn) const;
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::uint32_t, std::shared_ptr<Mr>> keys_;
+  std::unordered_map<std::uint32_t, Mw> windows_;  // by handle (key >> 8)
   std::mt19937 rng_;
   Directory* dir_ = nullptr;
   void publish(const Mr& mr);  // into dir_, if it is open to remote writes and valid

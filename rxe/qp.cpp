@@ -165,8 +165,11 @@ int Qp::post_send(const SendWr& wr) {
       break;
     case WrOpcode::kLocalInv:
       break;
+    case WrOpcode::kBindMw:
+      if (type_ == QpType::kUd) return EINVAL;  // windows are for RC and UC (IBTA 10.6.7)
+      break;
     default:
-      return EOPNOTSUPP;  // memory windows, TSO
+      return EOPNOTSUPP;  // TSO
   }
   SendWqe& w = sq_.emplace_back();
   if (dev_.sampling_latency()) w.post_ns = steady_ns();
@@ -179,6 +182,7 @@ int Qp::post_send(const SendWr& wr) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.bind = MwBind{wr.mw_handle, wr.mw_rkey, wr.mw_mr_lkey, wr.mw_addr, wr.mw_length, wr.mw_access};
   w.length = 0;
   for (const Sge& s : wr.sg_list) w.length += s.length;
   const bool atomic =

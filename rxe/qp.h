@@ -37,6 +37,7 @@ struct SendWqe {
   std::uint64_t remote_addr = 0;
   std::uint32_t rkey = 0;
   std::uint64_t compare_add = 0, swap = 0;
+  MwBind bind;  // BIND_MW
   // UD destination
   AhAttr av;
   std::uint32_t remote_qpn = 0, remote_qkey = 0;
@@ -59,7 +60,7 @@ struct SendWqe {
     return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
            opcode == WrOpcode::kAtomicFetchAndAdd;
   }
-  bool is_local() const { return opcode == WrOpcode::kLocalInv; }
+  bool is_local() const { return opcode == WrOpcode::kLocalInv || opcode == WrOpcode::kBindMw; }
 };
 
 // A READ being answered, or an atomic's result kept for duplicates.
@@ -125,6 +126,8 @@ class Qp {
   void send_to_peer(netdev::Packet* p);
   // --- requester (requester.cpp)
   bool build_next_packet(SendWqe& w, Clock::time_point now);
+  // LOCAL_INV and BIND_MW, done in send-queue order; false (w.status set) when it failed.
+  bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
   void arm_retransmit(Clock::time_point now);
   // --- responder (responder.cpp)

@@ -71,6 +71,15 @@ void Qp::retry_from(std::uint32_t psn) {
   ++counters_.retransmits;
 }
 
+bool Qp::run_local(SendWqe& w) {
+  if (w.opcode == WrOpcode::kBindMw) {
+    if (!dev_.mrs().bind_mw(w.bind, pd_, qpn_)) w.status = WcStatus::kMwBindErr;
+  } else if (!dev_.mrs().invalidate(w.invalidate_rkey)) {
+    w.status = WcStatus::kLocQpOpErr;
+  }
+  return w.status == WcStatus::kSuccess;
+}
+
 bool Qp::run_send(Clock::time_point now) {
   // Responder duties first: read responses and queued ACKs, in PSN order.
   bool more = respond_in_order();
@@ -86,9 +95,15 @@ bool Qp::run_send(Clock::time_point now) {
     }
     if (w.is_local()) {
       if (!w.started) {
+        if ((w.flags & kSendFence) && outstanding_rd_atomic_ > 0) break;
         w.started = true;
-        if (!dev_.mrs().invalidate(w.invalidate_rkey)) w.status = WcStatus::kLocQpOpErr;
         w.done = true;
+        if (!run_local(w)) {
+          // A failed local operation completes in error and the QP goes to the error state.
+          complete_ready();
+          enter_error();
+          return more;
+        }
       }
       ++req_idx_;
       continue;

@@ -151,8 +151,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         std::uint8_t* host = nullptr;
         if (reth.dma_len) {
           MrTable::Guard g(dev_.mrs());
-          if (dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead, &host) !=
-              MrCheck::kOk) {
+          if (dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead, &host,
+                                 qpn_) != MrCheck::kOk) {
             return;
           }
         }
@@ -292,7 +292,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         if (pkt.hdr.inv_rkey) {
           wc.invalidated_rkey = *pkt.hdr.inv_rkey;
           wc.wc_flags |= kWcWithInv;
-          if (!dev_.mrs().invalidate(*pkt.hdr.inv_rkey)) {
+          if (!dev_.mrs().invalidate(*pkt.hdr.inv_rkey, qpn_)) {
             responder_error(wire::syndrome::kNakInvalidRequest, psn, WcStatus::kSuccess);
             return;
           }
@@ -317,8 +317,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         std::uint8_t* host = nullptr;
         if (reth.dma_len) {
           MrTable::Guard g(dev_.mrs());
-          const MrCheck c =
-              dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteWrite, &host);
+          const MrCheck c = dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len,
+                                               kAccessRemoteWrite, &host, qpn_);
           if (c != MrCheck::kOk) {
             if (rc) {
               responder_error(nak_for(c), psn, WcStatus::kSuccess);
@@ -362,7 +362,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
         MrTable::Guard g(dev_.mrs());
         std::uint8_t* host = nullptr;
         const MrCheck c = dev_.mrs().resolve(write_rkey_, pd_, write_va_ + cur_offset_, n,
-                                             kAccessRemoteWrite, &host);
+                                             kAccessRemoteWrite, &host, qpn_);
         if (c != MrCheck::kOk) {
           if (rc)
             responder_error(nak_for(c), psn, WcStatus::kSuccess);
@@ -404,8 +404,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       if (reth.dma_len) {
         MrTable::Guard g(dev_.mrs());
         std::uint8_t* host = nullptr;
-        const MrCheck c =
-            dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len, kAccessRemoteRead, &host);
+        const MrCheck c = dev_.mrs().resolve(reth.rkey, pd_, reth.va, reth.dma_len,
+                                             kAccessRemoteRead, &host, qpn_);
         if (c != MrCheck::kOk) {
           responder_error(nak_for(c), psn, WcStatus::kSuccess);
           return;
@@ -437,7 +437,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       {
         MrTable::Guard g(dev_.mrs());
         std::uint8_t* host = nullptr;
-        const MrCheck c = dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host);
+        const MrCheck c =
+            dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host, qpn_);
         if (c != MrCheck::kOk) {
           responder_error(nak_for(c), psn, WcStatus::kSuccess);
           return;
@@ -535,7 +536,7 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     if (n) {
       MrTable::Guard g(dev_.mrs());
       std::uint8_t* host = nullptr;
-      if (dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host) !=
+      if (dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host, qpn_) !=
           MrCheck::kOk) {
         // The region went away under the read: remote access error, as hardware.
         r.active = false;

@@ -81,6 +81,10 @@ enum Access : std::uint32_t {
   kAccessZeroBased = 1u << 5,
 };
 
+// Memory window types (ibv_mw_type). Type 1 is bound by ibv_bind_mw and stays bound until bound
+// again; type 2 is bound by a BIND_MW work request to one QP and freed by invalidation.
+enum class MwType : std::uint8_t { k1 = 1, k2 = 2 };
+
 enum class QpType : std::uint8_t { kRc = 2, kUc = 3, kUd = 4 };
 enum class QpState : std::uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 const char* to_string(QpState s);
@@ -166,6 +170,12 @@ struct SendWr {
   std::uint32_t ah = 0;  // address handle id
   std::uint32_t remote_qpn = 0;
   std::uint32_t remote_qkey = 0;
+  // BIND_MW: the window (its handle), its new key, and the part of a region it opens.
+  std::uint32_t mw_handle = 0;
+  std::uint32_t mw_rkey = 0;
+  std::uint32_t mw_mr_lkey = 0;
+  std::uint64_t mw_addr = 0, mw_length = 0;
+  std::uint32_t mw_access = 0;
 };
 
 struct RecvWr {
@@ -264,6 +274,7 @@ struct DeviceAttr {
   std::uint32_t max_cq = 1u << 14;
   std::uint32_t max_cqe = (1u << 20) - 1;
   std::uint32_t max_mr = 1u << 18;
+  std::uint32_t max_mw = 1u << 16;
   std::uint32_t max_pd = 1u << 16;
   std::uint32_t max_qp_rd_atom = 128;
   std::uint32_t max_qp_init_rd_atom = 128;

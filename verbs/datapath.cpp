@@ -54,6 +54,11 @@ int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out) {
       out.compare_add = wr->wr.atomic.compare_add;
       out.swap = wr->wr.atomic.swap;
       break;
+    case IBV_WR_BIND_MW:
+      // Type 2 windows only: a type 1 window is bound through ibv_bind_mw.
+      if (!wr->bind_mw.mw || wr->bind_mw.mw->type != IBV_MW_TYPE_2) return EINVAL;
+      fill_bind(wr->bind_mw.mw, wr->bind_mw.rkey, wr->bind_mw.bind_info, out);
+      break;
     default:
       break;
   }
@@ -348,8 +353,12 @@ void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
 void wr_unsupported(ibv_qp_ex* q) {
   soft(q)->wr_error = EOPNOTSUPP;
 }
-void wr_bind_mw(ibv_qp_ex* q, ibv_mw*, uint32_t, const ibv_mw_bind_info*) {
-  wr_unsupported(q);
+void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info* info) {
+  if (!mw || !info || mw->type != IBV_MW_TYPE_2) {
+    soft(q)->wr_error = EINVAL;
+    return;
+  }
+  fill_bind(mw, rkey, *info, begin_wr(q, rxe::WrOpcode::kBindMw).wr);
 }
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
   wr_unsupported(q);
@@ -423,6 +432,7 @@ void fill_context_ops(SoftContext* ctx) {
   o.req_notify_cq = req_notify_cq;
   ctx->vctx.create_cq_ex = create_cq_ex_op;
   install_qp_ops(ctx);
+  fill_mw_ops(ctx);
 }
 
 void fill_qp_ex_ops(ibv_qp_ex* q) {

@@ -110,7 +110,9 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-                       IBV_DEVICE_PORT_ACTIVE_EVENT;
+                       IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_MGT_EXTENSIONS |
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+  a.max_mw = static_cast<int>(r.max_mw);
   a.max_ee_rd_atom = 0;
   a.atomic_cap = IBV_ATOMIC_HCA;
   a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);

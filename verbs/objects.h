@@ -43,6 +43,10 @@ struct SoftMr {
   std::shared_ptr<rxe::Mr> rxe;
 };
 
+struct SoftMw {
+  ibv_mw mw;  // mw.handle names the engine's window (its key >> 8)
+};
+
 struct SoftChannel {
   ibv_comp_channel ch;
   int write_fd;
@@ -149,6 +153,10 @@ inline bool inherited(ibv_context* c) {
 void fill_context_ops(SoftContext* ctx);
 void fill_qp_ex_ops(ibv_qp_ex* qpx);
 void fill_cq_ex_ops(ibv_cq_ex* cqx);
+void fill_mw_ops(SoftContext* ctx);  // softroce0's memory windows (verbs/mw_api.cpp)
+// A BIND_MW work request's window fields: `mw` to get key `rkey` over `info`.
+void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& info,
+               rxe::SendWr& out);
 int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out);
 void convert_wc(const rxe::Wc& in, ibv_wc& out);
 // ibv_ah_attr -> engine address vector (LID-only vectors resolve through the engine).

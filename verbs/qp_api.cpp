@@ -15,10 +15,11 @@ void unregister_iwarp_qp(SoftQp* s);
 
 namespace {
 
-constexpr uint64_t kSendOps =
-    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
-    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV;
+constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
+                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
+                              IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
+                              IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW;
 
 void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a, std::uint32_t qpn) {
   ibv_qp& qp = s->qpx.qp_base;
@@ -104,6 +105,10 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   int err = 0;
   if (iwarp::Device* d = iw(context)) {
     if (qpn != 0) return fail<ibv_qp>(EOPNOTSUPP);  // no GSI QP on iWARP
+    if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
+        (a->send_ops_flags & IBV_QP_EX_WITH_BIND_MW)) {
+      return fail<ibv_qp>(EOPNOTSUPP);  // no memory windows on softiwarp0
+    }
     return create_iwarp_qp(context, *d, a, type, cap);
   }
   rxe::Qp* q = dev(context).create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe,

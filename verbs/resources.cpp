@@ -45,15 +45,18 @@ void init_sync(pthread_mutex_t& m, pthread_cond_t& c) {
 
 ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsigned access) {
   if (inherited(pd->context)) return fail<ibv_mr>(ENODEV);
-  if (access &
-      ~(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-        IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE)) {
-    // Memory windows, zero-based, on-demand paging, huge-page hints are not implemented.
+  constexpr unsigned kRdma = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+                             IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+  // Memory windows on softroce0 only (verbs/mw_api.cpp).
+  const unsigned known = kRdma | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE |
+                         (iw(pd->context) ? 0u : unsigned{IBV_ACCESS_MW_BIND});
+  if (access & ~known) {
+    // Zero-based, on-demand paging, huge-page hints (and windows on softiwarp0) are not
+    // implemented.
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
-  const unsigned acc = access & (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-                                 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC);
+  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND);
   auto mr = iw(pd->context) ? iw(pd->context)->reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err)
                             : dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);

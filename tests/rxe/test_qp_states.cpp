@@ -177,7 +177,9 @@ TEST_F(QpStates, PostingBeforeRtsIsEinvalAndQueryReportsAttributes) {
   drive(ud, QpState::kRts, b->gid());
   SendWr w = wr(WrOpcode::kRdmaWrite, 2, std::span(&sg, 1));
   EXPECT_EQ(ud->post_send(w), EINVAL);
-  w.opcode = WrOpcode::kBindMw;
+  w.opcode = WrOpcode::kBindMw;  // memory windows are for connected QPs
+  EXPECT_EQ(ud->post_send(w), EINVAL);
+  w.opcode = WrOpcode::kTso;
   EXPECT_EQ(qp->post_send(w), EOPNOTSUPP);
 }
 

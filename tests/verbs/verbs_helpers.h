@@ -4,6 +4,7 @@
 #include <infiniband/verbs.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -36,5 +37,124 @@ inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
   }
   return got;
 }
+
+// Two RC QPs of one device connected to each other, with a buffer each.
+struct Loop {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {};
+  std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(2 * 65536);
+  ibv_mr* mr = nullptr;
+  unsigned mr_access = IBV_ACCESS_LOCAL_WRITE;   // of `mr`, over all of `buf`
+  unsigned qp_access = IBV_ACCESS_REMOTE_WRITE;  // both QPs' qp_access_flags
+
+  bool open(ibv_context* c) {
+    ctx = c;
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 256, nullptr, nullptr, 0);
+    if (!pd || !cq) return false;
+    mr = ibv_reg_mr(pd, buf.data(), buf.size(), static_cast<int>(mr_access));
+    for (auto& q : qp) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.qp_type = IBV_QPT_RC;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 32;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      q = ibv_create_qp(pd, &a);
+      if (!q) return false;
+    }
+    return mr != nullptr;
+  }
+
+  bool connect() {
+    ibv_gid gid;  // index 1: the device's address (0 is the link-local default GID)
+    if (ibv_query_gid(ctx, 1, 1, &gid)) return false;
+    for (int i = 0; i < 2; ++i) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_INIT;
+      a.port_num = 1;
+      a.qp_access_flags = qp_access;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+        return false;
+      }
+      a = {};
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = IBV_MTU_1024;
+      a.dest_qp_num = qp[1 - i]->qp_num;
+      a.rq_psn = 0;
+      a.max_dest_rd_atomic = 1;
+      a.min_rnr_timer = 1;
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = gid;
+      a.ah_attr.grh.sgid_index = 1;
+      a.ah_attr.grh.hop_limit = 64;
+      a.ah_attr.port_num = 1;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+        return false;
+      }
+      a = {};
+      a.qp_state = IBV_QPS_RTS;
+      a.timeout = 14;
+      a.retry_cnt = 7;
+      a.rnr_retry = 7;
+      a.max_rd_atomic = 1;
+      if (ibv_modify_qp(qp[i], &a,
+                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  int post_recv(int q, std::uint64_t id, std::size_t off, std::uint32_t len) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
+    ibv_recv_wr w{};
+    w.wr_id = id;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    return ibv_post_recv(qp[q], &w, &bad);
+  }
+
+  int send(int q, std::uint64_t id, std::size_t off, std::uint32_t len,
+           ibv_wr_opcode op = IBV_WR_SEND) {
+    ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
+    ibv_send_wr w{};
+    w.wr_id = id;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = op;
+    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp[q], &w, &bad);
+  }
+
+  // A 4000-byte SEND from QP 0 to QP 1, its bytes checked: true when it arrived whole.
+  bool transfer(std::uint8_t tag) {
+    for (std::size_t i = 0; i < 4000; ++i) buf[i] = static_cast<std::uint8_t>(tag + i);
+    if (post_recv(1, 7, 65536, 4000) || send(0, 8, 0, 4000)) return false;
+    const auto wcs = poll_n(cq, 2);
+    if (wcs.size() != 2) return false;
+    for (const ibv_wc& wc : wcs) {
+      if (wc.status != IBV_WC_SUCCESS) return false;
+    }
+    return std::memcmp(buf.data(), buf.data() + 65536, 4000) == 0;
+  }
+
+  void close() {
+    for (auto& q : qp) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (mr) ibv_dereg_mr(mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+};
 
 }  // namespace softrdma::verbs::test
