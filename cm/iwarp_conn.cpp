@@ -68,7 +68,10 @@ iwarp::MpaParams params_for(CmId* id, const void* pdata, std::size_t len) {
 // The QP's own view of the connection: a close or a fatal error ends it.
 void hook_qp(CmId* id) {
   agent_iwarp()->set_event_handler(id->id.qp, [id](const iwarp::QpEvent& ev) {
-    if (ev.kind == iwarp::QpEvent::Kind::kEstablished) return;
+    if (ev.kind == iwarp::QpEvent::Kind::kEstablished ||
+        ev.kind == iwarp::QpEvent::Kind::kLastWqeReached) {
+      return;
+    }
     post_task([id] {
       if (!is_tracked(id) || id->state != State::kEstablished) return;
       id->state = State::kClosed;

@@ -65,11 +65,12 @@ struct TermInfo {
 
 struct QpEvent {
   enum class Kind : std::uint8_t {
-    kEstablished,   // full operation (after the RTR exchange when there is one)
-    kDisconnected,  // the peer closed its side (orderly) or we completed a graceful close
-    kTermSent,      // fatal: we detected an error and sent a TERMINATE (term says which)
-    kTermReceived,  // fatal: the peer sent a TERMINATE
-    kConnError,     // fatal: the TCP connection failed (error: errno)
+    kEstablished,     // full operation (after the RTR exchange when there is one)
+    kDisconnected,    // the peer closed its side (orderly) or we completed a graceful close
+    kTermSent,        // fatal: we detected an error and sent a TERMINATE (term says which)
+    kTermReceived,    // fatal: the peer sent a TERMINATE
+    kConnError,       // fatal: the TCP connection failed (error: errno)
+    kLastWqeReached,  // a QP of an SRQ entered the error state: it takes no more of its WQEs
   } kind = Kind::kEstablished;
   TermInfo term;
   int error = 0;

@@ -315,6 +315,11 @@ void Qp::to_error(WcStatus first_status) {
   if (!was_err) {
     connect_cb_ = nullptr;
     accept_cb_ = nullptr;
+    if (srq_) {
+      QpEvent ev;
+      ev.kind = QpEvent::Kind::kLastWqeReached;
+      event(ev);
+    }
   }
 }
 

@@ -130,6 +130,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
     } else if (next == QpState::kErr) {
       enter_error();
+      last_wqe_reached();  // (enter_error saw the state set already)
       return 0;
     } else if (next == QpState::kRts || next == QpState::kSqd) {
       sqd_notified_ = false;
@@ -282,12 +283,20 @@ void Qp::publish_receiving(QpState state) {
 }
 
 void Qp::enter_error() {
+  const bool was_err = attr_.qp_state == QpState::kErr;
   publish_receiving(QpState::kErr);
   attr_.qp_state = QpState::kErr;
   retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
   in_message_ = false;
   for (auto& r : resources_) r.active = false;
   flush_queues();
+  if (!was_err) last_wqe_reached();
+}
+
+void Qp::last_wqe_reached() {
+  // A QP of an SRQ takes no more of its WQEs: the owner may now destroy it (IBTA 11.6.3.1;
+  // SPDK's NVMe-oF target waits for it before it does).
+  if (srq_) dev_.async_event({AsyncEventType::kQpLastWqeReached, this});
 }
 
 Clock::time_point Qp::next_deadline() const {

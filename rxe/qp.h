@@ -156,7 +156,8 @@ class Qp {
   // Missing responses of a read/atomic: retry from what is missing, once per gap.
   bool retry_responses(SendWqe& w);
   // --- state
-  void enter_error();  // flush; caller holds the lock
+  void enter_error();       // flush; caller holds the lock
+  void last_wqe_reached();  // the SRQ's async event, on entering the error state
   // Publishes the QP in the device's placement directory while it receives RDMA WRITEs in
   // `state`, and withdraws it otherwise. Caller holds the lock.
   void publish_receiving(QpState state);

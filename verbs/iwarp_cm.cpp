@@ -92,6 +92,9 @@ void register_iwarp_qp(SoftQp* s) {
         case iwarp::QpEvent::Kind::kDisconnected:
           h->qp->state = IBV_QPS_ERR;
           break;
+        case iwarp::QpEvent::Kind::kLastWqeReached:
+          post_qp_event(h->ctx, h->qp, IBV_EVENT_QP_LAST_WQE_REACHED);
+          return;  // not the connection's business
       }
       cm = h->cm;
     }

@@ -79,6 +79,62 @@ TEST(VerbsApi, CreateQpExTakesCreateFlagsThatAreZero) {
   ibv_close_device(ctx);
 }
 
+// A QP of an SRQ that enters the error state says so with IBV_EVENT_QP_LAST_WQE_REACHED (SPDK's
+// NVMe-oF target waits for it before it destroys the QP), once; a QP without an SRQ does not.
+void expect_last_wqe_event(const char* device) {
+  ibv_context* ctx = open_by_name(device);
+  ASSERT_NE(ctx, nullptr) << device;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &sa);
+  ASSERT_TRUE(pd && cq && srq) << device;
+  ibv_qp* qps[2] = {};
+  for (int i = 0; i < 2; ++i) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq;
+    a.srq = i == 0 ? srq : nullptr;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+    qps[i] = ibv_create_qp(pd, &a);
+    ASSERT_NE(qps[i], nullptr) << device;
+  }
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  for (ibv_qp* q : qps) ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0) << device;
+  ASSERT_EQ(ibv_modify_qp(qps[0], &err, IBV_QP_STATE), 0);  // already there: no second event
+  const int flags = fcntl(ctx->async_fd, F_GETFL);
+  fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK);
+  std::vector<ibv_async_event> events;
+  // Long enough for a second event to show, if one were posted.
+  const auto deadline = std::chrono::steady_clock::now() + 300ms;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(ctx, &ev) == 0) {
+      events.push_back(ev);
+      ibv_ack_async_event(&ev);
+    } else {
+      std::this_thread::sleep_for(10ms);
+    }
+  }
+  ASSERT_EQ(events.size(), 1u) << device;
+  EXPECT_EQ(events[0].event_type, IBV_EVENT_QP_LAST_WQE_REACHED) << device;
+  EXPECT_EQ(events[0].element.qp, qps[0]) << device;
+  for (ibv_qp* q : qps) ibv_destroy_qp(q);
+  ibv_destroy_srq(srq);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+TEST(VerbsApi, AnSrqQpEnteringErrorReportsItsLastWqe) {
+  expect_last_wqe_event("softroce0");
+  expect_last_wqe_event("softiwarp0");
+}
+
 TEST(VerbsApi, AtomicWriteIsRefused) {
   Loop l;
   ASSERT_TRUE(l.open(open_by_name("softroce0")));
