@@ -85,6 +85,22 @@ PortAttr Device::port_attr() const {
   return p;
 }
 
+bool Device::set_pkeys(const std::vector<std::uint16_t>& table) {
+  if (table.empty() || table.size() > attr_.max_pkeys) return false;
+  for (std::uint16_t k : table) {
+    if ((k & 0x7FFF) == 0) return false;  // 0x0000 and 0x8000 are no partition
+  }
+  pkeys_ = table;
+  return true;
+}
+
+int Device::pkey_index_of(std::uint16_t pkey) const {
+  for (std::size_t i = 0; i < pkeys_.size(); ++i) {
+    if (pkey_match(pkey, pkeys_[i])) return static_cast<int>(i);
+  }
+  return -1;
+}
+
 Pd* Device::alloc_pd() {
   std::lock_guard lock(objects_mutex_);
   auto pd = std::make_unique<Pd>();
@@ -431,10 +447,10 @@ void Device::rx_step() {
       rx_malformed_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
-    // The port's one P_Key is the default partition as a full member (0xFFFF): a packet
-    // matches when its low 15 bits are 0x7FFF, as a full or a limited member (IBTA 10.9.3);
-    // others are dropped and counted, as rxe's check_keys does.
-    if ((pkt->hdr.bth.pkey & 0x7FFF) != 0x7FFF) {
+    // A packet's P_Key must match an entry of the port's table (IBTA 10.9.3: low 15 bits equal,
+    // one side a full member), and below the QP's own; others are dropped and counted as a
+    // P_Key violation, as rxe's check_keys does.
+    if (pkey_index_of(pkt->hdr.bth.pkey) < 0) {
       rx_bad_pkey_.fetch_add(1, std::memory_order_relaxed);
       continue;
     }
@@ -448,6 +464,11 @@ void Device::rx_step() {
       continue;
     }
     Qp& qp = *it->second;
+    // The GSI QP takes every partition of the table; the others their own only.
+    if (qp.qpn() != 1 && !pkey_match(pkt->hdr.bth.pkey, qp.pkey())) {
+      rx_bad_pkey_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
     {
       std::lock_guard ql(qp.mutex());
       qp.receive(*pkt, raw);

@@ -51,6 +51,12 @@ class Device {
   const DeviceAttr& attr() const { return attr_; }
   PortAttr port_attr() const;
   const std::vector<Gid>& gids() const { return gids_; }
+  // The port's P_Key table (default: 0xFFFF alone), set before any QP is made; each entry has
+  // the full-membership bit (0x8000) or not (limited), IBTA 10.9.
+  bool set_pkeys(const std::vector<std::uint16_t>& table);
+  const std::vector<std::uint16_t>& pkeys() const { return pkeys_; }
+  // The index of the first entry `pkey` matches; -1 when none does.
+  int pkey_index_of(std::uint16_t pkey) const;
   netdev::Netdev& netdev() { return *netdev_; }
   std::uint64_t node_guid() const { return node_guid_; }
 
@@ -117,7 +123,7 @@ class Device {
   bool place_write(const netdev::IpAddr& dst, std::uint32_t dest_qpn, QpType type,
                    std::uint32_t src_qpn, const netdev::IpAddr& src, std::uint32_t rkey,
                    std::uint64_t msg_va, std::uint64_t msg_len, std::uint64_t off,
-                   const std::uint8_t* data, std::uint32_t n);
+                   const std::uint8_t* data, std::uint32_t n, std::uint16_t pkey);
   bool placing() const { return dir_ != nullptr; }
 
   // --- for QPs (progress thread)
@@ -169,6 +175,7 @@ class Device {
   std::atomic<std::uint64_t> placement_refused_{0};
   DeviceAttr attr_;
   std::vector<Gid> gids_;
+  std::vector<std::uint16_t> pkeys_{0xFFFF};
   std::uint64_t node_guid_ = 0;
 
   MrTable mrs_;

@@ -41,7 +41,7 @@ struct MrSlot {
 static_assert(sizeof(QpSlot) == 40 && sizeof(MrSlot) == 40);
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);  // address-free across processes
 
-constexpr std::uint32_t kFlagRemoteWrite = 1u << 8;  // low byte: QpType
+constexpr std::uint32_t kFlagRemoteWrite = 1u << 8;  // low byte: QpType; high 16 bits: P_Key
 
 constexpr std::size_t kQpOffset = sizeof(Header);
 constexpr std::size_t kMrOffset = kQpOffset + std::size_t{kQpSlots} * sizeof(QpSlot);
@@ -175,7 +175,8 @@ void Directory::set_qp(std::uint32_t qpn, const DirQp& q) {
   std::lock_guard lock(mu_);
   put(qp_table(map_), kQpSlots, qpn, quiesce_, [&](QpSlot& x) {
     x.pd.store(q.pd, std::memory_order_relaxed);
-    x.flags.store(static_cast<std::uint32_t>(q.type) | (q.remote_write ? kFlagRemoteWrite : 0),
+    x.flags.store(static_cast<std::uint32_t>(q.type) | (q.remote_write ? kFlagRemoteWrite : 0) |
+                      std::uint32_t{q.pkey} << 16,
                   std::memory_order_relaxed);
     x.dest_qpn.store(q.dest_qpn, std::memory_order_relaxed);
     x.peer[0].store(half(q.peer, 0), std::memory_order_relaxed);
@@ -218,7 +219,7 @@ DirectoryView::DirectoryView(std::span<const std::uint8_t> bytes) : bytes_(bytes
 
 bool DirectoryView::writable(std::uint32_t qpn, QpType type, std::uint32_t src_qpn,
                              const netdev::IpAddr& src, std::uint32_t rkey, std::uint64_t msg_va,
-                             std::uint64_t msg_len, std::uint64_t& host) const {
+                             std::uint64_t msg_len, std::uint64_t& host, std::uint16_t pkey) const {
   if (bytes_.empty() || qpn == kEmpty || qpn == kRemoved || rkey == kEmpty || rkey == kRemoved) {
     return false;
   }
@@ -236,7 +237,8 @@ bool DirectoryView::writable(std::uint32_t qpn, QpType type, std::uint32_t src_q
     return false;
   }
   if ((flags & 0xFF) != static_cast<std::uint32_t>(type) || !(flags & kFlagRemoteWrite) ||
-      dest != src_qpn || peer[0] != half(src, 0) || peer[1] != half(src, 1)) {
+      !pkey_match(pkey, static_cast<std::uint16_t>(flags >> 16)) || dest != src_qpn ||
+      peer[0] != half(src, 0) || peer[1] != half(src, 1)) {
     return false;
   }
   std::uint32_t mr_pd = 0;

@@ -24,6 +24,7 @@ struct DirQp {
   bool remote_write = false;  // its access flags allow RDMA WRITE
   std::uint32_t dest_qpn = 0;
   netdev::IpAddr peer;
+  std::uint16_t pkey = 0xFFFF;  // its P_Key: a sender's must match (types.h pkey_match)
 };
 
 // A memory region as senders see it: published while valid and open to remote writes.
@@ -67,10 +68,11 @@ class DirectoryView {
  public:
   explicit DirectoryView(std::span<const std::uint8_t> bytes);
   // Whether a WRITE of the message [msg_va, msg_va+msg_len) through rkey, from `src` QP `src_qpn`
-  // of `type` to QP `qpn`, would be accepted; then *host is the host address of msg_va.
+  // of `type` with P_Key `pkey` to QP `qpn`, would be accepted; then *host is the host address
+  // of msg_va.
   bool writable(std::uint32_t qpn, QpType type, std::uint32_t src_qpn, const netdev::IpAddr& src,
                 std::uint32_t rkey, std::uint64_t msg_va, std::uint64_t msg_len,
-                std::uint64_t& host) const;
+                std::uint64_t& host, std::uint16_t pkey = 0xFFFF) const;
 
  private:
   std::span<const std::uint8_t> bytes_;

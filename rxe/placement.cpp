@@ -20,12 +20,12 @@ bool Device::enable_direct_placement() {
 bool Device::place_write(const netdev::IpAddr& dst, std::uint32_t dest_qpn, QpType type,
                          std::uint32_t src_qpn, const netdev::IpAddr& src, std::uint32_t rkey,
                          std::uint64_t msg_va, std::uint64_t msg_len, std::uint64_t off,
-                         const std::uint8_t* data, std::uint32_t n) {
+                         const std::uint8_t* data, std::uint32_t n, std::uint16_t pkey) {
   netdev::PeerWindow win;
   if (!netdev_->open_peer_window(dst, win)) return false;
   std::uint64_t host = 0;
   if (!DirectoryView(win.directory())
-           .writable(dest_qpn, type, src_qpn, src, rkey, msg_va, msg_len, host)) {
+           .writable(dest_qpn, type, src_qpn, src, rkey, msg_va, msg_len, host, pkey)) {
     return false;
   }
   iovec local{const_cast<std::uint8_t*>(data), n};

@@ -22,6 +22,7 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
       sq_sig_all_(sq_sig_all),
       cap_(cap) {
   rq_.init(cap.max_recv_wr, cap.max_recv_sge);
+  pkey_.store(dev.pkeys().front(), std::memory_order_relaxed);  // pkey_index 0 until modified
   src_port_ = wire::roce_src_port(qpn);
   attr_.cap = cap;
 }
@@ -55,7 +56,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
   if (!transition_ok(type_, cur, next, mask | kQpState)) return EINVAL;
   // Value checks.
   if ((mask & kQpPort) && a.port_num != 1) return EINVAL;
-  if ((mask & kQpPkeyIndex) && a.pkey_index != 0) return EINVAL;
+  if ((mask & kQpPkeyIndex) && a.pkey_index >= dev_.pkeys().size()) return EINVAL;
   if ((mask & kQpPathMtu) &&
       (static_cast<int>(a.path_mtu) < 1 || static_cast<int>(a.path_mtu) > 5)) {
     return EINVAL;
@@ -96,6 +97,10 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
     req_psn_ = unacked_psn_ = sent_psn_ = attr_.sq_psn;
   }
   if (mask & kQpTimeout) attr_.timeout = a.timeout;
+  if (mask & kQpPkeyIndex) {
+    attr_.pkey_index = a.pkey_index;
+    pkey_.store(dev_.pkeys()[a.pkey_index], std::memory_order_relaxed);
+  }
   if (mask & kQpRetryCnt) {
     attr_.retry_cnt = a.retry_cnt;
     retry_left_ = a.retry_cnt;
@@ -276,7 +281,7 @@ void Qp::publish_receiving(QpState state) {
   const bool receiving = state == QpState::kRtr || state == QpState::kRts ||
                          state == QpState::kSqd || state == QpState::kSqe;
   if (receiving && (attr_.qp_access_flags & kAccessRemoteWrite)) {
-    d->set_qp(qpn_, DirQp{pd_->handle, type_, true, attr_.dest_qp_num, peer_});
+    d->set_qp(qpn_, DirQp{pd_->handle, type_, true, attr_.dest_qp_num, peer_, pkey()});
   } else {
     d->remove_qp(qpn_);
   }

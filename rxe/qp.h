@@ -97,6 +97,8 @@ class Qp {
   std::uint32_t qpn() const { return qpn_; }
   QpType type() const { return type_; }
   Pd* pd() const { return pd_; }
+  // The P_Key its packets carry and must match (its pkey_index's entry); progress thread.
+  std::uint16_t pkey() const { return pkey_.load(std::memory_order_relaxed); }
 
   // Verbs entry points (take the QP lock). Return 0 or an errno value.
   int modify(const QpAttr& attr, std::uint32_t mask);
@@ -169,6 +171,7 @@ class Qp {
   const std::uint32_t qpn_;
   const QpType type_;
   Pd* const pd_;
+  std::atomic<std::uint16_t> pkey_{0xFFFF};
   Cq* const send_cq_;
   Cq* const recv_cq_;
   Srq* const srq_;

@@ -164,7 +164,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   RoceHeaders h;
   h.bth.dest_qp = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qp_num;
   h.bth.psn = w.next_psn;
-  h.bth.pkey = 0xFFFF;
+  h.bth.pkey = pkey();
   std::uint64_t off = w.sent;
   std::uint32_t n = 0;
   const std::uint8_t base = type_ == QpType::kUc ? op::kUcBase : 0;
@@ -274,7 +274,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
   if (n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !p->retrans &&
       dev_.placing() && &sq_.front() == &w &&
       dev_.place_write(peer_, attr_.dest_qp_num, type_, qpn_, local_, w.rkey, w.remote_addr,
-                       w.length, off, p->data + *hl, n)) {
+                       w.length, off, p->data + *hl, n, pkey())) {
     p->placed = true;
     ++counters_.placed_sent;
   }

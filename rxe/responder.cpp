@@ -81,6 +81,7 @@ void Qp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
   h.bth.opcode = op::kRcAck;
+  h.bth.pkey = pkey();
   h.bth.dest_qp = attr_.dest_qp_num;
   h.bth.psn = psn;
   h.aeth = Aeth{syndrome, msn_};
@@ -95,6 +96,7 @@ void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
   h.bth.opcode = op::kRcAtomicAck;
+  h.bth.pkey = pkey();
   h.bth.dest_qp = attr_.dest_qp_num;
   h.bth.psn = psn;
   h.aeth = Aeth{syndrome_ack(), msn_};
@@ -516,6 +518,7 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     const bool first = r.sent == 0 && r.next_psn == r.first_psn;
     const bool last = r.sent + n == r.length;
     RoceHeaders h;
+    h.bth.pkey = pkey();
     h.bth.dest_qp = attr_.dest_qp_num;
     h.bth.psn = r.next_psn;
     if (first && last)
@@ -598,6 +601,8 @@ void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   wc.qp_num = qpn_;
   wc.src_qp = deth.src_qp;
   wc.sl = raw.src.is_v4() ? kWcSlRoceV2Ipv4 : kWcSlRoceV2Ipv6;
+  // The table entry the datagram's P_Key matched (the GSI QP takes any of them).
+  wc.pkey_index = static_cast<std::uint16_t>(std::max(dev_.pkey_index_of(pkt.hdr.bth.pkey), 0));
   have_wqe_ = false;
   if (40 + std::uint64_t{n} > cur_wqe_.total) {
     wc.status = WcStatus::kLocLenErr;

@@ -81,6 +81,12 @@ enum Access : std::uint32_t {
   kAccessZeroBased = 1u << 5,
 };
 
+// Two P_Keys match when their low 15 bits are equal (and not 0) and at least one of them is a
+// full member (the high bit), IBTA 10.9.3.
+inline bool pkey_match(std::uint16_t a, std::uint16_t b) {
+  return (a & 0x7FFF) != 0 && (a & 0x7FFF) == (b & 0x7FFF) && ((a | b) & 0x8000);
+}
+
 // Memory window types (ibv_mw_type). Type 1 is bound by ibv_bind_mw and stays bound until bound
 // again; type 2 is bound by a BIND_MW work request to one QP and freed by invalidation.
 enum class MwType : std::uint8_t { k1 = 1, k2 = 2 };
@@ -288,7 +294,7 @@ struct DeviceAttr {
   std::uint32_t max_mcast_qp_attach = 64;
   std::uint32_t max_total_mcast_qp_attach = 256 * 64;
   std::uint32_t max_inline_data = kMaxInline;
-  std::uint16_t max_pkeys = 1;
+  std::uint16_t max_pkeys = 64;  // the largest P_Key table --pkeys takes
   std::uint8_t local_ca_ack_delay = 15;
   bool atomic_glob = true;  // atomics are atomic across all QPs of the device
 };

@@ -150,7 +150,7 @@ int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t 
   a.gid_tbl_len = static_cast<int>(soft(ctx)->engine->gid_table().size());
   a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
   a.max_msg_sz = 1u << 31;
-  a.pkey_tbl_len = 1;
+  a.pkey_tbl_len = static_cast<std::uint16_t>(d.pkeys().size());
   a.lid = soft(ctx)->engine->lid();
   a.sm_lid = 0;
   a.lmc = 0;
@@ -329,17 +329,27 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, union ibv_g
   return 0;
 }
 
-int ibv_query_pkey(ibv_context*, uint8_t port_num, int index, __be16* pkey) {
-  if (port_num != 1 || index != 0) {
+// softroce0's P_Key table (--pkeys); softiwarp0 has the default partition alone.
+int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
+  static const std::vector<std::uint16_t> kDefault{0xFFFF};
+  const auto& table = iw(context) ? kDefault : dev(context).pkeys();
+  if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= table.size()) {
     errno = EINVAL;
     return -1;
   }
-  *pkey = htobe16(0xFFFF);
+  *pkey = htobe16(table[static_cast<std::size_t>(index)]);
   return 0;
 }
 
-int ibv_get_pkey_index(ibv_context*, uint8_t port_num, __be16 pkey) {
-  return port_num == 1 && (be16toh(pkey) & 0x7FFF) == 0x7FFF ? 0 : -1;
+// The index of the entry equal to `pkey` (as rdma-core's: the exact value, membership bit too).
+int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
+  if (port_num != 1) return -1;
+  static const std::vector<std::uint16_t> kDefault{0xFFFF};
+  const auto& table = iw(context) ? kDefault : dev(context).pkeys();
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    if (table[i] == be16toh(pkey)) return static_cast<int>(i);
+  }
+  return -1;
 }
 
 int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_index,

@@ -66,6 +66,41 @@ bool number(const std::string& key, const std::string& value, unsigned lo, unsig
   return true;
 }
 
+// "0xffff,0x8001,0x0001": 1 to 64 distinct P_Keys, each a 16-bit number (hex with 0x) whose low
+// 15 bits are not 0; the high bit is full membership.
+bool parse_pkeys(const std::string& value, std::vector<std::uint16_t>& out, std::string& error) {
+  std::vector<std::uint16_t> table;
+  std::size_t from = 0;
+  for (;;) {
+    const std::size_t comma = value.find(',', from);
+    const std::string item = value.substr(from, comma == std::string::npos ? comma : comma - from);
+    const bool hex = item.rfind("0x", 0) == 0 || item.rfind("0X", 0) == 0;
+    const char* b = item.data() + (hex ? 2 : 0);
+    unsigned v = 0;
+    auto [p, ec] = std::from_chars(b, item.data() + item.size(), v, hex ? 16 : 10);
+    if (item.size() == (hex ? 2u : 0u) || ec != std::errc() || p != item.data() + item.size() ||
+        v > 0xFFFF || (v & 0x7FFF) == 0) {
+      error = "bad P_Key '" + item +
+              "' in pkeys (expected 16-bit values such as 0xffff,0x8001,"
+              "whose low 15 bits are not 0)";
+      return false;
+    }
+    if (std::find(table.begin(), table.end(), v) != table.end()) {
+      error = "P_Key '" + item + "' twice in pkeys";
+      return false;
+    }
+    table.push_back(static_cast<std::uint16_t>(v));
+    if (comma == std::string::npos) break;
+    from = comma + 1;
+  }
+  if (table.size() > 64) {
+    error = "pkeys has " + std::to_string(table.size()) + " entries (at most 64)";
+    return false;
+  }
+  out = table;
+  return true;
+}
+
 bool apply(Config& cfg, const std::string& key, const std::string& value, std::string& error) {
   if (key == "device") {
     if (value.empty() || value.size() >= 64) {
@@ -112,6 +147,8 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     unsigned v = 0;
     if (!number(key, value, 1, 4094, v, error)) return false;
     cfg.vlan = static_cast<std::uint16_t>(v);
+  } else if (key == "pkeys") {
+    if (!parse_pkeys(value, cfg.pkeys, error)) return false;
   } else if (key == "dpdk_qps") {
     unsigned v = 0;
     if (!number(key, value, 1, 65536, v, error)) return false;
@@ -241,19 +278,14 @@ bool load_config(Config& cfg, std::string& error) {
       }
     }
   }
-  const std::pair<const char*, const char*> vars[] = {{"SOFTRDMA_DEVICE", "device"},
-                                                      {"SOFTRDMA_NETDEV", "netdev"},
-                                                      {"SOFTRDMA_FAULTS", "faults"},
-                                                      {"SOFTRDMA_MTU", "mtu"},
-                                                      {"SOFTRDMA_PCAP", "pcap"},
-                                                      {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
-                                                      {"SOFTRDMA_TRANSPORT", "transport"},
-                                                      {"SOFTRDMA_MPA", "mpa"},
-                                                      {"SOFTRDMA_VLAN", "vlan"},
-                                                      {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
-                                                      {"SOFTRDMA_LOCAL", "local"},
-                                                      {"SOFTRDMA_STATS", "stats"},
-                                                      {"SOFTRDMA_VIEW", "view"}};
+  const std::pair<const char*, const char*> vars[] = {
+      {"SOFTRDMA_DEVICE", "device"},       {"SOFTRDMA_NETDEV", "netdev"},
+      {"SOFTRDMA_FAULTS", "faults"},       {"SOFTRDMA_MTU", "mtu"},
+      {"SOFTRDMA_PCAP", "pcap"},           {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
+      {"SOFTRDMA_VLAN", "vlan"},           {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
+      {"SOFTRDMA_PKEYS", "pkeys"},         {"SOFTRDMA_LOCAL", "local"},
+      {"SOFTRDMA_STATS", "stats"},         {"SOFTRDMA_VIEW", "view"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -442,6 +474,7 @@ bool Engine::start(std::string& error) {
   }
   lid_ = lid_of(address_);
   device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  device_->set_pkeys(cfg_.pkeys);  // checked by load_config
   gids_ = roce_gid_table(mac_, device_->netdev().addresses());
   if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();
   return true;

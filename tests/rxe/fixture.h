@@ -15,7 +15,9 @@
 
 namespace softrdma::rxe::test {
 
-inline netdev::IpAddr addr(int host) { return netdev::IpAddr::v4(0xC0000200u | host); }  // 192.0.2.x
+inline netdev::IpAddr addr(int host) {
+  return netdev::IpAddr::v4(0xC0000200u | host);
+}  // 192.0.2.x
 
 struct Node {
   std::unique_ptr<Device> dev;
@@ -73,6 +75,7 @@ struct ConnectOptions {
   std::uint8_t min_rnr_timer = 1;  // 10 us
   std::uint8_t rd_atomic = 16;
   std::uint32_t access = kAllAccess;
+  std::uint16_t pkey_index = 0;
   std::uint32_t psn_a = 0x123456, psn_b = 0xFFFFF0;  // B's start wraps soon
 };
 
@@ -99,7 +102,7 @@ inline void bring_up(Qp* qp, const Gid& dgid, std::uint32_t dest_qpn, std::uint3
                      std::uint32_t sq_psn, const ConnectOptions& o) {
   QpAttr a;
   a.qp_state = QpState::kInit;
-  a.pkey_index = 0;
+  a.pkey_index = o.pkey_index;
   a.port_num = 1;
   a.qp_access_flags = o.access;
   a.qkey = 0x11111111;

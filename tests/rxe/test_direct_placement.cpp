@@ -253,6 +253,15 @@ TEST(Directory, AnswersOnlyForPublishedQpAndRegion) {
   EXPECT_FALSE(v.writable(0x11, QpType::kRc, 0x23, peer, 0xABCD, 0x1000, 0x10, host));   // src QP
   EXPECT_FALSE(v.writable(0x11, QpType::kRc, 0x22, ip("127.0.3.8"), 0xABCD, 0x1000, 0x10, host));
   EXPECT_FALSE(v.writable(0x11, QpType::kRc, 0x22, peer, 0xABCD, 0x1000, ~0ull, host));
+  // Another partition's sender (the QP's P_Key is 0xFFFF), or a limited member of its own: a
+  // P_Key the receiver would refuse writes nothing.
+  EXPECT_FALSE(v.writable(0x11, QpType::kRc, 0x22, peer, 0xABCD, 0x1000, 0x10, host, 0x8001));
+  EXPECT_TRUE(v.writable(0x11, QpType::kRc, 0x22, peer, 0xABCD, 0x1000, 0x10, host, 0x7FFF));
+  d->set_qp(0x13, DirQp{1, QpType::kRc, true, 0x22, peer, 0x0005});  // a limited member
+  EXPECT_FALSE(v.writable(0x13, QpType::kRc, 0x22, peer, 0xABCD, 0x1000, 0x10, host, 0x0005));
+  EXPECT_TRUE(v.writable(0x13, QpType::kRc, 0x22, peer, 0xABCD, 0x1000, 0x10, host, 0x8005));
+  d->remove_qp(0x13);
+  quiesced = 0;
   // Another PD's region.
   d->set_mr(DirMr{0xBEEF, 2, 0x1000, 0x100, 0x9000});
   EXPECT_FALSE(v.writable(0x11, QpType::kRc, 0x22, peer, 0xBEEF, 0x1000, 0x10, host));

@@ -24,7 +24,19 @@ class InjectNetdev : public netdev::Netdev {
   std::string backend() const override { return "inject"; }
   std::uint32_t mtu() const override { return 9000; }
   std::span<const netdev::IpAddr> addresses() const override { return addrs_; }
-  std::size_t send_batch(std::span<netdev::Packet* const> p) override { return p.size(); }
+  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
+    std::lock_guard lock(mu_);
+    for (const netdev::Packet* q : p) {
+      if (q->len >= 4)
+        sent_pkeys_.push_back(static_cast<std::uint16_t>(q->data[2] << 8 | q->data[3]));
+    }
+    return p.size();
+  }
+  // The BTH P_Keys of what the device sent.
+  std::vector<std::uint16_t> sent_pkeys() {
+    std::lock_guard lock(mu_);
+    return sent_pkeys_;
+  }
   std::size_t recv_batch(std::span<netdev::Packet* const> out) override {
     std::lock_guard lock(mu_);
     std::size_t n = 0;
@@ -61,6 +73,7 @@ class InjectNetdev : public netdev::Netdev {
   }
 
  private:
+  std::vector<std::uint16_t> sent_pkeys_;
   std::array<netdev::IpAddr, 1> addrs_;
   int efd_;
   std::mutex mu_;
@@ -193,7 +206,7 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
 class InjectedRcQp : public testing::Test {
  protected:
   static constexpr std::size_t kSlot = 64;
-  void connect(std::uint32_t rq_psn, int receives) {
+  void connect(std::uint32_t rq_psn, int receives, const ConnectOptions& o = {}) {
     int err = 0;
     pd = dev.alloc_pd();
     cq = dev.create_cq(256, &err);
@@ -204,7 +217,7 @@ class InjectedRcQp : public testing::Test {
     QpCap cap = default_cap();
     qp = dev.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
     ASSERT_TRUE(qp);
-    bring_up(qp, peer.bytes, 0x77, rq_psn, 5000, ConnectOptions{});
+    bring_up(qp, peer.bytes, 0x77, rq_psn, 5000, o);
     for (int i = 0; i < receives; ++i) {
       const Sge sge{
           reinterpret_cast<std::uint64_t>(region.data()) + static_cast<std::uint64_t>(i) * kSlot,
@@ -290,6 +303,83 @@ TEST_F(InjectedRcQp, PacketsOfAnotherPartitionAreDropped) {
   EXPECT_EQ(region[0], 0xFF);  // 0x7FFF's payload byte
   EXPECT_EQ(region[kSlot], 0xFF);
   EXPECT_EQ(counter("drop_bad_pkey"), 3u);
+}
+
+// A table of three partitions (--pkeys 0xffff,0x8001,0x0002): a QP takes the packets of its own
+// partition only, where one side is a full member; it sends with its own P_Key.
+TEST_F(InjectedRcQp, AQpTakesItsOwnPartitionWithOneFullMember) {
+  ASSERT_TRUE(dev.set_pkeys({0xFFFF, 0x8001, 0x0002}));
+  ConnectOptions o;
+  o.pkey_index = 1;  // 0x8001, a full member
+  connect(0, 8, o);
+  auto send_with = [&](std::uint32_t psn, std::uint16_t pkey) {
+    wire::RoceHeaders h;
+    h.bth.psn = psn;
+    h.bth.pkey = pkey;
+    h.bth.ack_req = true;
+    send(h, std::vector<std::uint8_t>(16, static_cast<std::uint8_t>(pkey)));
+  };
+  send_with(0, 0xFFFF);  // the table's, not the QP's
+  send_with(0, 0x8003);  // in no entry
+  send_with(0, 0x0001);  // a limited member of the QP's partition: the QP is a full one
+  send_with(1, 0x8001);
+  const auto wcs = wait_wc(cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  EXPECT_EQ(region[0], 0x01);
+  EXPECT_EQ(region[kSlot], 0x01);
+  EXPECT_EQ(counter("drop_bad_pkey"), 2u);
+  std::vector<std::uint16_t> pkeys;  // the ACKs
+  for (int i = 0; i < 200 && pkeys.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    pkeys = inj->sent_pkeys();
+  }
+  ASSERT_FALSE(pkeys.empty());
+  for (std::uint16_t k : pkeys) EXPECT_EQ(k, 0x8001);
+}
+
+TEST_F(InjectedRcQp, TwoLimitedMembersDoNotMatch) {
+  ASSERT_TRUE(dev.set_pkeys({0xFFFF, 0x8001, 0x0002}));
+  ConnectOptions o;
+  o.pkey_index = 2;  // 0x0002, a limited member
+  connect(0, 8, o);
+  wire::RoceHeaders h;
+  h.bth.psn = 0;
+  h.bth.pkey = 0x0002;
+  send(h, std::vector<std::uint8_t>(16, 7));  // limited to limited: a violation
+  h.bth.pkey = 0x8002;
+  send(h, std::vector<std::uint8_t>(16, 8));  // a full member of the partition
+  const auto wcs = wait_wc(cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(region[0], 8);
+  EXPECT_EQ(counter("drop_bad_pkey"), 1u);
+}
+
+TEST(PkeyTable, EntriesAndIndexesAreChecked) {
+  Device d(std::make_unique<InjectNetdev>(addr(3)));
+  EXPECT_FALSE(d.set_pkeys({}));
+  EXPECT_FALSE(d.set_pkeys({0xFFFF, 0x8000}));  // no partition
+  EXPECT_FALSE(d.set_pkeys(std::vector<std::uint16_t>(65, 0x8001)));
+  ASSERT_TRUE(d.set_pkeys({0x8001, 0x0005}));
+  EXPECT_EQ(d.pkey_index_of(0x0001), 0);
+  EXPECT_EQ(d.pkey_index_of(0x8005), 1);
+  EXPECT_EQ(d.pkey_index_of(0x0005), -1);
+  EXPECT_EQ(d.pkey_index_of(0xFFFF), -1);
+  int err = 0;
+  Pd* pd = d.alloc_pd();
+  Cq* cq = d.create_cq(16, &err);
+  QpCap cap = default_cap();
+  Qp* qp = d.create_qp(pd, QpType::kRc, cq, cq, nullptr, cap, false, &err);
+  ASSERT_TRUE(qp);
+  EXPECT_EQ(qp->pkey(), 0x8001);  // index 0 until set
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.port_num = 1;
+  a.pkey_index = 2;  // past the table
+  EXPECT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), EINVAL);
+  a.pkey_index = 1;
+  EXPECT_EQ(qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  EXPECT_EQ(qp->pkey(), 0x0005);
+  d.destroy_qp(qp);
 }
 
 }  // namespace

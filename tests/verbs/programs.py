@@ -186,6 +186,46 @@ elif case == "bad_options":
     # A device that cannot start says why instead of crashing the program.
     rc, out = run_one(["--netdev", "udp:192.0.2.77", "--", "ibv_devices"])
     expect("Cannot assign requested address" in out, "unusable address is reported", out)
+elif case == "pkeys":
+    # --pkeys: a P_Key table; perftest's --pkey_index picks the partition its QPs use.
+    for bad, msg in [("0x8000", "bad P_Key"), ("0xffff,0xffff", "twice"), ("0x1ffff", "bad P_Key")]:
+        rc, out = run_one(["--pkeys", bad, "--", "true"])
+        expect(rc == 2 and msg in out, f"--pkeys {bad}: exit 2 with '{msg}'", out)
+    port = str(free_port())
+    args = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "200", "--pkey_index=1"]
+    with tempfile.TemporaryDirectory(prefix="softrdma-pkeys-") as d:
+        trace = os.path.join(d, "c.pcapng")
+        (src, sout), (crc, cout) = pair(args, args + ["127.0.0.1"], run_opts=(
+            "--stats", "--pkeys", "0xffff,0x8001", "--pcap", os.path.join(d, "%p.pcapng")))
+        expect(src == 0 and crc == 0, "ib_write_bw --pkey_index=1 on partition 0x8001",
+               sout + cout)
+        for side, out in (("server", sout), ("client", cout)):
+            # (perftest may end its last line without a newline: the stats line follows on it)
+            bad = re.search(r"softrdma: stats softroce0 \S+ .*drop_bad_pkey=(\d+)", out)
+            expect(bad and bad.group(1) == "0", f"the {side} took every packet of its partition",
+                   out)
+        traces = [os.path.join(d, f) for f in os.listdir(d)]
+        keys = set()
+        for t in traces:
+            r = subprocess.run(["tshark", "-r", t, "-T", "fields", "-e", "infiniband.bth.p_key"],
+                               capture_output=True, text=True, timeout=60)
+            keys |= {int(k, 0) for k in r.stdout.split() if k}
+        expect(keys == {0x8001}, f"every packet carries P_Key 0x8001 (seen: {keys})", "")
+    # A client of another partition gets nothing through: the server drops and counts.
+    port = str(free_port())
+    args = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "20", "--pkey_index=1"]
+    srv = subprocess.Popen([softrdma, "run", "--stats", "--pkeys", "0xffff,0x8001", "--", *args],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(0.5)
+    rc, cout = run_one(["--pkeys", "0xffff,0x8002", "--", *args, "127.0.0.1"], timeout=120)
+    try:
+        sout, _ = srv.communicate(timeout=60)
+    except subprocess.TimeoutExpired:
+        srv.kill()
+        sout, _ = srv.communicate()
+    bad = re.search(r"softrdma: stats softroce0 \S+ .*drop_bad_pkey=(\d+)", sout)
+    expect(rc != 0, "a client of partition 0x8002 fails", cout)
+    expect(bad and int(bad.group(1)) > 0, "the server counts its P_Key violations", sout)
 elif case == "rc_pingpong_gid":
     # Scripts written for rxe name the IPv4 RoCE v2 GID as index 1: data goes both ways.
     port = str(free_port())

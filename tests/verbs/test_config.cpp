@@ -23,8 +23,8 @@ class ConfigFile : public ::testing::Test {
   void SetUp() override {
     for (const char* v : {"SOFTRDMA_DEVICE", "SOFTRDMA_NETDEV", "SOFTRDMA_FAULTS", "SOFTRDMA_MTU",
                           "SOFTRDMA_PCAP", "SOFTRDMA_PCAP_FILTER", "SOFTRDMA_TRANSPORT",
-                          "SOFTRDMA_MPA", "SOFTRDMA_VLAN", "SOFTRDMA_DPDK_QPS", "SOFTRDMA_LOCAL",
-                          "SOFTRDMA_STATS", "SOFTRDMA_VIEW", "SOFTRDMA_CONFIG"}) {
+                          "SOFTRDMA_MPA", "SOFTRDMA_VLAN", "SOFTRDMA_DPDK_QPS", "SOFTRDMA_PKEYS",
+                          "SOFTRDMA_LOCAL", "SOFTRDMA_STATS", "SOFTRDMA_VIEW", "SOFTRDMA_CONFIG"}) {
       unsetenv(v);
     }
     std::string tmpl = (std::filesystem::temp_directory_path() / "softrdma-config-XXXXXX").string();
@@ -63,6 +63,20 @@ TEST_F(ConfigFile, KeyValueLinesCommentsAndBlankLines) {
   EXPECT_EQ(cfg.faults, "drop=0.01,seed=3");  // only the first '=' splits
   EXPECT_TRUE(cfg.stats);
   EXPECT_EQ(cfg.transport, "roce");  // what the file leaves out keeps its default
+}
+
+TEST_F(ConfigFile, PkeysIsATableOfDistinctPartitions) {
+  write("pkeys = 0xffff,0x8001,0x0001,32770\n");
+  Config cfg;
+  std::string error;
+  ASSERT_TRUE(load(cfg, error)) << error;
+  EXPECT_EQ(cfg.pkeys, (std::vector<std::uint16_t>{0xFFFF, 0x8001, 0x0001, 0x8002}));
+  for (const char* bad : {"", "0x", "0x8000", "0", "0x10000", "0xffff,", "0xffff,0xFFFF", "ffff"}) {
+    write(std::string("pkeys = ") + bad + "\n");
+    Config c;
+    EXPECT_FALSE(load(c, error)) << bad;
+    EXPECT_NE(error.find("pkeys"), std::string::npos) << bad << ": " << error;
+  }
 }
 
 TEST_F(ConfigFile, TheEnvironmentWinsOverTheFile) {

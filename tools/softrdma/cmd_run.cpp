@@ -61,6 +61,7 @@ int cmd_run(int argc, char** argv) {
                                                       {"--mpa", "SOFTRDMA_MPA"},
                                                       {"--vlan", "SOFTRDMA_VLAN"},
                                                       {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
+                                                      {"--pkeys", "SOFTRDMA_PKEYS"},
                                                       {"--local", "SOFTRDMA_LOCAL"},
                                                       {"--view", "SOFTRDMA_VIEW"}};
   int i = 0;

@@ -40,7 +40,7 @@ _softrdma() {
         --view) COMPREPLY=($(compgen -W "auto on off" -- "$cur")) ;;
         --pcap) COMPREPLY=($(compgen -f -- "$cur")) ;;
         --netdev) COMPREPLY=($(compgen -W "udp: af_packet: af_xdp: dpdk:" -- "$cur")) && compopt -o nospace ;;
-        --faults | --mtu | --mpa | --pcap-filter | --vlan | --dpdk-qps) COMPREPLY=() ;;
+        --faults | --mtu | --mpa | --pcap-filter | --vlan | --dpdk-qps | --pkeys) COMPREPLY=() ;;
         *) COMPREPLY=($(compgen -W "$(_softrdma_words "$self" run) --help --" -- "$cur")) ;;
         esac
         ;;

@@ -29,6 +29,7 @@ constexpr std::array kCommands = {
         "  --pcap-filter SPEC   SOFTRDMA_PCAP_FILTER: qp=..;class=..;snaplen=N;rotate=SIZE\n"
         "  --vlan ID            SOFTRDMA_VLAN: 802.1Q tag on the raw backends\n"
         "  --dpdk-qps N         SOFTRDMA_DPDK_QPS: DPDK queue pairs\n"
+        "  --pkeys LIST         SOFTRDMA_PKEYS: softroce0's P_Key table, e.g. 0xffff,0x8001\n"
         "  --view auto|on|off   SOFTRDMA_VIEW: a private /dev/infiniband and /sys view\n"
         "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"
         "\n"
