@@ -62,7 +62,9 @@ int cmd_run(int argc, char** argv) {
                                                       {"--vlan", "SOFTRDMA_VLAN"},
                                                       {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
                                                       {"--local", "SOFTRDMA_LOCAL"},
-                                                      {"--view", "SOFTRDMA_VIEW"}};
+                                                      {"--view", "SOFTRDMA_VIEW"},
+                                                      {"--cc", "SOFTRDMA_CC"},
+                                                      {"--switch", "SOFTRDMA_SWITCH"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];
