@@ -10,7 +10,10 @@ std::size_t BacklogMarkerNetdev::recv_batch(std::span<Packet* const> pkts) {
     for (std::size_t i = 0; i < n; ++i) {
       std::uint8_t& tc = pkts[i]->traffic_class;
       const std::uint8_t ecn = tc & 3;
-      if (ecn == 1 || ecn == 2) {
+      // UC and UD only (BTH opcode's transport bits 001 and 011): RC's send window already
+      // keeps it from overrunning the receiver.
+      const std::uint8_t transport = pkts[i]->len ? pkts[i]->data[0] >> 5 : 0;
+      if ((ecn == 1 || ecn == 2) && (transport == 1 || transport == 3)) {
         tc |= 3;
         ++marked;
       }

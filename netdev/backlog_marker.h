@@ -1,7 +1,8 @@
 // CE marking without a switch: while the receive path falls behind (a receive batch comes back
-// full twice running: datagrams queue in front of the device), ECN-capable datagrams are marked
-// CE, as a congested port in front of it would mark them. Sits below tracing, so traces show
-// the marks. See docs/congestion.md.
+// full twice running: datagrams queue in front of the device), ECN-capable UC and UD datagrams
+// are marked CE, as a congested port in front of it would mark them (RC's send window already
+// keeps it from overrunning the receiver; marking it only cost throughput). Sits below tracing,
+// so traces show the marks. See docs/congestion.md.
 #pragma once
 
 #include <atomic>

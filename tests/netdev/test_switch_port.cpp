@@ -143,7 +143,7 @@ TEST(SwitchPort, NeverMarksNotEctAndMarksWithRedProbabilityBetweenKminAndKmax) {
   }
 }
 
-TEST(BacklogMarker, MarksEctWhileReceiveBatchesComeBackFull) {
+TEST(BacklogMarker, MarksEctUcAndUdWhileReceiveBatchesComeBackFull) {
   auto fabric = std::make_shared<MemoryFabric>();
   MemoryNetdev tx(fabric, IpAddr::v4(0x0A000001), 9000);
   BacklogMarkerNetdev rx(std::make_unique<MemoryNetdev>(fabric, IpAddr::v4(0x0A000002), 9000));
