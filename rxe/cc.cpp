@@ -55,10 +55,19 @@ bool parse_cc(const std::string& spec, CcConfig& out, std::string& error) {
     const auto eq = item.find('=');
     const std::string key = item.substr(0, eq);
     const std::string v = eq == std::string::npos ? "" : item.substr(eq + 1);
-    if (eq == std::string::npos || !out.dcqcn || (key != "cnp_interval_us" && key != "line_rate")) {
+    if (eq == std::string::npos || !out.dcqcn ||
+        (key != "cnp_interval_us" && key != "line_rate" && key != "backlog")) {
       error = "bad item '" + item + "' in '" + spec +
-              "' (expected dcqcn[,cnp_interval_us=N][,line_rate=RATE] or none)";
+              "' (expected dcqcn[,cnp_interval_us=N][,line_rate=RATE][,backlog=on|off] or none)";
       return false;
+    }
+    if (key == "backlog") {
+      if (v != "on" && v != "off") {
+        error = "bad backlog '" + v + "' (expected on or off)";
+        return false;
+      }
+      out.mark_backlog = v == "on";
+      continue;
     }
     if (key == "line_rate") {
       double r = 0;

@@ -15,13 +15,16 @@ struct CcConfig {
   // Pace at the line rate too (when it was given): the emulated link is the line rate's, not the
   // host's. Off by default: a QP at line rate is not paced at all.
   bool pace_line_rate = false;
+  // Without a switch, mark CE on the receive path's own backlog (netdev/backlog_marker.h).
+  // Off by default: see docs/congestion.md.
+  bool mark_backlog = false;
   // Notification point: at most one CNP per QP per interval (mlx5's min_time_between_cnps).
   std::chrono::nanoseconds cnp_interval{50'000};
 };
 
-// "dcqcn" (or "") and "none"; dcqcn may go on with ",cnp_interval_us=N" and ",line_rate=RATE"
-// (where a QP starts and what it never exceeds: the sending link's rate, 100G by default). False
-// and `error` on anything else; `out` is then unspecified.
+// "dcqcn" (or "") and "none"; dcqcn may go on with ",cnp_interval_us=N", ",line_rate=RATE"
+// (where a QP starts and what it never exceeds: the sending link's rate, 100G by default) and
+// ",backlog=on|off". False and `error` on anything else; `out` is then unspecified.
 bool parse_cc(const std::string& spec, CcConfig& out, std::string& error);
 
 // The IP header's ECN field (the low two bits of the TOS / traffic class byte).

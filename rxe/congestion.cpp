@@ -27,7 +27,6 @@ void Qp::notify_congestion(const wire::RocePacket& pkt, const netdev::Packet& ra
   RoceHeaders h;
   h.bth.opcode = op::kCnp;
   h.bth.dest_qp = dest_qpn;
-  h.bth.becn = true;  // RoCEv2 annex A17.9.3
   auto n = build_roce(MutBytes(p->data, p->cap), h, {});
   if (!n) return;
   p->len = static_cast<std::uint32_t>(*n);

@@ -446,7 +446,7 @@ bool Engine::start(std::string& error) {
     netdev::SwitchConfig sw;
     if (!netdev::parse_switch(cfg_.switch_port, sw, error)) return false;
     nd = std::make_unique<netdev::SwitchPortNetdev>(std::move(nd), sw);
-  } else if (cc.dcqcn) {  // no switch: the receive path marks CE when it falls behind
+  } else if (cc.dcqcn && cc.mark_backlog) {  // no switch: mark CE when receiving falls behind
     nd = std::make_unique<netdev::BacklogMarkerNetdev>(std::move(nd));
   }
   if (!cfg_.pcap.empty()) {

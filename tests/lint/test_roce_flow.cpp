@@ -451,7 +451,6 @@ TEST(RoceFlow, CnpGoesOnlyToAFlowThatWasEcnCapable) {
     c.response("ack", op::kRcAck, 101, 0);
     Pkt& cnp = c.response("cnp", op::kCnp, 0, 0);  // from B (the receiver) to A's QP
     cnp.h.bth.dest_qp = kQpA;
-    cnp.h.bth.becn = true;
     cnp.h.aeth.reset();
     cnp.tos = 48 << 2;
     // A UD QP of B answered too: its CNP goes to the DETH's source QP of A's datagrams.
