@@ -1,4 +1,4 @@
-#!/usr/bin/env python3
+#!/usr/bin/python3
 """Incast bench: per-QP rate over time through an emulated switch port, with and without DCQCN.
 
 usage: incast.py SOFTRDMA OUT.png [--switch SPEC] [--qps N] [--line-rate RATE] [--seconds S]
