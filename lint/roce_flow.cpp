@@ -241,7 +241,19 @@ void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& f
     return;
   }
   const std::string where = flow_string(frame) + " qp " + hex(bth.dest_qp, 6);
+  if (info.request && info.transport != wire::Transport::kCnp) {
+    const std::uint8_t ecn = (frame.is_ipv6 ? frame.ipv6.traffic_class : frame.ipv4.tos) & 3;
+    const std::uint32_t src_qp =
+        info.transport == wire::Transport::kUd && pkt.hdr.deth ? pkt.hdr.deth->src_qp : kAnyQp;
+    ecn_in_use_ = ecn_in_use_ || ecn != 0;
+    EcnSeen& e = ecn_[Key{std::get<0>(key), std::get<1>(key), src_qp}];
+    e.capable = e.capable || ecn != 0;
+    e.ce = e.ce || ecn == 3;
+  }
   switch (info.transport) {
+    case wire::Transport::kCnp:
+      on_cnp(frame_no, where, key);
+      return;
     case wire::Transport::kUd:
       if (pkt.hdr.deth) on_ud(frame_no, where, key, pkt);
       return;
@@ -263,6 +275,30 @@ void RoceFlowChecker::on_packet(std::uint64_t frame_no, const wire::FrameView& f
   auto it = responses_.find(key);
   Flow* f = it != responses_.end() ? it->second : match_response(key, bth.psn);
   if (f) on_response(frame_no, where, *f, pkt);
+}
+
+void RoceFlowChecker::on_cnp(std::uint64_t frame_no, const std::string& where, const Key& key) {
+  // A CNP from R to S's QP answers S's CE-marked packets to R: RC and UC ones (their QPN is not
+  // on the wire: any flow of S to R) or UD ones from that QP. A capture taken at the sender shows
+  // them before any switch marked them, ECN-capable; one that shows none of them (it may have
+  // started later) proves nothing, and neither does a capture without ECN at all (CNPs from a
+  // test generator, or a fabric whose ECN the capture does not show).
+  if (!ecn_in_use_) return;
+  const auto& [r, s, qpn] = key;
+  const EcnSeen none;
+  auto seen = [&](std::uint32_t q) -> const EcnSeen* {
+    auto it = ecn_.find(Key{s, r, q});
+    return it == ecn_.end() ? nullptr : &it->second;
+  };
+  const EcnSeen* any = seen(kAnyQp);
+  const EcnSeen* ud = seen(qpn);
+  if (!any && !ud) return;
+  const EcnSeen& a = any ? *any : none;
+  const EcnSeen& u = ud ? *ud : none;
+  if (a.capable || u.capable) return;
+  report_.add(frame_no, where, "roce.cnp_target",
+              "a CNP to a QP whose packets to the CNP's sender were ECN-capable (CE-marked)",
+              "its packets were all Not-ECT");
 }
 
 RoceFlowChecker::Flow* RoceFlowChecker::match_response(const Key& resp_key, std::uint32_t psn) {

@@ -56,6 +56,15 @@ class RoceFlowChecker {
     std::map<std::uint32_t, std::uint64_t> retired;  // earlier Q_Keys -> last frame used
   };
   std::map<std::pair<Ip, std::uint32_t>, QkeyState> qkeys_;  // (destination IP, QPN)
+  // ECN seen on requests, by (source IP, destination IP, source QPN: UD's DETH, else kAnyQp):
+  // a CNP must answer a flow that was ECN-capable (roce.cnp_target).
+  struct EcnSeen {
+    bool capable = false, ce = false;
+  };
+  static constexpr std::uint32_t kAnyQp = 0xFFFFFFFF;
+  std::map<Key, EcnSeen> ecn_;
+  bool ecn_in_use_ = false;  // some request so far was ECN-capable
+  void on_cnp(std::uint64_t frame_no, const std::string& where, const Key& key);
 };
 
 }  // namespace softrdma::lint

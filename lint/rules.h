@@ -52,6 +52,7 @@ inline constexpr auto kRules = std::to_array<RuleInfo>({
     {"roce.read_response", Severity::kError, "IBTA vol. 1 §9.7 (RDMA Read responses)"},
     {"roce.atomic_ack", Severity::kError, "IBTA vol. 1 §9.7 (atomic operations)"},
     {"roce.qkey", Severity::kError, "IBTA vol. 1 §9.6 (Q_Key check), ch. 13 (GSI QP1)"},
+    {"roce.cnp_target", Severity::kError, "RoCEv2 annex A17.9.3 (CNP); DCQCN"},
     // iWARP
     {"mpa.key", Severity::kError, "RFC 5044 §7.1"},
     {"mpa.pd_length", Severity::kError, "RFC 5044 §7.1; RFC 6581 §5"},

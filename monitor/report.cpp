@@ -45,6 +45,14 @@ json qp_row(const rxe::QpInfo& q) {
   r["out-of-seq"] = c.out_of_sequence;
   r["retry-exceeded"] = c.retry_exceeded;
   r["rnr-retry-exceeded"] = c.rnr_retry_exceeded;
+  if (q.cc_rate_bps > 0) {  // DCQCN: the pacing rate and its target, Mb/s
+    r["cc-rate-mbps"] = static_cast<std::uint64_t>(q.cc_rate_bps / 1e6);
+    r["cc-target-mbps"] = static_cast<std::uint64_t>(q.cc_target_bps / 1e6);
+  }
+  r["np-ecn-marked"] = c.np_ecn_marked_roce_packets;
+  r["np-cnp-sent"] = c.np_cnp_sent;
+  r["rp-cnp-handled"] = c.rp_cnp_handled;
+  r["rp-cnp-ignored"] = c.rp_cnp_ignored;
   return r;
 }
 

@@ -149,6 +149,12 @@ struct Counters {
   std::uint64_t rx_dropped = 0;      // arrived at a full receive queue
   std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_corrupted = 0,
                 fault_delayed = 0;
+  // An emulated switch port in front of the receive path (netdev/switch_port.h): datagrams it
+  // marked CE, tail-dropped, and its deepest queue (bytes).
+  std::uint64_t switch_ce_marked = 0, switch_dropped = 0, switch_queue_peak = 0;
+  // Without a switch: datagrams marked CE because the receive path fell behind
+  // (netdev/backlog_marker.h).
+  std::uint64_t backlog_ce_marked = 0;
 };
 
 // The live counters a backend updates (relaxed atomics: several threads send).

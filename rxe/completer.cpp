@@ -249,10 +249,14 @@ bool Qp::has_outstanding() const {
 
 bool Qp::run_timers(Clock::time_point now) {
   if (attr_.qp_state == QpState::kErr) {
-    retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
+    retransmit_deadline_ = rnr_deadline_ = pace_deadline_ = Clock::time_point::max();
     return false;
   }
   bool resend = false;
+  if (pace_deadline_ <= now) {  // a paced QP may send again
+    pace_deadline_ = Clock::time_point::max();
+    resend = true;
+  }
   if (rnr_deadline_ <= now) {
     rnr_deadline_ = Clock::time_point::max();
     retry_from(rnr_psn_);

@@ -28,8 +28,8 @@ Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu) {
   return best;
 }
 
-Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name)
-    : name_(std::move(name)), netdev_(std::move(nd)) {
+Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name, const CcConfig& cc)
+    : name_(std::move(name)), netdev_(std::move(nd)), cc_(cc) {
   for (const netdev::IpAddr& a : netdev_->addresses()) gids_.push_back(a.bytes);
   std::random_device rd;
   node_guid_ = (std::uint64_t{rd()} << 32) | rd();
@@ -288,6 +288,10 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.dropped_bad_opcode += c.dropped_bad_opcode;
   sum.placed_sent += c.placed_sent;
   sum.placed_received += c.placed_received;
+  sum.np_ecn_marked_roce_packets += c.np_ecn_marked_roce_packets;
+  sum.np_cnp_sent += c.np_cnp_sent;
+  sum.rp_cnp_handled += c.rp_cnp_handled;
+  sum.rp_cnp_ignored += c.rp_cnp_ignored;
 }
 }  // namespace
 
@@ -334,6 +338,14 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"placed_sent", q.placed_sent},
       {"placed_rcvd", q.placed_received},
       {"placed_refused", placement_refused_.load()},
+      {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
+      {"np_cnp_sent", q.np_cnp_sent},
+      {"rp_cnp_handled", q.rp_cnp_handled},
+      {"rp_cnp_ignored", q.rp_cnp_ignored},
+      {"switch_ce_marked", nd.switch_ce_marked},
+      {"switch_dropped", nd.switch_dropped},
+      {"switch_queue_peak", nd.switch_queue_peak},
+      {"backlog_ce_marked", nd.backlog_ce_marked},
   };
 }
 

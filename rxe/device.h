@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "netdev/netdev.h"
+#include "rxe/cc.h"
 #include "rxe/cq.h"
 #include "rxe/directory.h"
 #include "rxe/mr.h"
@@ -41,8 +42,9 @@ struct DeviceCounters {
 
 class Device {
  public:
-  // Starts the progress thread.
-  explicit Device(std::unique_ptr<netdev::Netdev> nd, std::string name = "softroce0");
+  // Starts the progress thread. `cc`: congestion control (docs/congestion.md), DCQCN by default.
+  explicit Device(std::unique_ptr<netdev::Netdev> nd, std::string name = "softroce0",
+                  const CcConfig& cc = {});
   ~Device();
   Device(const Device&) = delete;
   Device& operator=(const Device&) = delete;
@@ -98,6 +100,8 @@ class Device {
   int detach_mcast(Qp* qp, const Gid& gid);
   // QPs attached to `gid` (tests, diagnostics).
   std::size_t mcast_attached(const Gid& gid) const;
+
+  const CcConfig& cc() const { return cc_; }
 
   void set_async_handler(std::function<void(const AsyncEvent&)> fn);
   DeviceCounters counters() const;
@@ -232,6 +236,8 @@ class Device {
   // current run of calls (no gap longer than kPollGap) began. While a run goes on the progress
   // thread naps instead of contending for the pass: the application does its work.
   std::atomic<std::int64_t> app_poll_last_ns_{0}, app_poll_run_ns_{0};
+
+  const CcConfig cc_;
 
   std::atomic<bool> sample_latency_{false};
   std::atomic<bool> stop_{false};

@@ -20,7 +20,10 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
       recv_cq_(recv_cq),
       srq_(srq),
       sq_sig_all_(sq_sig_all),
-      cap_(cap) {
+      cap_(cap),
+      cc_on_(dev.cc().dcqcn),
+      pace_line_(dev.cc().dcqcn && dev.cc().pace_line_rate),
+      dcqcn_(dev.cc().rp) {
   rq_.init(cap.max_recv_wr, cap.max_recv_sge);
   pkey_.store(dev.pkeys().front(), std::memory_order_relaxed);  // pkey_index 0 until modified
   src_port_ = wire::roce_src_port(qpn);
@@ -305,7 +308,7 @@ void Qp::last_wqe_reached() {
 }
 
 Clock::time_point Qp::next_deadline() const {
-  return std::min(retransmit_deadline_, rnr_deadline_);
+  return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_});
 }
 
 }  // namespace softrdma::rxe

@@ -12,7 +12,9 @@
 #include <mutex>
 #include <vector>
 
+#include "rxe/cc.h"
 #include "rxe/cq.h"
+#include "rxe/dcqcn.h"
 #include "rxe/mr.h"
 #include "rxe/srq.h"
 #include "rxe/types.h"
@@ -87,6 +89,10 @@ struct QpCounters {
   // Direct placement: RDMA WRITE packets whose payload this QP wrote into the peer itself, and
   // packets it received so placed (their payload not copied again).
   std::uint64_t placed_sent = 0, placed_received = 0;
+  // Congestion control (mlx5's names): CE-marked packets received and CNPs sent for them
+  // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
+  std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,
+                rp_cnp_ignored = 0;
 };
 
 class Qp {
@@ -157,6 +163,18 @@ class Qp {
   void fail_head(WcStatus status);
   // Missing responses of a read/atomic: retry from what is missing, once per gap.
   bool retry_responses(SendWqe& w);
+  // --- congestion control (congestion.cpp)
+  // A data packet of this QP arrived CE-marked (or was dropped for want of a receive WQE, as a
+  // full port would drop it): count it and answer with a CNP to its sender, at most one per
+  // cnp_interval.
+  void notify_congestion(const wire::RocePacket& pkt, const netdev::Packet& raw,
+                         Clock::time_point now);
+  void on_cnp(Clock::time_point now);
+  // Pacing: may the requester send a packet now? When not, arms the pacing deadline (or keeps
+  // the QP active when it is near) and returns false.
+  bool pace_allows(Clock::time_point now, bool& stay_active);
+  void paced_sent(std::uint32_t bytes, Clock::time_point now);
+  bool paced() const { return pace_line_ || dcqcn_.limited(); }
   // --- state
   void enter_error();       // flush; caller holds the lock
   void last_wqe_reached();  // the SRQ's async event, on entering the error state
@@ -197,6 +215,14 @@ class Qp {
   int rnr_retry_left_ = 0;
   Clock::time_point retransmit_deadline_ = Clock::time_point::max();
   Clock::time_point rnr_deadline_ = Clock::time_point::max();
+  // Congestion control: the reaction point and its pacer, and the notification point's last CNP.
+  const bool cc_on_;
+  const bool pace_line_;  // paced at line rate too (CcConfig::pace_line_rate)
+  Dcqcn dcqcn_;
+  Pacer pacer_;
+  Clock::time_point pace_deadline_ = Clock::time_point::max();  // paced: run again then
+  Clock::time_point last_cnp_sent_{};
+  bool cnp_sent_ = false;
   std::uint32_t rnr_psn_ = 0;
   bool sqd_notified_ = false;       // SQ_DRAINED sent for this SQD period
   bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)

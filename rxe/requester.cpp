@@ -87,6 +87,7 @@ bool Qp::run_send(Clock::time_point now) {
   if (st != QpState::kRts && st != QpState::kSqd) return more;
   if (rnr_deadline_ != Clock::time_point::max()) return more;  // waiting out an RNR NAK
   int budget = kBudget;
+  bool pace_wait = false;  // waiting for the pacer, soon enough to stay in the pass
   while (budget > 0 && req_idx_ < sq_.size()) {
     SendWqe& w = sq_[req_idx_];
     if (w.done && !w.started) {
@@ -131,6 +132,7 @@ bool Qp::run_send(Clock::time_point now) {
         psn_cmp(w.next_psn, psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0) {
       break;
     }
+    if (cc_on_ && paced() && !pace_allows(now, pace_wait)) break;
     const bool was_idle = retransmit_deadline_ == Clock::time_point::max();
     if (!build_next_packet(w, now)) return false;  // the QP went to the error state
     --budget;
@@ -150,10 +152,10 @@ bool Qp::run_send(Clock::time_point now) {
       dev_.async_event({AsyncEventType::kSqDrained, this});
     }
   }
-  return more || (budget == 0 && req_idx_ < sq_.size());
+  return more || pace_wait || (budget == 0 && req_idx_ < sq_.size());
 }
 
-bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
+bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   using namespace wire;
   // A UC message completes once it is sent, so its packets may still wait in this pass's batch.
   // They leave before a WRITE is placed directly, which could otherwise overtake them.
@@ -289,6 +291,11 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point) {
     ++counters_.tx_packets;
   } else {
     send_to_peer(p);
+  }
+  if (cc_on_) {
+    // ECN-capable transport, ECT(0), on data (the packet still waits in the TX batch).
+    p->traffic_class = static_cast<std::uint8_t>((p->traffic_class & ~kEcnMask) | kEcnEct0);
+    paced_sent(p->len, now);
   }
   // Advance.
   if (w.opcode == WrOpcode::kRdmaRead) {

@@ -28,6 +28,10 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     return;  // not receiving (RESET, INIT, ERR)
   }
   const wire::Transport t = pkt.info->transport;
+  if (t == wire::Transport::kCnp) {
+    on_cnp(Clock::now());
+    return;
+  }
   const bool match = (type_ == QpType::kRc && t == wire::Transport::kRc) ||
                      (type_ == QpType::kUc && t == wire::Transport::kUc) ||
                      (type_ == QpType::kUd && t == wire::Transport::kUd);
@@ -35,8 +39,15 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     ++counters_.dropped_bad_opcode;
     return;
   }
+  // Congestion: a CE mark, or (UC, UD) a datagram dropped for want of a receive WQE, which is
+  // where an unpaced sender overruns its receiver.
+  const bool ce = ecn_ce(raw.traffic_class);
+  const std::uint64_t no_recv = counters_.dropped_no_recv;
   if (type_ == QpType::kUd) {
     ud_request(pkt, raw);
+    if (ce || (counters_.dropped_no_recv != no_recv && ecn_capable(raw.traffic_class))) {
+      notify_congestion(pkt, raw, Clock::now());
+    }
     return;
   }
   if (raw.src != peer_) {
@@ -45,6 +56,9 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   }
   if (pkt.info->request) {
     rc_uc_request(pkt, raw);
+    if (ce || (counters_.dropped_no_recv != no_recv && ecn_capable(raw.traffic_class))) {
+      notify_congestion(pkt, raw, Clock::now());
+    }
   } else if (type_ == QpType::kRc && st != QpState::kRtr) {
     rc_response(pkt);
   }

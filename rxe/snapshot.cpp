@@ -23,6 +23,10 @@ void Qp::info(QpInfo& out) const {
       type_ != QpType::kUd && attr_.qp_state >= QpState::kRtr && attr_.qp_state <= QpState::kSqe;
   out.peer = connected ? peer_.str() : std::string();
   out.send_outstanding = sq_.size();
+  if (cc_on_) {
+    out.cc_rate_bps = dcqcn_.rate_bps();
+    out.cc_target_bps = dcqcn_.target_bps();
+  }
   out.recv_outstanding = rq_.size();
   out.counters = counters_;
 }

@@ -22,6 +22,8 @@ struct QpInfo {
   std::size_t send_outstanding = 0;  // posted send WRs not yet completed
   std::size_t recv_outstanding = 0;  // posted receive WRs not yet consumed (own RQ)
   QpCounters counters;
+  // DCQCN: the rate the requester is paced at, and its target (bits/s); 0 with --cc none.
+  double cc_rate_bps = 0, cc_target_bps = 0;
 };
 
 struct CqInfo {

@@ -14,6 +14,7 @@
 
 #include "iwarp/mpa_spec.h"
 #include "netdev/af_packet.h"
+#include "netdev/backlog_marker.h"
 #ifdef SOFTRDMA_HAVE_AF_XDP
 #include "netdev/af_xdp.h"
 #endif
@@ -22,6 +23,7 @@
 #endif
 #include "netdev/faults.h"
 #include "netdev/raw_eth.h"
+#include "netdev/switch_port.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
 #include "verbs/monitor_hook.h"
@@ -188,6 +190,14 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     }
     cfg.transport = value;
     cfg.transport_given = true;
+  } else if (key == "cc") {
+    rxe::CcConfig c;
+    if (!rxe::parse_cc(value, c, error)) return false;
+    cfg.cc = value;
+  } else if (key == "switch") {
+    netdev::SwitchConfig s;
+    if (!value.empty() && !netdev::parse_switch(value, s, error)) return false;
+    cfg.switch_port = value;
   } else if (key == "mpa") {
     iwarp::MpaParams m;
     if (!iwarp::parse_mpa_spec(value, m, error)) return false;
@@ -278,14 +288,22 @@ bool load_config(Config& cfg, std::string& error) {
       }
     }
   }
-  const std::pair<const char*, const char*> vars[] = {
-      {"SOFTRDMA_DEVICE", "device"},       {"SOFTRDMA_NETDEV", "netdev"},
-      {"SOFTRDMA_FAULTS", "faults"},       {"SOFTRDMA_MTU", "mtu"},
-      {"SOFTRDMA_PCAP", "pcap"},           {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
-      {"SOFTRDMA_TRANSPORT", "transport"}, {"SOFTRDMA_MPA", "mpa"},
-      {"SOFTRDMA_VLAN", "vlan"},           {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
-      {"SOFTRDMA_PKEYS", "pkeys"},         {"SOFTRDMA_LOCAL", "local"},
-      {"SOFTRDMA_STATS", "stats"},         {"SOFTRDMA_VIEW", "view"}};
+  const std::pair<const char*, const char*> vars[] = {{"SOFTRDMA_DEVICE", "device"},
+                                                      {"SOFTRDMA_NETDEV", "netdev"},
+                                                      {"SOFTRDMA_FAULTS", "faults"},
+                                                      {"SOFTRDMA_MTU", "mtu"},
+                                                      {"SOFTRDMA_PCAP", "pcap"},
+                                                      {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
+                                                      {"SOFTRDMA_TRANSPORT", "transport"},
+                                                      {"SOFTRDMA_MPA", "mpa"},
+                                                      {"SOFTRDMA_VLAN", "vlan"},
+                                                      {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
+                                                      {"SOFTRDMA_PKEYS", "pkeys"},
+                                                      {"SOFTRDMA_LOCAL", "local"},
+                                                      {"SOFTRDMA_STATS", "stats"},
+                                                      {"SOFTRDMA_VIEW", "view"},
+                                                      {"SOFTRDMA_CC", "cc"},
+                                                      {"SOFTRDMA_SWITCH", "switch"}};
   for (const auto& [var, key] : vars) {
     if (const char* v = std::getenv(var)) {
       if (!apply(cfg, key, v, error)) {
@@ -460,6 +478,15 @@ bool Engine::start(std::string& error) {
     mac_ = netdev::trace_mac(address_);
   }
   if (cfg_.mtu) nd = std::make_unique<MtuOverride>(std::move(nd), *cfg_.mtu);
+  rxe::CcConfig cc;
+  if (!rxe::parse_cc(cfg_.cc, cc, error)) return false;
+  if (!cfg_.switch_port.empty()) {  // in front of the receive path, behind the trace
+    netdev::SwitchConfig sw;
+    if (!netdev::parse_switch(cfg_.switch_port, sw, error)) return false;
+    nd = std::make_unique<netdev::SwitchPortNetdev>(std::move(nd), sw);
+  } else if (cc.dcqcn && cc.mark_backlog) {  // no switch: mark CE when receiving falls behind
+    nd = std::make_unique<netdev::BacklogMarkerNetdev>(std::move(nd));
+  }
   if (!cfg_.pcap.empty()) {
     netdev::TraceConfig trace_config;
     if (!netdev::parse_trace_spec(cfg_.pcap_filter, trace_config, error)) return false;
@@ -473,7 +500,7 @@ bool Engine::start(std::string& error) {
     nd = std::move(traced);
   }
   lid_ = lid_of(address_);
-  device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name);
+  device_ = std::make_unique<rxe::Device>(std::move(nd), cfg_.device_name, cc);
   device_->set_pkeys(cfg_.pkeys);  // checked by load_config
   gids_ = roce_gid_table(mac_, device_->netdev().addresses());
   if (cfg_.local == Config::Local::kDirect) device_->enable_direct_placement();

@@ -30,6 +30,8 @@ struct Config {
   std::string pcap_filter;           // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
   std::string transport = "roce";    // "iwarp": softiwarp0 is listed first and rdma_cm uses it
   std::string mpa;                   // iWARP MPA settings, see iwarp/mpa_spec.h
+  std::string cc;                    // congestion control: "dcqcn" (default) or "none" (rxe/cc.h)
+  std::string switch_port;  // an emulated switch port in front of receives (netdev/switch_port.h)
   std::optional<std::uint16_t> vlan;         // raw backends: tag frames with this 802.1Q VLAN ID
   std::uint32_t dpdk_qps = 64;               // DPDK: the QPs its mbuf pool is sized for
   std::vector<std::uint16_t> pkeys{0xFFFF};  // softroce0's P_Key table ("0xffff,0x8001")
@@ -45,8 +47,7 @@ struct Config {
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
 // netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, pkeys, local, stats,
-// view);
-// the environment wins. False and a message on a bad value.
+// view, cc, switch); the environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 // What load_config does last: a device named softiwarp0 (the iWARP device's name) selects
 // transport iwarp and leaves the RoCE device its default name; softiwarp0 with transport roce,

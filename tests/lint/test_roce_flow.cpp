@@ -26,6 +26,7 @@ struct Pkt {
   RoceHeaders h;
   std::size_t payload = 0;
   bool corrupt = false;  // flip a bit of the ICRC
+  std::uint8_t tos = 0;  // IPv4 TOS: DSCP << 2 | ECN
 };
 
 using Found = std::vector<std::pair<std::uint64_t, std::string>>;  // (frame, rule)
@@ -99,6 +100,7 @@ Found lint_packets(const std::vector<Pkt>& pkts, const std::string& name) {
       a.src4 = p.from_a ? kHostA : kHostB;
       a.dst4 = p.from_a ? kHostB : kHostA;
       a.src_port = roce_src_port(p.from_a ? kQpA : kQpB);
+      a.traffic_class = p.tos;
       a.eth = Ethernet{{0x02, 0, 0, 0, 0, 2}, {0x02, 0, 0, 0, 0, 1}, std::nullopt, 0};
       auto len = build_roce_frame(buf, a, p.h, Bytes(payload).first(p.payload));
       EXPECT_TRUE(len) << p.tag;
@@ -430,4 +432,41 @@ TEST(RoceFlow, CorruptedPacketIsReportedOnceAsIcrc) {
     EXPECT_EQ(lint_packets(pkts, std::string("corrupt_") + tag), (Found{{frame, "roce.icrc"}}))
         << tag;
   }
+}
+
+// roce.cnp_target: a CNP answers CE-marked (or, seen at the sender, ECN-capable) packets of the
+// flow it goes to; one to a flow that was all Not-ECT is reported, one to a flow the capture
+// never showed is not judged, nor any in a capture without ECN at all.
+TEST(RoceFlow, CnpGoesOnlyToAFlowThatWasEcnCapable) {
+  const auto run = [](std::uint8_t tos, const std::string& name) {
+    Conversation c(100);
+    // ECN is in use on this fabric: B's own UD datagrams to A are ECN-capable.
+    Pkt& b_ud = c.request("b_ud", op::kUdSendOnly, 16);
+    b_ud.from_a = false;
+    b_ud.h.bth.dest_qp = 0x50;
+    b_ud.h.deth = Deth{0x2222, 0, 0x60};
+    b_ud.tos = 2;
+    c.request("w1", op::kRcWriteOnly, 16).tos = tos;
+    c.request("w2", op::kRcWriteOnly, 16).tos = tos;
+    c.response("ack", op::kRcAck, 101, 0);
+    Pkt& cnp = c.response("cnp", op::kCnp, 0, 0);  // from B (the receiver) to A's QP
+    cnp.h.bth.dest_qp = kQpA;
+    cnp.h.aeth.reset();
+    cnp.tos = 48 << 2;
+    // A UD QP of B answered too: its CNP goes to the DETH's source QP of A's datagrams.
+    Pkt& ud = c.request("ud", op::kUdSendOnly, 16);
+    ud.h.bth.dest_qp = 0x40;
+    ud.h.deth = Deth{0x1111, 0, 0x77};
+    ud.tos = tos;
+    Pkt& cnp2 = c.response("cnp2", op::kCnp, 0, 0);
+    cnp2.h.bth.dest_qp = 0x77;
+    cnp2.h.aeth.reset();
+    // A CNP to a QP of a host that sent nothing in this capture: not judged.
+    Pkt& cnp3 = c.request("cnp3", op::kCnp, 0);
+    cnp3.h.bth.dest_qp = 0x99;
+    return lint_packets(c.pkts, name);
+  };
+  EXPECT_EQ(run(3, "cnp_after_ce"), Found{});   // CE
+  EXPECT_EQ(run(2, "cnp_after_ect"), Found{});  // ECT(0), as the sender's own trace shows it
+  EXPECT_EQ(run(0, "cnp_not_ect"), (Found{{5, "roce.cnp_target"}, {7, "roce.cnp_target"}}));
 }

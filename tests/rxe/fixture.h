@@ -29,8 +29,8 @@ struct Node {
         std::make_unique<netdev::MemoryNetdev>(fabric, addr(host), mtu, faults));
     init();
   }
-  explicit Node(std::unique_ptr<netdev::Netdev> nd) {
-    dev = std::make_unique<Device>(std::move(nd));
+  explicit Node(std::unique_ptr<netdev::Netdev> nd, const CcConfig& cc = {}) {
+    dev = std::make_unique<Device>(std::move(nd), "softroce0", cc);
     init();
   }
   void init() {

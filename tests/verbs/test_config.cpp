@@ -21,10 +21,11 @@ namespace {
 class ConfigFile : public ::testing::Test {
  protected:
   void SetUp() override {
-    for (const char* v : {"SOFTRDMA_DEVICE", "SOFTRDMA_NETDEV", "SOFTRDMA_FAULTS", "SOFTRDMA_MTU",
-                          "SOFTRDMA_PCAP", "SOFTRDMA_PCAP_FILTER", "SOFTRDMA_TRANSPORT",
-                          "SOFTRDMA_MPA", "SOFTRDMA_VLAN", "SOFTRDMA_DPDK_QPS", "SOFTRDMA_PKEYS",
-                          "SOFTRDMA_LOCAL", "SOFTRDMA_STATS", "SOFTRDMA_VIEW", "SOFTRDMA_CONFIG"}) {
+    for (const char* v :
+         {"SOFTRDMA_DEVICE", "SOFTRDMA_NETDEV", "SOFTRDMA_FAULTS", "SOFTRDMA_MTU", "SOFTRDMA_PCAP",
+          "SOFTRDMA_PCAP_FILTER", "SOFTRDMA_TRANSPORT", "SOFTRDMA_MPA", "SOFTRDMA_VLAN",
+          "SOFTRDMA_DPDK_QPS", "SOFTRDMA_PKEYS", "SOFTRDMA_LOCAL", "SOFTRDMA_STATS",
+          "SOFTRDMA_VIEW", "SOFTRDMA_CONFIG", "SOFTRDMA_CC", "SOFTRDMA_SWITCH"}) {
       unsetenv(v);
     }
     std::string tmpl = (std::filesystem::temp_directory_path() / "softrdma-config-XXXXXX").string();
@@ -96,6 +97,11 @@ TEST_F(ConfigFile, ErrorsNameTheFileAndLine) {
       {"\ntransport = infiniband\n", ":2: transport must be roce or iwarp, not 'infiniband'"},
       {"mtu 1500\n", ":1: expected key=value"},
       {"mtu = 10\n", ":1: mtu must be a number from 576 to 65536, not '10'"},
+      {"cc = vegas\n", ":1: bad congestion control 'vegas' (expected dcqcn or none)"},
+      {"\nswitch = rate=1G,buffer=1M\n",
+       ":2: missing ecn in 'rate=1G,buffer=1M' (expected "
+       "rate=RATE,buffer=BYTES,ecn=KMIN:KMAX:PMAX, "
+       "e.g. rate=10G,buffer=1M,ecn=40K:400K:0.1)"},
   };
   for (const auto& [text, want] : cases) {
     write(text);

@@ -63,7 +63,9 @@ int cmd_run(int argc, char** argv) {
                                                       {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
                                                       {"--pkeys", "SOFTRDMA_PKEYS"},
                                                       {"--local", "SOFTRDMA_LOCAL"},
-                                                      {"--view", "SOFTRDMA_VIEW"}};
+                                                      {"--view", "SOFTRDMA_VIEW"},
+                                                      {"--cc", "SOFTRDMA_CC"},
+                                                      {"--switch", "SOFTRDMA_SWITCH"}};
   int i = 0;
   for (; i < argc; ++i) {
     const std::string a = argv[i];

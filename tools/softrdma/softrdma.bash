@@ -38,9 +38,10 @@ _softrdma() {
         --transport) COMPREPLY=($(compgen -W "roce iwarp" -- "$cur")) ;;
         --local) COMPREPLY=($(compgen -W "direct rings kernel" -- "$cur")) ;;
         --view) COMPREPLY=($(compgen -W "auto on off" -- "$cur")) ;;
+        --cc) COMPREPLY=($(compgen -W "dcqcn none" -- "$cur")) ;;
         --pcap) COMPREPLY=($(compgen -f -- "$cur")) ;;
         --netdev) COMPREPLY=($(compgen -W "udp: af_packet: af_xdp: dpdk:" -- "$cur")) && compopt -o nospace ;;
-        --faults | --mtu | --mpa | --pcap-filter | --vlan | --dpdk-qps | --pkeys) COMPREPLY=() ;;
+        --faults | --mtu | --mpa | --pcap-filter | --vlan | --dpdk-qps | --pkeys | --switch) COMPREPLY=() ;;
         *) COMPREPLY=($(compgen -W "$(_softrdma_words "$self" run) --help --" -- "$cur")) ;;
         esac
         ;;

@@ -1,0 +1,41 @@
+// A device's congestion-control settings (`--cc`, SOFTRDMA_CC): DCQCN, with ECT on data packets,
+// CNPs for CE-marked ones and a paced requester, or none. See docs/congestion.md.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "rxe/dcqcn.h"
+
+namespace softrdma::rxe {
+
+struct CcConfig {
+  bool dcqcn = true;
+  DcqcnParams rp;  // reaction point
+  // Pace at the line rate too (when it was given): the emulated link is the line rate's, not the
+  // host's. Off by default: a QP at line rate is not paced at all.
+  bool pace_line_rate = false;
+  // Without a switch, mark CE on the receive path's own backlog (netdev/backlog_marker.h).
+  // Off by default: see docs/congestion.md.
+  bool mark_backlog = false;
+  // Notification point: at most one CNP per QP per interval (mlx5's min_time_between_cnps).
+  std::chrono::nanoseconds cnp_interval{50'000};
+};
+
+// "dcqcn" (or "") and "none"; dcqcn may go on with ",cnp_interval_us=N", ",line_rate=RATE"
+// (where a QP starts and what it never exceeds: the sending link's rate, 100G by default) and
+// ",backlog=on|off". False and `error` on anything else; `out` is then unspecified.
+bool parse_cc(const std::string& spec, CcConfig& out, std::string& error);
+
+// The IP header's ECN field (the low two bits of the TOS / traffic class byte).
+inline constexpr std::uint8_t kEcnMask = 0x3, kEcnEct0 = 0x2, kEcnCe = 0x3;
+inline bool ecn_capable(std::uint8_t tc) {
+  return (tc & kEcnMask) != 0;
+}
+inline bool ecn_ce(std::uint8_t tc) {
+  return (tc & kEcnMask) == kEcnCe;
+}
+// CNPs leave with DSCP 48, not ECN-capable (mlx5's cnp_dscp default).
+inline constexpr std::uint8_t kCnpTrafficClass = 48 << 2;
+
+}  // namespace softrdma::rxe

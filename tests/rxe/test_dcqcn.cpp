@@ -1,0 +1,149 @@
+// DCQCN's reaction point and the pacer against hand-computed steps, on a fake clock.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "rxe/dcqcn.h"
+
+namespace softrdma::rxe {
+namespace {
+
+using namespace std::chrono_literals;
+using Time = Dcqcn::Time;
+const Time t0 = Time{} + 1s;  // any origin
+
+TEST(Dcqcn, StartsAtLineRateUnlimited) {
+  Dcqcn d;
+  EXPECT_EQ(d.rate_bps(), 100e9);
+  EXPECT_FALSE(d.limited());
+  d.advance(t0 + 1s);
+  EXPECT_EQ(d.rate_bps(), 100e9);
+}
+
+TEST(Dcqcn, EachCnpHalvesTheRateWhileAlphaIsOne) {
+  Dcqcn d;
+  // alpha starts at 1 and (1-g)*1+g stays 1: each cut is to 1-1/2 of the rate.
+  for (int n = 1; n <= 5; ++n) {
+    EXPECT_TRUE(d.on_cnp(t0 + n * 10us));
+    EXPECT_DOUBLE_EQ(d.rate_bps(), 100e9 / std::pow(2, n)) << n;
+    EXPECT_DOUBLE_EQ(d.alpha(), 1.0);
+  }
+  EXPECT_DOUBLE_EQ(d.target_bps(), 100e9 / 16);  // the rate before the last cut
+  EXPECT_TRUE(d.limited());
+}
+
+TEST(Dcqcn, CnpsWithinTheRateReducePeriodAreIgnored) {
+  Dcqcn d;
+  EXPECT_TRUE(d.on_cnp(t0));
+  EXPECT_FALSE(d.on_cnp(t0 + 1us));
+  EXPECT_FALSE(d.on_cnp(t0 + 3999ns));
+  EXPECT_DOUBLE_EQ(d.rate_bps(), 50e9);
+  EXPECT_TRUE(d.on_cnp(t0 + 4us));
+  EXPECT_DOUBLE_EQ(d.rate_bps(), 25e9);
+}
+
+TEST(Dcqcn, AlphaDecaysOncePerAlphaPeriodAndSetsTheNextCut) {
+  Dcqcn d;
+  d.on_cnp(t0);           // rate 50 Gb/s, alpha 1
+  d.advance(t0 + 550us);  // 10 alpha periods
+  const double a = std::pow(15.0 / 16, 10);
+  EXPECT_NEAR(d.alpha(), a, 1e-12);
+  // No timer step yet (1.5 ms): the rate is still 50 Gb/s.
+  EXPECT_DOUBLE_EQ(d.rate_bps(), 50e9);
+  EXPECT_TRUE(d.on_cnp(t0 + 550us));
+  EXPECT_NEAR(d.rate_bps(), 50e9 * (1 - a / 2), 1);
+  EXPECT_NEAR(d.alpha(), (1 - 1.0 / 16) * a + 1.0 / 16, 1e-12);
+}
+
+TEST(Dcqcn, TimerRecoversFastThenAdditivelyBackToLineRate) {
+  Dcqcn d;
+  d.on_cnp(t0);  // rate 50, target 100 (Gb/s)
+  const double expect[] = {
+      75,      87.5,     93.75,     96.875,       // fast recovery, 4 steps (T < F = 5)
+      98.4375, 99.21875, 99.609375, 99.8046875};  // additive (target capped)
+  for (int i = 0; i < 8; ++i) {
+    d.advance(t0 + (i + 1) * 1500us - 1ns);
+    EXPECT_EQ(d.timer_stage(), static_cast<unsigned>(i)) << i;
+    d.advance(t0 + (i + 1) * 1500us);
+    EXPECT_EQ(d.timer_stage(), static_cast<unsigned>(i + 1));
+    EXPECT_DOUBLE_EQ(d.rate_bps(), expect[i] * 1e9) << "step " << i + 1;
+    EXPECT_TRUE(d.limited());
+  }
+  // The 9th step reaches 100 * (1 - 1/1024): snapped to the line rate, no longer paced.
+  d.advance(t0 + 9 * 1500us);
+  EXPECT_EQ(d.rate_bps(), 100e9);
+  EXPECT_FALSE(d.limited());
+}
+
+TEST(Dcqcn, AdditiveThenHyperIncreaseRaiseTheTarget) {
+  DcqcnParams p;
+  p.line_rate_bps = 10e9;
+  Dcqcn d(p);
+  for (int n = 0; n < 10; ++n) d.on_cnp(t0 + n * 5us);  // down to 10G / 1024
+  const double target = d.target_bps();
+  EXPECT_DOUBLE_EQ(target, 10e9 / 512);
+  // Steps are fast recovery while both counters are below F = 5, additive from then on, and
+  // hyper once both are above F.
+  const Time t = t0 + 45us;  // the last cut: the timer runs from here
+  d.advance(t + 4 * 1500us);
+  d.on_sent(4 * p.byte_counter, t + 4 * 1500us);
+  EXPECT_EQ(d.timer_stage(), 4u);
+  EXPECT_EQ(d.byte_stage(), 4u);
+  EXPECT_DOUBLE_EQ(d.target_bps(), target);  // 8 fast-recovery steps
+  d.advance(t + 5 * 1500us);                 // T = 5: additive
+  EXPECT_DOUBLE_EQ(d.target_bps(), target + 5e6);
+  d.on_sent(p.byte_counter, t + 5 * 1500us);  // BC = 5: additive
+  EXPECT_DOUBLE_EQ(d.target_bps(), target + 10e6);
+  d.advance(t + 6 * 1500us);  // T = 6, BC = 5: additive
+  EXPECT_DOUBLE_EQ(d.target_bps(), target + 15e6);
+  d.on_sent(p.byte_counter, t + 6 * 1500us);  // both > 5: hyper
+  EXPECT_DOUBLE_EQ(d.target_bps(), target + 65e6);
+}
+
+TEST(Dcqcn, ACnpFloodStopsAtTheFloorAndTheRateRecoversAfterIt) {
+  Dcqcn d;
+  Time t = t0;
+  for (int n = 0; n < 100'000; ++n, t += 5us) {
+    d.on_cnp(t);
+    ASSERT_GE(d.rate_bps(), 1e6);
+  }
+  EXPECT_DOUBLE_EQ(d.rate_bps(), 1e6);
+  // Fast recovery from the floor: halfway to the target (the floor too) changes nothing, but the
+  // additive and hyper steps raise it again; the pacer keeps letting packets out meanwhile.
+  Pacer pacer;
+  int sent = 0;
+  for (Time now = t; now < t + 1s; now += 100us) {
+    d.advance(now);
+    while (pacer.may_send(now)) {
+      pacer.sent(1024, d.rate_bps(), now);
+      ++sent;
+    }
+  }
+  EXPECT_GT(d.rate_bps(), 1e6);
+  EXPECT_GT(sent, 100);  // at 1 Mb/s alone a second holds 122 packets of 1 KiB
+}
+
+TEST(Pacer, LetsABurstThroughThenOnePacketPerInterval) {
+  Pacer p;
+  p.set_burst(10us);
+  const double rate = 8e9;  // 1 byte per ns
+  int n = 0;
+  while (p.may_send(t0)) {
+    p.sent(1000, rate, t0);
+    ++n;
+  }
+  EXPECT_EQ(n, 11);  // theoretical send time 0, 1, ... 10 µs ahead: 11 packets
+  EXPECT_EQ(p.next_send(), t0 + 1us);
+  EXPECT_FALSE(p.may_send(t0 + 999ns));
+  EXPECT_TRUE(p.may_send(t0 + 1us));
+  // Idle time refills no more than the burst.
+  n = 0;
+  while (p.may_send(t0 + 1s)) {
+    p.sent(1000, rate, t0 + 1s);
+    ++n;
+  }
+  EXPECT_EQ(n, 11);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe
