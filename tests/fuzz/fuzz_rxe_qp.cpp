@@ -15,6 +15,7 @@
 
 #include "rxe/device.h"
 #include "tests/fuzz/inject_netdev.h"
+#include "tests/fuzz/reader.h"
 #include "wire/roce_headers.h"
 #include "wire/roce_opcode.h"
 
@@ -32,19 +33,7 @@ constexpr std::uint32_t kPeerQpn = 0x77, kQkey = 0x11111111;
   std::abort();
 }
 
-// Input bytes, read front to back; zeros once they run out.
-struct Reader {
-  const std::uint8_t* p;
-  std::size_t n;
-  bool empty() const { return n == 0; }
-  std::uint8_t u8() {
-    if (n == 0) return 0;
-    --n;
-    return *p++;
-  }
-  std::uint16_t u16() { return static_cast<std::uint16_t>(u8() | (u8() << 8)); }
-  std::uint32_t u32() { return u16() | (static_cast<std::uint32_t>(u16()) << 16); }
-};
+using fuzz::Reader;
 
 // Memory between guards: [guard | body | guard].
 struct Guarded {
