@@ -29,9 +29,14 @@ constexpr const char* kVars[] = {"SOFTRDMA_DEVICE",    "SOFTRDMA_NETDEV", "SOFTR
   std::abort();
 }
 
+// The file the input is written to, removed at exit.
+struct TempFile {
+  std::string path = "/tmp/fuzz_config." + std::to_string(getpid());
+  ~TempFile() { unlink(path.c_str()); }
+};
 const std::string& file_name() {
-  static const std::string f = "/tmp/fuzz_config." + std::to_string(getpid());
-  return f;
+  static const TempFile f;
+  return f.path;
 }
 
 }  // namespace

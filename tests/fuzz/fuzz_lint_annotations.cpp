@@ -14,7 +14,12 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   using namespace softrdma;
-  static const std::string path = "/tmp/fuzz_lint_annotations." + std::to_string(getpid());
+  struct TempFile {  // removed at exit
+    std::string path = "/tmp/fuzz_lint_annotations." + std::to_string(getpid());
+    ~TempFile() { unlink(path.c_str()); }
+  };
+  static const TempFile file;
+  const std::string& path = file.path;
   if (std::FILE* f = std::fopen(path.c_str(), "wb")) {
     std::fwrite(data, 1, size, f);
     std::fclose(f);
