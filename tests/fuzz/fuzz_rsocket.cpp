@@ -57,26 +57,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         for (const auto& w : windows) {
           std::uint64_t remote = 0;
           if (!rs::window_covers(w, offset, count, remote)) continue;
-          const unsigned __int128 start = static_cast<unsigned __int128>(offset),
-                                  end = start + count,
-                                  win_end = static_cast<unsigned __int128>(w.offset) + w.len;
-          if (offset < w.offset || end > win_end)
-            fail("a write outside the window was let through");
-          if (remote != w.addr + static_cast<std::uint64_t>(offset - w.offset)) {
-            fail("a write maps to the wrong remote address");
-          }
+          // offset >= w.offset >= 0 here, or the write is outside.
+          if (offset < w.offset) fail("a write before the window was let through");
+          const auto into = static_cast<std::uint64_t>(offset - w.offset);
+          if (count > w.len || into > w.len - count)
+            fail("a write past the window was let through");
+          if (remote != w.addr + into) fail("a write maps to the wrong remote address");
         }
         break;
       }
       default: {  // the credit word as the peer wrote it
         const std::uint64_t reposted = r.u64(), sent = r.u64() >> (r.u8() % 64);
         const std::uint64_t c = rs::credits(reposted, h.slots, sent);
-        const unsigned __int128 granted = static_cast<unsigned __int128>(reposted) + h.slots;
-        if (c > granted) fail("more credits than granted");
-        if (granted <= std::numeric_limits<std::uint64_t>::max() && granted >= sent &&
-            c != granted - sent) {
-          fail("credits miscounted");
-        }
+        const bool wraps = reposted > std::numeric_limits<std::uint64_t>::max() - h.slots;
+        const std::uint64_t granted = reposted + h.slots;
+        if (!wraps && c != (granted >= sent ? granted - sent : 0)) fail("credits miscounted");
+        if (wraps && c != 0) fail("credits from a wrapped credit word");
       }
     }
   }
