@@ -57,6 +57,7 @@ def main():
             print(f"  {stats[0]}")
         if rc != 0:
             print("  stderr: " + err.strip().replace("\n", "\n  "))
+            print("  last output: " + "\n  ".join(out.strip().splitlines()[-3:]))
             failed = True
             continue
         if not samples or len(samples) < 4:
