@@ -134,7 +134,7 @@ void bring_up(ibv_qp* qp, ibv_qp_type t, const PeerInfo& peer, int i, std::uint3
   a.sq_psn = my_psn;
   mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
   if (t == IBV_QPT_RC) {
-    a.timeout = 12;
+    a.timeout = 16;  // 268 ms: seven of them ride out a stalled scheduler on a shared VM
     a.retry_cnt = 7;
     a.rnr_retry = 7;
     a.max_rd_atomic = 1;
