@@ -62,7 +62,7 @@ fuzz: fuzz-build
 # Mixed RC/UC/UD traffic between processes under injected faults for SOAK_SECONDS, watching RSS
 # and open fds (label soak, never part of `make test`; docs/fuzzing.md#soak).
 soak: build
-	cd $(BUILD) && SOAK_SECONDS=$(SOAK_SECONDS) ctest --output-on-failure -L '^soak$$'
+	cd $(BUILD) && SOAK_SECONDS=$(SOAK_SECONDS) ctest --verbose -L '^soak$$'
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup
