@@ -5,6 +5,9 @@ FUZZBUILD ?= build-fuzz
 ASANBUILD ?= build-asan
 JOBS      ?= $(shell nproc)
 FUZZ_SECONDS ?= 30
+# `make test` runs each fuzz target this long, to catch a clang break or a quick crash.
+TEST_FUZZ_SECONDS ?= 3
+SOAK_SECONDS ?= 600
 
 DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libisal-dev \
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
@@ -13,7 +16,7 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             python3-matplotlib dpkg-dev file python3-yaml nlohmann-json3-dev libmicrohttpd-dev \
             prometheus
 
-.PHONY: setup configure build test demo install deb fuzz asan bench format clean
+.PHONY: setup configure build test demo install deb fuzz fuzz-build soak asan bench format clean
 
 setup:
 	@missing=""; for p in $(DEB_PKGS); do \
@@ -30,8 +33,10 @@ configure: setup
 build: configure
 	cmake --build $(BUILD) -j$(JOBS)
 
-test: build
+# The suite, then the fuzz targets built with clang and run briefly (label fuzz, docs/fuzzing.md).
+test: build fuzz-build
 	cd $(BUILD) && ctest --output-on-failure -j$(JOBS) -LE '^(fuzz|soak)$$'
+	cd $(FUZZBUILD) && FUZZ_SECONDS=$(TEST_FUZZ_SECONDS) ctest --output-on-failure -j$(JOBS) -L '^fuzz$$'
 
 demo: build
 	@bash tools/demo.sh $(BUILD)
@@ -45,11 +50,19 @@ install: build
 deb: build
 	cd $(BUILD) && cpack -G DEB
 
-# libFuzzer targets, built with clang, each run for FUZZ_SECONDS (label fuzz).
-fuzz: setup
+# libFuzzer targets, built with clang (only they and what they link), each run for FUZZ_SECONDS
+# (label fuzz; docs/fuzzing.md).
+fuzz-build: setup
 	CC=clang CXX=clang++ cmake -S . -B $(FUZZBUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSOFTRDMA_FUZZ=ON
-	cmake --build $(FUZZBUILD) -j$(JOBS)
+	cmake --build $(FUZZBUILD) -j$(JOBS) --target fuzz_targets
+
+fuzz: fuzz-build
 	cd $(FUZZBUILD) && FUZZ_SECONDS=$(FUZZ_SECONDS) ctest --output-on-failure -L '^fuzz$$'
+
+# Mixed RC/UC/UD traffic between processes under injected faults for SOAK_SECONDS, watching RSS
+# and open fds (label soak, never part of `make test`; docs/fuzzing.md#soak).
+soak: build
+	cd $(BUILD) && SOAK_SECONDS=$(SOAK_SECONDS) ctest --verbose -L '^soak$$'
 
 # The whole suite under AddressSanitizer and UndefinedBehaviorSanitizer.
 asan: setup

@@ -39,6 +39,8 @@
 #include <mutex>
 #include <vector>
 
+#include "cm/rsocket_wire.h"
+
 namespace {
 
 constexpr int kSlots = 32;
@@ -53,14 +55,15 @@ constexpr std::uint64_t kReservedData = 2, kReservedEnd = 1, kReservedClose = 0;
 constexpr auto kLinger = std::chrono::seconds(10);
 constexpr auto kExitLinger = std::chrono::seconds(2);
 
-// Exchanged in the connection's private data.
+// Exchanged in the connection's private data (cm/rsocket_wire.h reads the peer's).
 struct Hello {
   std::uint64_t credit_addr;
   std::uint32_t credit_rkey;
   std::uint32_t slots;
 };
+static_assert(sizeof(Hello) == softrdma::cm::rs::kHelloBytes);
 
-struct Window {  // a riomap'd region of the peer (or ours)
+struct Window {  // a region of ours that riomap registered (the peer's: rs::Window)
   off_t offset;
   std::uint64_t addr;
   std::uint32_t rkey;
@@ -102,13 +105,14 @@ struct RSocket {
   std::uint64_t reposted = 0;            // our re-posted count (what we tell the peer)
   std::uint64_t reposted_told = 0;
   std::uint64_t sent_chunks = 0;  // chunks sent to the peer
-  std::uint64_t peer_slots = kSlots;
+  std::uint32_t peer_slots = kSlots;
   std::uint64_t peer_credit_addr = 0;
   std::uint32_t peer_credit_rkey = 0;
   std::vector<int> free_sslots;
   int outstanding = 0;  // sends not yet completed
   std::deque<Chunk> rx;
-  std::vector<Window> peer_windows, my_windows;
+  std::vector<softrdma::cm::rs::Window> peer_windows;  // as announced, checked
+  std::vector<Window> my_windows;
   std::uint64_t credit_src = 0;  // registered inside sbuf's MR? kept apart: see cmr
 };
 
@@ -198,11 +202,10 @@ rdma_conn_param conn_param(const Hello& h) {
 }
 
 void take_hello(RSocket* s, const void* pdata, std::uint8_t len) {
-  Hello h{};
-  if (pdata && len >= sizeof h) std::memcpy(&h, pdata, sizeof h);
+  const auto h = softrdma::cm::rs::parse_hello(pdata, len, kSlots);
   s->peer_credit_addr = h.credit_addr;
   s->peer_credit_rkey = h.credit_rkey;
-  s->peer_slots = h.slots ? h.slots : kSlots;
+  s->peer_slots = h.slots;
 }
 
 void teardown(RSocket* s) {
@@ -276,12 +279,12 @@ void drain(RSocket* s) {
           if (be32toh(w.imm_data) == kCtrlClose) {
             s->eof = true;
             s->peer_closed = true;
-          } else if (be32toh(w.imm_data) == kCtrlIomap && w.byte_len >= sizeof(Window)) {
-            Window win{};
-            std::memcpy(&win, s->rbuf.data() + std::size_t(slot) * kSlotSize, sizeof win);
-            win.mr = nullptr;
-            win.buf = nullptr;
-            s->peer_windows.push_back(win);
+          } else if (be32toh(w.imm_data) == kCtrlIomap) {
+            // A window riomap cannot make (negative offset, end beyond off_t) is ignored.
+            if (auto win = softrdma::cm::rs::parse_window(
+                    s->rbuf.data() + std::size_t(slot) * kSlotSize, w.byte_len)) {
+              s->peer_windows.push_back(*win);
+            }
           }
           post_recv(s, slot);
           s->reposted++;
@@ -303,7 +306,7 @@ void drain(RSocket* s) {
 
 std::uint64_t credits(RSocket* s) {
   const std::uint64_t peer_reposted = __atomic_load_n(&s->credit_word[0], __ATOMIC_ACQUIRE);
-  return peer_reposted + s->peer_slots - s->sent_chunks;
+  return softrdma::cm::rs::credits(peer_reposted, s->peer_slots, s->sent_chunks);
 }
 
 bool readable(RSocket* s) {
@@ -905,12 +908,11 @@ off_t riomap(int socket, void* buf, size_t len, int prot, int flags, off_t offse
   w.rkey = w.mr->rkey;
   w.buf = buf;
   s->my_windows.push_back(w);
-  Window wire = w;
-  wire.mr = nullptr;
-  wire.buf = nullptr;
+  std::uint8_t wire[softrdma::cm::rs::kWindowBytes];
+  softrdma::cm::rs::encode_window({offset, w.addr, w.rkey, w.len}, wire);
   const bool nb = s->nonblocking;
   s->nonblocking = false;
-  const int rc = send_message(s, &wire, sizeof wire, true, kCtrlIomap);
+  const int rc = send_message(s, wire, sizeof wire, true, kCtrlIomap);
   s->nonblocking = nb;
   if (rc) return fail(rc);
   return offset;
@@ -932,10 +934,10 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
   if (!s) return 0;
   if (!s->connected) return errno = ENOTCONN, 0;
   drain(s);  // the peer's windows arrive as control messages
-  const auto win =
-      std::find_if(s->peer_windows.begin(), s->peer_windows.end(), [&](const Window& w) {
-        return offset >= w.offset && static_cast<std::uint64_t>(offset - w.offset) + count <= w.len;
-      });
+  std::uint64_t remote = 0;
+  const auto win = std::find_if(
+      s->peer_windows.begin(), s->peer_windows.end(),
+      [&](const softrdma::cm::rs::Window& w) { return window_covers(w, offset, count, remote); });
   if (win == s->peer_windows.end()) return errno = EINVAL, 0;
   const bool nb = s->nonblocking || (flags & MSG_DONTWAIT);
   std::size_t done = 0;
@@ -957,7 +959,7 @@ size_t riowrite(int socket, const void* buf, size_t count, off_t offset, int fla
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
-    wr.wr.rdma.remote_addr = win->addr + static_cast<std::uint64_t>(offset - win->offset) + done;
+    wr.wr.rdma.remote_addr = remote + done;
     wr.wr.rdma.rkey = win->rkey;
     ibv_send_wr* bad = nullptr;
     if (ibv_post_send(s->qp, &wr, &bad) != 0) break;

@@ -86,7 +86,12 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   Xsk& x = *d->x_;
 
   // The XDP program, with our address and port in its configuration map.
-  LIBBPF_OPTS(bpf_object_open_opts, open_opts, .object_name = "softrdma_roce");
+  // Filled by hand as LIBBPF_OPTS would: that macro is a GNU statement expression, which
+  // clang's -Wgnu-statement-expression rejects under -Werror (the fuzz build).
+  bpf_object_open_opts open_opts;
+  std::memset(&open_opts, 0, sizeof open_opts);
+  open_opts.sz = sizeof open_opts;
+  open_opts.object_name = "softrdma_roce";
   x.obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
   if (!x.obj) {
     error = where + ": opening the XDP program: " + why(errno);

@@ -37,7 +37,16 @@ std::unique_ptr<Reader> Reader::open_memory(wire::Bytes capture, std::string& er
   return std::unique_ptr<Reader>(new Reader(p));  // pcap_close closes f
 }
 
-Reader::Reader(::pcap* p) : p_(p), linktype_(pcap_datalink(p)) {}
+namespace {
+// pcap_datalink gives a DLT_ value, wire/ speaks the file's LINKTYPE_ values; they differ for
+// raw IP only: LINKTYPE_RAW (101) comes back as DLT_RAW (12 on Linux, 14 on OpenBSD).
+int linktype_of(::pcap* p) {
+  const int dlt = pcap_datalink(p);
+  return dlt == DLT_RAW ? 101 : dlt;
+}
+}  // namespace
+
+Reader::Reader(::pcap* p) : p_(p), linktype_(linktype_of(p)) {}
 
 Reader::~Reader() { pcap_close(p_); }
 

@@ -30,7 +30,7 @@ class Reader {
   Reader(const Reader&) = delete;
   Reader& operator=(const Reader&) = delete;
 
-  int linktype() const { return linktype_; }
+  int linktype() const { return linktype_; }  // the file's LINKTYPE_ value (wire::LinkType)
   // 1: a frame was read; 0: end of file; -1: the file is damaged (see error()).
   int next(Frame& f);
   const std::string& error() const { return error_; }
