@@ -18,11 +18,11 @@
 namespace {
 using namespace softrdma;
 
-constexpr const char* kVars[] = {"SOFTRDMA_DEVICE",    "SOFTRDMA_NETDEV", "SOFTRDMA_FAULTS",
-                                 "SOFTRDMA_MTU",       "SOFTRDMA_PCAP",   "SOFTRDMA_PCAP_FILTER",
-                                 "SOFTRDMA_TRANSPORT", "SOFTRDMA_MPA",    "SOFTRDMA_VLAN",
-                                 "SOFTRDMA_DPDK_QPS",  "SOFTRDMA_LOCAL",  "SOFTRDMA_STATS",
-                                 "SOFTRDMA_VIEW"};
+constexpr const char* kVars[] = {
+    "SOFTRDMA_DEVICE", "SOFTRDMA_NETDEV",      "SOFTRDMA_FAULTS",    "SOFTRDMA_MTU",
+    "SOFTRDMA_PCAP",   "SOFTRDMA_PCAP_FILTER", "SOFTRDMA_TRANSPORT", "SOFTRDMA_MPA",
+    "SOFTRDMA_VLAN",   "SOFTRDMA_DPDK_QPS",    "SOFTRDMA_LOCAL",     "SOFTRDMA_STATS",
+    "SOFTRDMA_VIEW",   "SOFTRDMA_PKEYS",       "SOFTRDMA_CC",        "SOFTRDMA_SWITCH"};
 
 [[noreturn]] void fail(const char* what, const std::string& detail) {
   std::fprintf(stderr, "fuzz_config: %s: %s\n", what, detail.c_str());
