@@ -284,7 +284,9 @@ void RoceFlowChecker::on_cnp(std::uint64_t frame_no, const std::string& where, c
   // started later) proves nothing, and neither does a capture without ECN at all (CNPs from a
   // test generator, or a fabric whose ECN the capture does not show).
   if (!ecn_in_use_) return;
-  const auto& [r, s, qpn] = key;
+  // (Named copies, not a structured binding: clang 14 cannot capture one in the lambda.)
+  const auto r = std::get<0>(key), s = std::get<1>(key);
+  const auto qpn = std::get<2>(key);
   const EcnSeen none;
   auto seen = [&](std::uint32_t q) -> const EcnSeen* {
     auto it = ecn_.find(Key{s, r, q});
