@@ -250,13 +250,29 @@ def case_fi_msg():
                                        "200"], [1 << 20], 200)
 
 
+def pingpong_past_rxm_race(name, *args):
+    """pingpong(), once more when the only trouble was ofi_rxm's shutdown race: its finalize
+    reading "Work Request Flushed Error" after every row was exchanged (docs/middleware.md:
+    rxm flushes what arrived when its peer's shutdown event comes first; about 1 run in 20
+    beside another busy test). Any other failure, or the race twice, fails the case."""
+    before = len(failures)
+    sout, cout = pingpong(name, *args)
+    new = failures[before:]
+    if new and all(("exit" in f) for f in new) and \
+            "Work Request Flushed Error" in sout + cout:
+        del failures[before:]
+        print(f"{name}: ofi_rxm's shutdown race (finalize: Work Request Flushed Error): once more")
+        pingpong(name, *args)
+
+
 def case_fi_rdm():
     need("fi_pingpong")
     prov = "verbs;ofi_rxm"
-    pingpong("fi_pingpong rdm -S all", ["-p", prov, "-e", "rdm", "-S", "all", "-I", "10"],
-             ALL_TO_1M, 10)
-    pingpong("fi_pingpong rdm 1 MiB", ["-p", prov, "-e", "rdm", "-S", str(1 << 20), "-I",
-                                       "200"], [1 << 20], 200)
+    pingpong_past_rxm_race("fi_pingpong rdm -S all",
+                           ["-p", prov, "-e", "rdm", "-S", "all", "-I", "10"], ALL_TO_1M, 10)
+    pingpong_past_rxm_race("fi_pingpong rdm 1 MiB",
+                           ["-p", prov, "-e", "rdm", "-S", str(1 << 20), "-I", "200"],
+                           [1 << 20], 200)
 
 
 def case_fi_dgram():
