@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "rxe/mr.h"
+
 namespace softrdma::rxe {
 
 namespace {
@@ -251,7 +253,7 @@ bool DirectoryView::writable(std::uint32_t qpn, QpType type, std::uint32_t src_q
       })) {
     return false;
   }
-  if (mr_pd != qp_pd || msg_va < iova || msg_len > length || msg_va - iova > length - msg_len) {
+  if (mr_pd != qp_pd || !in_range(msg_va, msg_len, iova, length)) {
     return false;
   }
   host = addr + (msg_va - iova);

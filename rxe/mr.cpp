@@ -89,9 +89,7 @@ MrCheck MrTable::resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, st
   if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
   if (mr.pd != pd) return MrCheck::kBadPd;
   if ((mr.access & access) != access) return MrCheck::kNoAccess;
-  if (iova < mr.iova || len > mr.length || iova - mr.iova > mr.length - len) {
-    return MrCheck::kOutOfBounds;
-  }
+  if (!in_range(iova, len, mr.iova, mr.length)) return MrCheck::kOutOfBounds;
   *host = mr.addr + (iova - mr.iova);
   return MrCheck::kOk;
 }

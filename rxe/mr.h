@@ -58,6 +58,12 @@ struct MwBind {
   std::uint32_t access = 0;
 };
 
+// Whether [addr, addr + len) lies inside [base, base + size), without overflowing.
+inline bool in_range(std::uint64_t addr, std::uint64_t len, std::uint64_t base,
+                     std::uint64_t size) {
+  return addr >= base && len <= size && addr - base <= size - len;
+}
+
 enum class MrCheck : std::uint8_t { kOk, kBadKey, kBadPd, kNoAccess, kOutOfBounds, kInvalidated };
 
 class MrTable {

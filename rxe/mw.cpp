@@ -75,9 +75,7 @@ bool MrTable::bind_mw(const MwBind& b, const Pd* pd, std::uint32_t qpn) {
         !(mr->access & kAccessLocalWrite)) {
       return false;
     }
-    if (b.addr < mr->iova || b.length > mr->length || b.addr - mr->iova > mr->length - b.length) {
-      return false;
-    }
+    if (!in_range(b.addr, b.length, mr->iova, mr->length)) return false;
   }
   unbind(w);
   w.rkey = b.new_rkey;
@@ -119,9 +117,7 @@ MrCheck MrTable::resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova,
   if (w.pd != pd) return MrCheck::kBadPd;
   if (w.type == MwType::k2 && w.qpn != qpn) return MrCheck::kBadPd;
   if ((w.access & access) != access) return MrCheck::kNoAccess;
-  if (iova < w.iova || len > w.length || iova - w.iova > w.length - len) {
-    return MrCheck::kOutOfBounds;
-  }
+  if (!in_range(iova, len, w.iova, w.length)) return MrCheck::kOutOfBounds;
   const Mr& mr = *w.mr;
   if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
   *host = mr.addr + (w.base - mr.iova) + (iova - w.iova);

@@ -203,6 +203,12 @@ std::vector<rxe::Gid> gid_table(ibv_context* context) {
   return out;
 }
 
+// The port's P_Key table: softroce0's (--pkeys); softiwarp0 has the default partition alone.
+const std::vector<std::uint16_t>& pkey_table(ibv_context* context) {
+  static const std::vector<std::uint16_t> kDefault{0xFFFF};
+  return iw(context) ? kDefault : dev(context).pkeys();
+}
+
 }  // namespace
 
 extern "C" {
@@ -329,10 +335,8 @@ int ibv_query_gid(ibv_context* context, uint8_t port_num, int index, union ibv_g
   return 0;
 }
 
-// softroce0's P_Key table (--pkeys); softiwarp0 has the default partition alone.
 int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pkey) {
-  static const std::vector<std::uint16_t> kDefault{0xFFFF};
-  const auto& table = iw(context) ? kDefault : dev(context).pkeys();
+  const auto& table = pkey_table(context);
   if (port_num != 1 || index < 0 || static_cast<std::size_t>(index) >= table.size()) {
     errno = EINVAL;
     return -1;
@@ -344,8 +348,7 @@ int ibv_query_pkey(ibv_context* context, uint8_t port_num, int index, __be16* pk
 // The index of the entry equal to `pkey` (as rdma-core's: the exact value, membership bit too).
 int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, __be16 pkey) {
   if (port_num != 1) return -1;
-  static const std::vector<std::uint16_t> kDefault{0xFFFF};
-  const auto& table = iw(context) ? kDefault : dev(context).pkeys();
+  const auto& table = pkey_table(context);
   for (std::size_t i = 0; i < table.size(); ++i) {
     if (table[i] == be16toh(pkey)) return static_cast<int>(i);
   }
