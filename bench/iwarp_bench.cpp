@@ -100,21 +100,21 @@ double tcp_lat(int iters) {
 
 struct Side {
   std::unique_ptr<iwarp::Device> dev;
-  rxe::Pd* pd = nullptr;
-  rxe::Cq* cq = nullptr;
+  core::Pd* pd = nullptr;
+  core::Cq* cq = nullptr;
   iwarp::Qp* qp = nullptr;
   std::vector<std::uint8_t> buf;
-  std::shared_ptr<rxe::Mr> mr;
+  std::shared_ptr<core::Mr> mr;
   void init(std::size_t bytes) {
     dev = std::make_unique<iwarp::Device>();
     pd = dev->alloc_pd();
     int err = 0;
     cq = dev->create_cq(8192, &err);
-    rxe::QpCap cap{1024, 16, 1, 1, 0};
-    qp = dev->create_qp(pd, rxe::QpType::kRc, cq, cq, nullptr, cap, false, &err);
+    core::QpCap cap{1024, 16, 1, 1, 0};
+    qp = dev->create_qp(pd, core::QpType::kRc, cq, cq, nullptr, cap, false, &err);
     buf.assign(bytes, 0);
     mr = dev->reg_mr(pd, buf.data(), bytes, reinterpret_cast<std::uintptr_t>(buf.data()),
-                     rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite | rxe::kAccessRemoteRead,
+                     core::kAccessLocalWrite | core::kAccessRemoteWrite | core::kAccessRemoteRead,
                      &err);
   }
   ~Side() { dev.reset(); }
@@ -139,17 +139,17 @@ bool connect(Side& a, Side& b, bool crc) {
 
 void post_write(Side& s, std::uint64_t id, std::size_t off, std::uint32_t len, std::uint64_t raddr,
                 std::uint32_t rkey, bool signaled) {
-  rxe::Sge sge{reinterpret_cast<std::uintptr_t>(s.buf.data()) + off, len, s.mr->lkey};
-  rxe::SendWr wr;
+  core::Sge sge{reinterpret_cast<std::uintptr_t>(s.buf.data()) + off, len, s.mr->lkey};
+  core::SendWr wr;
   wr.wr_id = id;
-  wr.opcode = rxe::WrOpcode::kRdmaWrite;
-  wr.send_flags = signaled ? rxe::kSendSignaled : 0u;
-  if (len <= 64) wr.send_flags |= rxe::kSendInline;
-  wr.sg_list = std::span<const rxe::Sge>(&sge, 1);
+  wr.opcode = core::WrOpcode::kRdmaWrite;
+  wr.send_flags = signaled ? core::kSendSignaled : 0u;
+  if (len <= 64) wr.send_flags |= core::kSendInline;
+  wr.sg_list = std::span<const core::Sge>(&sge, 1);
   wr.remote_addr = raddr;
   wr.rkey = rkey;
-  while (s.qp->post_send(std::span<const rxe::SendWr>(&wr, 1)) == ENOMEM) {
-    rxe::Wc wc[16];
+  while (s.qp->post_send(std::span<const core::SendWr>(&wr, 1)) == ENOMEM) {
+    core::Wc wc[16];
     s.cq->poll(wc);
     s.dev->poll_progress();
   }
@@ -172,26 +172,26 @@ double iwarp_bw(double seconds, bool crc) {
                  sig);
       ++posted;
     }
-    rxe::Wc wc[16];
+    core::Wc wc[16];
     const int n = a.cq->poll(wc);
     for (int i = 0; i < n; ++i) completed += kSignal;
     if (n == 0) a.dev->poll_progress();
   }
   // Delivery, not just hand-over to TCP: a READ completes after every WRITE before it.
-  rxe::Sge sge{reinterpret_cast<std::uintptr_t>(a.buf.data()), 1, a.mr->lkey};
-  rxe::SendWr rd;
+  core::Sge sge{reinterpret_cast<std::uintptr_t>(a.buf.data()), 1, a.mr->lkey};
+  core::SendWr rd;
   rd.wr_id = ~0ull;
-  rd.opcode = rxe::WrOpcode::kRdmaRead;
-  rd.send_flags = rxe::kSendSignaled;
-  rd.sg_list = std::span<const rxe::Sge>(&sge, 1);
+  rd.opcode = core::WrOpcode::kRdmaRead;
+  rd.send_flags = core::kSendSignaled;
+  rd.sg_list = std::span<const core::Sge>(&sge, 1);
   rd.remote_addr = raddr;
   rd.rkey = b.mr->rkey;
-  while (a.qp->post_send(std::span<const rxe::SendWr>(&rd, 1)) == ENOMEM) {
-    rxe::Wc wc[16];
+  while (a.qp->post_send(std::span<const core::SendWr>(&rd, 1)) == ENOMEM) {
+    core::Wc wc[16];
     a.cq->poll(wc);
   }
   for (bool done = false; !done;) {
-    rxe::Wc wc[16];
+    core::Wc wc[16];
     const int n = a.cq->poll(wc);
     for (int i = 0; i < n; ++i) done = done || wc[i].wr_id == ~0ull;
     if (n == 0) a.dev->poll_progress();
@@ -213,7 +213,7 @@ double iwarp_lat(int iters, bool crc) {
       while (*in != static_cast<std::uint8_t>(i)) b.dev->poll_progress();
       b.buf[2049] = static_cast<std::uint8_t>(i);
       post_write(b, i, 2048, 2, aaddr, a.mr->rkey, i % 64 == 0);
-      rxe::Wc wc[4];
+      core::Wc wc[4];
       b.cq->poll(wc);
     }
   });
@@ -223,7 +223,7 @@ double iwarp_lat(int iters, bool crc) {
     a.buf[2049] = static_cast<std::uint8_t>(i);
     post_write(a, i, 2048, 2, baddr, b.mr->rkey, i % 64 == 0);
     while (*in != static_cast<std::uint8_t>(i)) a.dev->poll_progress();
-    rxe::Wc wc[4];
+    core::Wc wc[4];
     a.cq->poll(wc);
   }
   const double t = secs(Clock::now() - t0);

@@ -61,10 +61,10 @@ Device::~Device() {
   ::close(epoll_fd_);
 }
 
-rxe::Gid Device::gid() const {
+core::Gid Device::gid() const {
   // fe80::MAC-derived interface identifier is siw's choice; we keep the MAC in the GID as
   // its first six bytes, zero-padded, exactly as the kernel's siw reports it.
-  rxe::Gid g{};
+  core::Gid g{};
   std::copy(cfg_.mac.begin(), cfg_.mac.end(), g.begin());
   return g;
 }
@@ -105,11 +105,11 @@ int Device::dealloc_pd(Pd* pd) {
   return 0;
 }
 
-std::shared_ptr<rxe::Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length,
-                                        std::uint64_t iova, std::uint32_t access, int* err) {
+std::shared_ptr<core::Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length,
+                                         std::uint64_t iova, std::uint32_t access, int* err) {
   // Remote write access needs local write (IBTA / verbs rule).
-  if ((access & (rxe::kAccessRemoteWrite | rxe::kAccessRemoteAtomic)) != 0 &&
-      (access & rxe::kAccessLocalWrite) == 0) {
+  if ((access & (core::kAccessRemoteWrite | core::kAccessRemoteAtomic)) != 0 &&
+      (access & core::kAccessLocalWrite) == 0) {
     if (err) *err = EINVAL;
     return nullptr;
   }
@@ -171,13 +171,13 @@ int Device::destroy_srq(Srq* srq) {
   return 0;
 }
 
-Qp* Device::create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, rxe::QpCap& cap,
-                      bool sq_sig_all, int* err) {
+Qp* Device::create_qp(Pd* pd, core::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,
+                      core::QpCap& cap, bool sq_sig_all, int* err) {
   auto fail = [&](int e) {
     if (err) *err = e;
     return nullptr;
   };
-  if (type != rxe::QpType::kRc) return fail(EOPNOTSUPP);
+  if (type != core::QpType::kRc) return fail(EOPNOTSUPP);
   if (!pd || !send_cq || !recv_cq) return fail(EINVAL);
   if (cap.max_send_wr > attr_.max_qp_wr || cap.max_recv_wr > attr_.max_qp_wr ||
       cap.max_send_sge > attr_.max_sge || cap.max_recv_sge > attr_.max_sge ||

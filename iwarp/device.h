@@ -30,12 +30,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cq.h"
+#include "core/mr.h"
+#include "core/srq.h"
+#include "core/types.h"
 #include "iwarp/params.h"
 #include "iwarp/qp.h"
-#include "rxe/cq.h"
-#include "rxe/mr.h"
-#include "rxe/srq.h"
-#include "rxe/types.h"
 #include "wire/mpa.h"
 
 namespace softrdma::pcap {
@@ -59,15 +59,15 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const { return cfg_.name; }
-  const rxe::DeviceAttr& attr() const { return attr_; }
+  const core::DeviceAttr& attr() const { return attr_; }
   // GID[0]: the MAC in the interface identifier of a link-local IPv6 address (as siw).
-  rxe::Gid gid() const;
+  core::Gid gid() const;
   const DeviceConfig& config() const { return cfg_; }
 
   Pd* alloc_pd();
   int dealloc_pd(Pd* pd);
-  std::shared_ptr<rxe::Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
-                                  std::uint32_t access, int* err);
+  std::shared_ptr<core::Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                   std::uint32_t access, int* err);
   int dereg_mr(std::uint32_t lkey);
   Cq* create_cq(std::uint32_t cqe, int* err);
   int destroy_cq(Cq* cq);
@@ -75,7 +75,7 @@ class Device {
                   int* err);
   int destroy_srq(Srq* srq);
   // RC only: UD and UC fail with EOPNOTSUPP.
-  Qp* create_qp(Pd* pd, rxe::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, rxe::QpCap& cap,
+  Qp* create_qp(Pd* pd, core::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, core::QpCap& cap,
                 bool sq_sig_all, int* err);
   int destroy_qp(Qp* qp);
 
@@ -88,7 +88,7 @@ class Device {
   int disconnect(Qp* qp);
   int abort(Qp* qp);
 
-  rxe::MrTable& mrs() { return mrs_; }
+  core::MrTable& mrs() { return mrs_; }
   // Named counters for the whole device (its QPs', destroyed ones included), for --stats.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters();
   // Runs one pass of receive progress on the calling thread unless another thread is in
@@ -116,8 +116,8 @@ class Device {
   void epoll_add(int fd, std::uint64_t tag, std::uint32_t events);
 
   DeviceConfig cfg_;
-  rxe::DeviceAttr attr_;
-  rxe::MrTable mrs_;
+  core::DeviceAttr attr_;
+  core::MrTable mrs_;
   std::uint32_t trace_iface_ = 0;
 
   std::mutex objects_mu_;

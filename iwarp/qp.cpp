@@ -7,16 +7,16 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/payload.h"
 #include "iwarp/device.h"
-#include "rxe/payload.h"
 #include "wire/fpdu.h"
 
 namespace softrdma::iwarp {
 
-using rxe::WrOpcode;
+using core::WrOpcode;
 
 Qp::Qp(Device& dev, std::uint32_t qpn, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
-       const rxe::QpCap& cap, bool sq_sig_all)
+       const core::QpCap& cap, bool sq_sig_all)
     : dev_(dev),
       qpn_(qpn),
       pd_(pd),
@@ -105,11 +105,11 @@ bool Qp::wants_writable() const {
   return fd_ >= 0 && (tx_blocked_ || pending_off_ < pending_.size() || !control_.empty());
 }
 
-int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
+int Qp::post_send(std::span<const core::SendWr> wrs, std::size_t* bad) {
   AppLock lock(*this);
   int rc = 0;
   std::size_t n = 0;
-  for (const rxe::SendWr& wr : wrs) {
+  for (const core::SendWr& wr : wrs) {
     switch (wr.opcode) {
       case WrOpcode::kSend:
       case WrOpcode::kSendWithInv:
@@ -143,16 +143,16 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
     SendWqe& w = sq_.emplace_back();
     w.wr_id = wr.wr_id;
     w.opcode = wr.opcode;
-    w.flags = wr.send_flags | (sq_sig_all_ ? rxe::kSendSignaled : 0u);
+    w.flags = wr.send_flags | (sq_sig_all_ ? core::kSendSignaled : 0u);
     w.inv_stag = wr.opcode == WrOpcode::kLocalInv ? wr.invalidate_rkey
                  : wr.opcode == WrOpcode::kSendWithInv
                      ? (wr.invalidate_rkey ? wr.invalidate_rkey : wr.imm_data)
                      : 0;
     w.remote_addr = wr.remote_addr;
     w.rkey = wr.rkey;
-    for (const rxe::Sge& s : wr.sg_list) w.length += s.length;
-    if ((wr.send_flags & rxe::kSendInline) != 0 && wr.opcode != WrOpcode::kRdmaRead) {
-      if (w.length > rxe::kMaxInline) {
+    for (const core::Sge& s : wr.sg_list) w.length += s.length;
+    if ((wr.send_flags & core::kSendInline) != 0 && wr.opcode != WrOpcode::kRdmaRead) {
+      if (w.length > core::kMaxInline) {
         sq_.pop_back();
         rc = EINVAL;
         break;
@@ -160,7 +160,7 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
       // Inline data is copied at post time straight from the application's buffers: their
       // lkeys mean nothing (the buffers need not be registered), as with the RoCE QPs.
       std::uint64_t off = 0;
-      for (const rxe::Sge& s : wr.sg_list) {
+      for (const core::Sge& s : wr.sg_list) {
         if (s.length) {
           std::memcpy(w.inline_data.data() + off, reinterpret_cast<const void*>(s.addr), s.length);
         }
@@ -189,13 +189,13 @@ int Qp::post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad) {
   return rc;
 }
 
-int Qp::post_recv(std::span<const rxe::RecvWr> wrs, std::size_t* bad) {
+int Qp::post_recv(std::span<const core::RecvWr> wrs, std::size_t* bad) {
   AppLock lock(*this);
   std::size_t n = 0;
   int rc = 0;
   if (srq_) rc = EINVAL;
   if (!rc && state_ == QpState::kReset) rc = EINVAL;
-  for (const rxe::RecvWr& wr : wrs) {
+  for (const core::RecvWr& wr : wrs) {
     if (rc) break;
     rc = rq_.post(wr);
     if (!rc) ++n;
@@ -238,17 +238,17 @@ int Qp::modify_state(QpState to) {
   }
 }
 
-rxe::QpCap Qp::cap() const {
+core::QpCap Qp::cap() const {
   AppLock lock(*this);
   return cap_;
 }
 
-void Qp::complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
+void Qp::complete_recv(const core::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
                        std::uint32_t inv, bool solicited) {
-  rxe::Wc wc;
+  core::Wc wc;
   wc.wr_id = w.wr_id;
   wc.status = st;
-  wc.opcode = rxe::WcOpcode::kRecv;
+  wc.opcode = core::WcOpcode::kRecv;
   wc.byte_len = len;
   wc.qp_num = qpn_;
   wc.wc_flags = flags;
@@ -259,24 +259,24 @@ void Qp::complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len, st
 void Qp::complete_sq() {
   while (!sq_.empty() && sq_.front().done) {
     SendWqe& w = sq_.front();
-    if ((w.flags & rxe::kSendSignaled) != 0 || w.status != WcStatus::kSuccess) {
-      rxe::Wc wc;
+    if ((w.flags & core::kSendSignaled) != 0 || w.status != WcStatus::kSuccess) {
+      core::Wc wc;
       wc.wr_id = w.wr_id;
       wc.status = w.status;
       wc.qp_num = qpn_;
       switch (w.opcode) {
         case WrOpcode::kRdmaWrite:
-          wc.opcode = rxe::WcOpcode::kRdmaWrite;
+          wc.opcode = core::WcOpcode::kRdmaWrite;
           break;
         case WrOpcode::kRdmaRead:
-          wc.opcode = rxe::WcOpcode::kRdmaRead;
+          wc.opcode = core::WcOpcode::kRdmaRead;
           wc.byte_len = static_cast<std::uint32_t>(w.placed);
           break;
         case WrOpcode::kLocalInv:
-          wc.opcode = rxe::WcOpcode::kLocalInv;
+          wc.opcode = core::WcOpcode::kLocalInv;
           break;
         default:
-          wc.opcode = rxe::WcOpcode::kSend;
+          wc.opcode = core::WcOpcode::kSend;
           break;
       }
       send_cq_->push(wc, false);

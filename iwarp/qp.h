@@ -19,13 +19,13 @@
 #include <optional>
 #include <vector>
 
+#include "core/cq.h"
+#include "core/mr.h"
+#include "core/srq.h"
+#include "core/types.h"
 #include "iwarp/params.h"
 #include "iwarp/stream_trace.h"
 #include "iwarp/terminate.h"
-#include "rxe/cq.h"
-#include "rxe/mr.h"
-#include "rxe/srq.h"
-#include "rxe/types.h"
 #include "wire/ddp_rdmap.h"
 #include "wire/mpa.h"
 
@@ -33,19 +33,19 @@ namespace softrdma::iwarp {
 
 class Device;
 using Clock = std::chrono::steady_clock;
-using rxe::Cq;
-using rxe::Pd;
-using rxe::QpState;
-using rxe::Srq;
-using rxe::WcStatus;
+using core::Cq;
+using core::Pd;
+using core::QpState;
+using core::Srq;
+using core::WcStatus;
 
 struct SendWqe {
   std::uint64_t wr_id = 0;
-  rxe::WrOpcode opcode = rxe::WrOpcode::kSend;
+  core::WrOpcode opcode = core::WrOpcode::kSend;
   std::uint32_t flags = 0;
   std::uint32_t inv_stag = 0;  // SEND_WITH_INV / LOCAL_INV
-  std::vector<rxe::Sge> sge;
-  std::array<std::uint8_t, rxe::kMaxInline> inline_data{};
+  std::vector<core::Sge> sge;
+  std::array<std::uint8_t, core::kMaxInline> inline_data{};
   bool is_inline = false;
   std::uint64_t length = 0;
   std::uint64_t remote_addr = 0;
@@ -79,7 +79,7 @@ struct TxOptions {
 class Qp {
  public:
   Qp(Device& dev, std::uint32_t qpn, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
-     const rxe::QpCap& cap, bool sq_sig_all);
+     const core::QpCap& cap, bool sq_sig_all);
   ~Qp();
   Qp(const Qp&) = delete;
   Qp& operator=(const Qp&) = delete;
@@ -100,15 +100,15 @@ class Qp {
 
   // 0, or EINVAL (bad WR, wrong state), ENOMEM (queue full), EOPNOTSUPP (immediate data,
   // atomics, memory windows: not in iWARP without RFC 7306). `bad` counts accepted WRs.
-  int post_send(std::span<const rxe::SendWr> wrs, std::size_t* bad = nullptr);
-  int post_recv(std::span<const rxe::RecvWr> wrs, std::size_t* bad = nullptr);
+  int post_send(std::span<const core::SendWr> wrs, std::size_t* bad = nullptr);
+  int post_recv(std::span<const core::RecvWr> wrs, std::size_t* bad = nullptr);
   // Moves the QP to ERR: outstanding work completes with WR_FLUSH_ERR.
   void set_error();
   // ibv_modify_qp's state changes: RESET, INIT and RTR before a connection (bookkeeping: the
   // MPA negotiation brings the QP to RTS); RTS only once connected; ERR at any time (flush).
   // 0 or EINVAL.
   int modify_state(QpState to);
-  rxe::QpCap cap() const;
+  core::QpCap cap() const;
   // Per-QP events (established, disconnected, fatal); delivered on the progress thread.
   void set_event_handler(QpEventCallback fn);
 
@@ -180,7 +180,7 @@ class Qp {
   // ---- state and completions (qp.cpp)
   void to_error(WcStatus first_status);
   void complete_sq();
-  void complete_recv(const rxe::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
+  void complete_recv(const core::RecvWqe& w, WcStatus st, std::uint32_t len, std::uint32_t flags,
                      std::uint32_t inv, bool solicited);
   void event(QpEvent ev);
   void conn_error(int err);
@@ -216,7 +216,7 @@ class Qp {
   Phase phase_ = Phase::kIdle;
   int fd_ = -1;
   std::uint32_t epoll_events_ = 0;  // registered with the device's epoll (0: not)
-  rxe::QpCap cap_;
+  core::QpCap cap_;
   QpEventCallback on_event_;
   std::vector<std::function<void()>> callbacks_;
 
@@ -251,13 +251,13 @@ class Qp {
   std::uint64_t fpdus_sent_ = 0;
 
   // receive side
-  rxe::RecvQueue rq_;
+  core::RecvQueue rq_;
   std::vector<std::uint8_t> rx_;  // received stream bytes not yet parsed
   std::size_t rx_len_ = 0;
   std::uint64_t rx_stream_off_ = 0;     // marker offset of rx_[0]
   std::vector<std::uint8_t> rx_plain_;  // one FPDU with markers stripped
   std::uint32_t msn_rx_[3] = {1, 1, 1};
-  std::optional<rxe::RecvWqe> cur_recv_;  // the receive a multi-segment SEND fills
+  std::optional<core::RecvWqe> cur_recv_;  // the receive a multi-segment SEND fills
   std::uint64_t cur_recv_len_ = 0;
   bool peer_fin_ = false;
 

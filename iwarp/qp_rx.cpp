@@ -10,9 +10,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/payload.h"
 #include "iwarp/device.h"
 #include "iwarp/qp.h"
-#include "rxe/payload.h"
 #include "wire/crc.h"
 #include "wire/fpdu.h"
 
@@ -22,24 +22,24 @@ namespace {
 
 using wire::RdmapOpcode;
 
-RxError tagged_error(rxe::MrCheck c) {
+RxError tagged_error(core::MrCheck c) {
   switch (c) {
-    case rxe::MrCheck::kBadPd:
+    case core::MrCheck::kBadPd:
       return RxError::kStagNotAssoc;
-    case rxe::MrCheck::kNoAccess:
+    case core::MrCheck::kNoAccess:
       return RxError::kAccessRights;
-    case rxe::MrCheck::kOutOfBounds:
+    case core::MrCheck::kOutOfBounds:
       return RxError::kBaseBounds;
     default:
       return RxError::kInvalidStag;
   }
 }
 
-RxError read_source_error(rxe::MrCheck c) {
+RxError read_source_error(core::MrCheck c) {
   switch (c) {
-    case rxe::MrCheck::kNoAccess:
+    case core::MrCheck::kNoAccess:
       return RxError::kReadSrcAccess;
-    case rxe::MrCheck::kOutOfBounds:
+    case core::MrCheck::kOutOfBounds:
       return RxError::kReadSrcBounds;
     default:
       return RxError::kReadSrcInvalid;
@@ -187,7 +187,7 @@ void Qp::parse_rx() {
 
 SendWqe* Qp::outstanding_read() {
   for (std::size_t i = 0; i < sq_next_ && i < sq_.size(); ++i) {
-    if (sq_[i].opcode == rxe::WrOpcode::kRdmaRead && !sq_[i].done) return &sq_[i];
+    if (sq_[i].opcode == core::WrOpcode::kRdmaRead && !sq_[i].done) return &sq_[i];
   }
   return nullptr;
 }
@@ -207,21 +207,21 @@ bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ul
   }
   const std::size_t payload = ulen - wire::kDdpTaggedLen;
   const std::size_t have = avail - kHead;
-  std::uint32_t access = rxe::kAccessRemoteWrite;
+  std::uint32_t access = core::kAccessRemoteWrite;
   if (resp) {
     // Into the sink of the oldest outstanding READ, within its SGE.
     const SendWqe* w = rtr_read_pending_ ? nullptr : outstanding_read();
     if (!w || w->sge.empty() || h->stag != w->sge[0].lkey) return false;
-    const rxe::Sge& sg = w->sge[0];
+    const core::Sge& sg = w->sge[0];
     if (h->to < sg.addr || payload > sg.length || h->to - sg.addr > sg.length - payload) {
       return false;
     }
-    access = rxe::kAccessLocalWrite;
+    access = core::kAccessLocalWrite;
   }
-  rxe::MrTable& mrs = dev_.mrs();
-  rxe::MrTable::Guard guard(mrs);
+  core::MrTable& mrs = dev_.mrs();
+  core::MrTable::Guard guard(mrs);
   std::uint8_t* host = nullptr;
-  if (mrs.resolve(h->stag, pd_, h->to, payload, access, &host) != rxe::MrCheck::kOk) {
+  if (mrs.resolve(h->stag, pd_, h->to, payload, access, &host) != core::MrCheck::kOk) {
     return false;  // the whole FPDU is checked the usual way, CRC first
   }
   if (have > 0) std::memcpy(host, p + kHead, have);
@@ -241,12 +241,12 @@ bool Qp::start_direct(const std::uint8_t* p, std::size_t avail, std::uint16_t ul
 }
 
 bool Qp::recv_direct() {
-  rxe::MrTable& mrs = dev_.mrs();
-  rxe::MrTable::Guard guard(mrs);
+  core::MrTable& mrs = dev_.mrs();
+  core::MrTable::Guard guard(mrs);
   std::uint8_t* host = nullptr;
-  const rxe::MrCheck c =
+  const core::MrCheck c =
       mrs.resolve(direct_.stag, pd_, direct_.to, direct_.left, direct_.access, &host);
-  if (c != rxe::MrCheck::kOk) {
+  if (c != core::MrCheck::kOk) {
     // Deregistered or invalidated while the segment was arriving.
     direct_.active = false;
     return fail_rx(tagged_error(c), direct_.hdr);
@@ -293,14 +293,14 @@ bool Qp::handle_fpdu(wire::Bytes ulpdu) {
 }
 
 bool Qp::rx_tagged(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payload) {
-  rxe::MrTable& mrs = dev_.mrs();
+  core::MrTable& mrs = dev_.mrs();
   if (h.opcode == static_cast<std::uint8_t>(RdmapOpcode::kWrite)) {
     if (payload.empty()) return true;  // zero-length Write (an RTR, or a no-op): no access
-    rxe::MrTable::Guard guard(mrs);
+    core::MrTable::Guard guard(mrs);
     std::uint8_t* host = nullptr;
-    const rxe::MrCheck c =
-        mrs.resolve(h.stag, pd_, h.to, payload.size(), rxe::kAccessRemoteWrite, &host);
-    if (c != rxe::MrCheck::kOk) return fail_rx(tagged_error(c), hdr);
+    const core::MrCheck c =
+        mrs.resolve(h.stag, pd_, h.to, payload.size(), core::kAccessRemoteWrite, &host);
+    if (c != core::MrCheck::kOk) return fail_rx(tagged_error(c), hdr);
     std::memcpy(host, payload.data(), payload.size());
     return true;
   }
@@ -314,15 +314,15 @@ bool Qp::rx_tagged(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payloa
   if (!w) return fail_rx(RxError::kUnexpectedResp, hdr);
   if (!payload.empty()) {
     if (w->sge.empty() || h.stag != w->sge[0].lkey) return fail_rx(RxError::kInvalidStag, hdr);
-    const rxe::Sge& s = w->sge[0];
+    const core::Sge& s = w->sge[0];
     if (h.to < s.addr || payload.size() > s.length || h.to - s.addr > s.length - payload.size()) {
       return fail_rx(RxError::kBaseBounds, hdr);
     }
-    rxe::MrTable::Guard guard(mrs);
+    core::MrTable::Guard guard(mrs);
     std::uint8_t* host = nullptr;
-    const rxe::MrCheck c =
-        mrs.resolve(h.stag, pd_, h.to, payload.size(), rxe::kAccessLocalWrite, &host);
-    if (c != rxe::MrCheck::kOk) return fail_rx(tagged_error(c), hdr);
+    const core::MrCheck c =
+        mrs.resolve(h.stag, pd_, h.to, payload.size(), core::kAccessLocalWrite, &host);
+    if (c != core::MrCheck::kOk) return fail_rx(tagged_error(c), hdr);
     std::memcpy(host, payload.data(), payload.size());
     w->placed += payload.size();
   }
@@ -355,8 +355,8 @@ bool Qp::rx_send(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payload)
   }
   if (!payload.empty()) {
     WcStatus st = WcStatus::kSuccess;
-    if (!rxe::scatter(dev_.mrs(), pd_, cur_recv_->sge, cur_recv_len_, payload.data(),
-                      static_cast<std::uint32_t>(payload.size()), st)) {
+    if (!core::scatter(dev_.mrs(), pd_, cur_recv_->sge, cur_recv_len_, payload.data(),
+                       static_cast<std::uint32_t>(payload.size()), st)) {
       complete_recv(*cur_recv_, st, 0, 0, 0, false);
       cur_recv_.reset();
       return fail_rx(RxError::kLocal, hdr);
@@ -374,7 +374,7 @@ bool Qp::rx_send(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes payload)
       return fail_rx(RxError::kCannotInvalidate, hdr);
     }
     mr->valid.store(false, std::memory_order_release);
-    flags |= rxe::kWcWithInv;
+    flags |= core::kWcWithInv;
     inv = h.inv_stag;
   }
   const bool solicited = op == RdmapOpcode::kSendSe || op == RdmapOpcode::kSendSeInvalidate;
@@ -392,12 +392,12 @@ bool Qp::rx_read_request(const wire::DdpHeader& h, wire::Bytes hdr, wire::Bytes 
   if (h.msn != msn_rx_[wire::kQnReadRequest]) return fail_rx(RxError::kMsnRange, hdr, rr_bytes);
   if (inbound_.size() >= ird_) return fail_rx(RxError::kNoBuffer, hdr, rr_bytes);
   if (rr->size > 0) {
-    rxe::MrTable& mrs = dev_.mrs();
-    rxe::MrTable::Guard guard(mrs);
+    core::MrTable& mrs = dev_.mrs();
+    core::MrTable::Guard guard(mrs);
     std::uint8_t* host = nullptr;
-    const rxe::MrCheck c =
-        mrs.resolve(rr->src_stag, pd_, rr->src_to, rr->size, rxe::kAccessRemoteRead, &host);
-    if (c != rxe::MrCheck::kOk) return fail_rx(read_source_error(c), hdr, rr_bytes);
+    const core::MrCheck c =
+        mrs.resolve(rr->src_stag, pd_, rr->src_to, rr->size, core::kAccessRemoteRead, &host);
+    if (c != core::MrCheck::kOk) return fail_rx(read_source_error(c), hdr, rr_bytes);
   }
   ++msn_rx_[wire::kQnReadRequest];
   inbound_.push_back(InboundRead{*rr, 0});

@@ -11,9 +11,9 @@
 #include <cstring>
 #include <optional>
 
+#include "core/payload.h"
 #include "iwarp/device.h"
 #include "iwarp/qp.h"
-#include "rxe/payload.h"
 #include "wire/crc.h"
 #include "wire/fpdu.h"
 
@@ -21,7 +21,7 @@ namespace softrdma::iwarp {
 
 namespace {
 
-using rxe::WrOpcode;
+using core::WrOpcode;
 using wire::RdmapOpcode;
 
 constexpr std::size_t kMaxDescs = 64;
@@ -54,7 +54,7 @@ WrOpcode op_of(const SendWqe& w) {
 }
 
 std::uint8_t send_opcode(const SendWqe& w) {
-  const bool se = (w.flags & rxe::kSendSolicited) != 0;
+  const bool se = (w.flags & core::kSendSolicited) != 0;
   if (w.opcode == WrOpcode::kSendWithInv) {
     return static_cast<std::uint8_t>(se ? RdmapOpcode::kSendSeInvalidate
                                         : RdmapOpcode::kSendInvalidate);
@@ -155,7 +155,7 @@ void Qp::pump_tx(int budget) {
   const bool flat_always = markers_tx_;
   static thread_local Batch b;
   static thread_local std::vector<std::uint8_t> flat, one;
-  rxe::MrTable& mrs = dev_.mrs();
+  core::MrTable& mrs = dev_.mrs();
   for (;;) {
     if (!flush_pending()) return;
     if (!control_.empty()) {
@@ -185,9 +185,9 @@ void Qp::pump_tx(int budget) {
     WcStatus local_status = WcStatus::kSuccess;
     RxError resp_err = RxError::kLocal;
     bool resp_failed = false;
-    std::optional<rxe::MrTable::Guard> guard;
+    std::optional<core::MrTable::Guard> guard;
     guard.emplace(mrs);
-    while (b.ndesc < kMaxDescs && b.bytes < kBatchBytes && b.niov + rxe::kMaxSge + 2 < kMaxIov) {
+    while (b.ndesc < kMaxDescs && b.bytes < kBatchBytes && b.niov + core::kMaxSge + 2 < kMaxIov) {
       Desc& d = b.descs[b.ndesc];
       d = Desc{};
       wire::DdpHeader h;
@@ -208,9 +208,9 @@ void Qp::pump_tx(int budget) {
         h.to = r.sink_to + roff;
         h.last = roff + pay_len == r.size;
         if (pay_len > 0) {
-          const rxe::MrCheck c = mrs.resolve(r.src_stag, pd_, r.src_to + roff, pay_len,
-                                             rxe::kAccessRemoteRead, &region);
-          if (c != rxe::MrCheck::kOk) {
+          const core::MrCheck c = mrs.resolve(r.src_stag, pd_, r.src_to + roff, pay_len,
+                                              core::kAccessRemoteRead, &region);
+          if (c != core::MrCheck::kOk) {
             // Deregistered or invalidated since the request was accepted.
             resp_failed = true;
             resp_err = RxError::kReadSrcInvalid;
@@ -306,7 +306,7 @@ void Qp::pump_tx(int budget) {
         } else {
           // Walk the SGE list from src_off.
           std::uint64_t off = src_off, left = pay_len;
-          for (const rxe::Sge& s : sge_src->sge) {
+          for (const core::Sge& s : sge_src->sge) {
             if (left == 0) break;
             if (off >= s.length) {
               off -= s.length;
@@ -314,7 +314,7 @@ void Qp::pump_tx(int budget) {
             }
             const std::uint64_t chunk = std::min<std::uint64_t>(s.length - off, left);
             std::uint8_t* host = nullptr;
-            if (mrs.resolve(s.lkey, pd_, s.addr + off, chunk, 0, &host) != rxe::MrCheck::kOk) {
+            if (mrs.resolve(s.lkey, pd_, s.addr + off, chunk, 0, &host) != core::MrCheck::kOk) {
               local_err = const_cast<SendWqe*>(sge_src);
               local_status = WcStatus::kLocProtErr;
               break;

@@ -93,20 +93,20 @@ const char* to_string(RxError e) {
   return row(e).name;
 }
 
-rxe::WcStatus status_for_term(const TermInfo& t) {
+core::WcStatus status_for_term(const TermInfo& t) {
   const auto layer = static_cast<TermLayer>(t.layer);
   if (layer == kDdp && t.etype == static_cast<std::uint8_t>(DdpErrorType::kTaggedBuffer)) {
-    return rxe::WcStatus::kRemAccessErr;
+    return core::WcStatus::kRemAccessErr;
   }
   if (layer == kRdmap && t.etype == static_cast<std::uint8_t>(RdmapErrorType::kRemoteProtection)) {
-    return rxe::WcStatus::kRemAccessErr;
+    return core::WcStatus::kRemAccessErr;
   }
   if (layer == kDdp && t.etype == static_cast<std::uint8_t>(DdpErrorType::kUntaggedBuffer)) {
     return t.code == static_cast<std::uint8_t>(DdpUntaggedErrorCode::kInvalidMsnNoBuffer)
-               ? rxe::WcStatus::kRemOpErr
-               : rxe::WcStatus::kRemInvReqErr;
+               ? core::WcStatus::kRemOpErr
+               : core::WcStatus::kRemInvReqErr;
   }
-  return rxe::WcStatus::kRemOpErr;
+  return core::WcStatus::kRemOpErr;
 }
 
 }  // namespace softrdma::iwarp

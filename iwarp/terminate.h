@@ -5,8 +5,8 @@
 
 #include <cstdint>
 
+#include "core/types.h"
 #include "iwarp/params.h"
-#include "rxe/types.h"
 
 namespace softrdma::iwarp {
 
@@ -38,6 +38,6 @@ enum class RxError : std::uint8_t {
 TermInfo term_info(RxError e);
 const char* to_string(RxError e);
 // The status of the peer's work request that a received TERMINATE fails.
-rxe::WcStatus status_for_term(const TermInfo& t);
+core::WcStatus status_for_term(const TermInfo& t);
 
 }  // namespace softrdma::iwarp

@@ -14,20 +14,20 @@ using nlohmann::json;
 const char* type_name(const rxe::QpInfo& q) {
   if (q.qpn == 1) return "GSI";
   switch (q.type) {
-    case rxe::QpType::kRc:
+    case core::QpType::kRc:
       return "RC";
-    case rxe::QpType::kUc:
+    case core::QpType::kUc:
       return "UC";
-    case rxe::QpType::kUd:
+    case core::QpType::kUd:
       return "UD";
   }
   return "unknown";
 }
 
 json qp_row(const rxe::QpInfo& q) {
-  json r = {{"lqpn", q.qpn},      {"type", type_name(q)}, {"state", rxe::to_string(q.state)},
+  json r = {{"lqpn", q.qpn},      {"type", type_name(q)}, {"state", core::to_string(q.state)},
             {"sq-psn", q.sq_psn}, {"rq-psn", q.rq_psn},   {"pdn", q.pdn}};
-  if (q.type != rxe::QpType::kUd) r["rqpn"] = q.dest_qpn;
+  if (q.type != core::QpType::kUd) r["rqpn"] = q.dest_qpn;
   if (!q.peer.empty()) r["peer"] = q.peer;
   r["send-cqn"] = q.send_cqn;
   r["recv-cqn"] = q.recv_cqn;

@@ -3,10 +3,11 @@
 // RNR NAKs with the IB timer table).
 #include <cstring>
 
+#include "core/payload.h"
 #include "rxe/device.h"
-#include "rxe/payload.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

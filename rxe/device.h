@@ -15,14 +15,15 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/cq.h"
+#include "core/mr.h"
+#include "core/srq.h"
+#include "core/types.h"
 #include "netdev/netdev.h"
 #include "rxe/cc.h"
-#include "rxe/cq.h"
 #include "rxe/directory.h"
-#include "rxe/mr.h"
 #include "rxe/qp.h"
-#include "rxe/srq.h"
-#include "rxe/types.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

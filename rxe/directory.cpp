@@ -8,7 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
-#include "rxe/mr.h"
+#include "core/mr.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

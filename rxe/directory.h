@@ -12,8 +12,10 @@
 #include <span>
 #include <string>
 
+#include "core/mr.h"
+#include "core/types.h"
 #include "netdev/netdev.h"
-#include "rxe/types.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 
@@ -35,7 +37,8 @@ struct DirMr {
   std::uint64_t addr = 0;  // host address of iova
 };
 
-class Directory {
+// It watches the device's MR table (core::RegionWatcher): open regions come and go with it.
+class Directory : public core::RegionWatcher {
  public:
   // nullptr with `error` set when the memfd cannot be had.
   static std::unique_ptr<Directory> create(std::string& error);
@@ -52,6 +55,11 @@ class Directory {
   void remove_qp(std::uint32_t qpn);
   void set_mr(const DirMr& m);
   void remove_mr(std::uint32_t rkey);
+  void region_open(const core::Mr& mr) override {
+    set_mr(DirMr{mr.rkey, mr.pd ? mr.pd->handle : 0, mr.iova, mr.length,
+                 reinterpret_cast<std::uint64_t>(mr.addr)});
+  }
+  void region_closed(std::uint32_t rkey) override { remove_mr(rkey); }
 
  private:
   Directory() = default;

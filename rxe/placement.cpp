@@ -13,7 +13,7 @@ bool Device::enable_direct_placement() {
   if (!d || !netdev_->share_directory(d->fd())) return false;
   d->set_quiesce([nd = netdev_.get()] { nd->quiesce_peer_writes(); });
   dir_ = std::move(d);
-  mrs_.set_directory(dir_.get());
+  mrs_.set_watcher(dir_.get());
   return true;
 }
 

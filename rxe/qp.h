@@ -12,12 +12,13 @@
 #include <mutex>
 #include <vector>
 
+#include "core/cq.h"
+#include "core/mr.h"
+#include "core/srq.h"
+#include "core/types.h"
 #include "rxe/cc.h"
-#include "rxe/cq.h"
 #include "rxe/dcqcn.h"
-#include "rxe/mr.h"
-#include "rxe/srq.h"
-#include "rxe/types.h"
+#include "rxe/uses_core.h"
 #include "wire/roce_headers.h"
 
 namespace softrdma::rxe {

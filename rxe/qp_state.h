@@ -4,7 +4,8 @@
 
 #include <cstdint>
 
-#include "rxe/types.h"
+#include "core/types.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

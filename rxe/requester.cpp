@@ -4,10 +4,11 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/payload.h"
 #include "rxe/device.h"
-#include "rxe/payload.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

@@ -5,10 +5,11 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/payload.h"
 #include "rxe/device.h"
-#include "rxe/payload.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
+#include "rxe/uses_core.h"
 #include "wire/net.h"
 
 namespace softrdma::rxe {
@@ -113,7 +114,7 @@ void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
   h.bth.pkey = pkey();
   h.bth.dest_qp = attr_.dest_qp_num;
   h.bth.psn = psn;
-  h.aeth = Aeth{syndrome_ack(), msn_};
+  h.aeth = Aeth{wire::syndrome::kAckNoCredit, msn_};
   h.atomic_ack_eth = AtomicAckEth{orig};
   auto n = build_roce(MutBytes(p->data, p->cap), h, {});
   if (!n) return;
@@ -185,12 +186,12 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       } else if (info.kind == OpKind::kAtomic) {
         for (const RespResource& r : resources_) {
           if (r.kind == RespResource::Kind::kAtomic && r.first_psn == psn) {
-            respond(syndrome_ack(), psn, true, r.orig);
+            respond(wire::syndrome::kAckNoCredit, psn, true, r.orig);
             break;
           }
         }
       } else {
-        respond(syndrome_ack(), psn_add(epsn_, kPsnMask));  // re-ACK through epsn - 1
+        respond(wire::syndrome::kAckNoCredit, psn_add(epsn_, kPsnMask));  // re-ACK through epsn - 1
       }
       return;
     }
@@ -475,7 +476,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       r.orig = orig;
       msn_ = (msn_ + 1) & 0xFFFFFF;
       epsn_ = psn_add(psn, 1);
-      respond(syndrome_ack(), psn, true, orig);
+      respond(wire::syndrome::kAckNoCredit, psn, true, orig);
       return;
     }
     default:
@@ -483,7 +484,7 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
       return;
   }
   epsn_ = psn_add(psn, 1);
-  if (rc && bth.ack_req) respond(syndrome_ack(), psn);
+  if (rc && bth.ack_req) respond(wire::syndrome::kAckNoCredit, psn);
 }
 
 void Qp::respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic, std::uint64_t orig) {
@@ -543,7 +544,7 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
       h.bth.opcode = op::kRcReadResponseLast;
     else
       h.bth.opcode = op::kRcReadResponseMiddle;
-    if (first || last) h.aeth = Aeth{syndrome_ack(), msn_};
+    if (first || last) h.aeth = Aeth{wire::syndrome::kAckNoCredit, msn_};
     netdev::Packet* p = dev_.tx_packet();
     auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
     if (!hl) {

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "core/types.h"
 #include "rxe/qp.h"
-#include "rxe/types.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 

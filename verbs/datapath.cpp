@@ -12,21 +12,21 @@
 using namespace softrdma;
 using namespace softrdma::verbs;
 
-static_assert(sizeof(ibv_sge) == sizeof(rxe::Sge));
-static_assert(offsetof(ibv_sge, addr) == offsetof(rxe::Sge, addr));
-static_assert(offsetof(ibv_sge, length) == offsetof(rxe::Sge, length));
-static_assert(offsetof(ibv_sge, lkey) == offsetof(rxe::Sge, lkey));
+static_assert(sizeof(ibv_sge) == sizeof(core::Sge));
+static_assert(offsetof(ibv_sge, addr) == offsetof(core::Sge, addr));
+static_assert(offsetof(ibv_sge, length) == offsetof(core::Sge, length));
+static_assert(offsetof(ibv_sge, lkey) == offsetof(core::Sge, lkey));
 
 namespace softrdma::verbs {
 void install_qp_ops(SoftContext* ctx);
 
-int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out) {
-  out = rxe::SendWr{};
+int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out) {
+  out = core::SendWr{};
   out.wr_id = wr->wr_id;
-  out.opcode = static_cast<rxe::WrOpcode>(wr->opcode);
+  out.opcode = static_cast<core::WrOpcode>(wr->opcode);
   out.send_flags = wr->send_flags;
   if (wr->num_sge < 0) return EINVAL;
-  out.sg_list = std::span(reinterpret_cast<const rxe::Sge*>(wr->sg_list),
+  out.sg_list = std::span(reinterpret_cast<const core::Sge*>(wr->sg_list),
                           static_cast<std::size_t>(wr->num_sge));
   switch (wr->opcode) {
     case IBV_WR_SEND_WITH_IMM:
@@ -71,13 +71,13 @@ int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out) {
   return 0;
 }
 
-void convert_wc(const rxe::Wc& in, ibv_wc& out) {
+void convert_wc(const core::Wc& in, ibv_wc& out) {
   out.wr_id = in.wr_id;
   out.status = static_cast<ibv_wc_status>(in.status);
   out.opcode = static_cast<ibv_wc_opcode>(in.opcode);
   out.vendor_err = in.vendor_err;
   out.byte_len = in.byte_len;
-  if (in.wc_flags & rxe::kWcWithInv) {
+  if (in.wc_flags & core::kWcWithInv) {
     out.invalidated_rkey = in.invalidated_rkey;
   } else {
     out.imm_data = htobe32(in.imm_data);
@@ -102,7 +102,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     return ENODEV;
   }
   for (; wr; wr = wr->next) {
-    rxe::SendWr w;
+    core::SendWr w;
     int rc = convert_send_wr(qp, wr, w);
     if (!rc) rc = qp->iw ? qp->iw->post_send(std::span(&w, 1)) : qp->rxe->post_send(w);
     if (rc) {
@@ -118,9 +118,9 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
 template <class Post>
 int post_recv_chain(ibv_recv_wr* wr, ibv_recv_wr** bad_wr, Post post) {
   for (; wr; wr = wr->next) {
-    rxe::RecvWr r;
+    core::RecvWr r;
     r.wr_id = wr->wr_id;
-    r.sg_list = std::span(reinterpret_cast<const rxe::Sge*>(wr->sg_list),
+    r.sg_list = std::span(reinterpret_cast<const core::Sge*>(wr->sg_list),
                           static_cast<std::size_t>(wr->num_sge < 0 ? 0 : wr->num_sge));
     const int rc = wr->num_sge < 0 ? EINVAL : post(r);
     if (rc) {
@@ -138,10 +138,10 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
   }
   if (iwarp::Qp* q = soft(ibqp)->iw) {
     return post_recv_chain(wr, bad_wr,
-                           [q](const rxe::RecvWr& r) { return q->post_recv(std::span(&r, 1)); });
+                           [q](const core::RecvWr& r) { return q->post_recv(std::span(&r, 1)); });
   }
   rxe::Qp* qp = soft(ibqp)->rxe;
-  return post_recv_chain(wr, bad_wr, [qp](const rxe::RecvWr& r) { return qp->post_recv(r); });
+  return post_recv_chain(wr, bad_wr, [qp](const core::RecvWr& r) { return qp->post_recv(r); });
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
@@ -149,8 +149,8 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (bad_wr) *bad_wr = wr;
     return ENODEV;
   }
-  rxe::Srq* s = soft(srq)->rxe;
-  return post_recv_chain(wr, bad_wr, [s](const rxe::RecvWr& r) { return s->post(r); });
+  core::Srq* s = soft(srq)->rxe;
+  return post_recv_chain(wr, bad_wr, [s](const core::RecvWr& r) { return s->post(r); });
 }
 
 // A polling application drives progress itself, on whichever device the CQ belongs to. False
@@ -196,7 +196,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   }
   if (num_entries <= 0) return 0;
   const bool drove = drive_progress(cq->context);  // a polling application drives progress
-  rxe::Wc buf[32];
+  core::Wc buf[32];
   int total = 0;
   while (total < num_entries) {
     const int want = std::min(num_entries - total, 32);
@@ -248,8 +248,8 @@ uint32_t cq_read_byte_len(ibv_cq_ex* cq) {
   return soft(cq)->cur.byte_len;
 }
 __be32 cq_read_imm_data(ibv_cq_ex* cq) {
-  const rxe::Wc& w = soft(cq)->cur;
-  return (w.wc_flags & rxe::kWcWithInv) ? w.invalidated_rkey : htobe32(w.imm_data);
+  const core::Wc& w = soft(cq)->cur;
+  return (w.wc_flags & core::kWcWithInv) ? w.invalidated_rkey : htobe32(w.imm_data);
 }
 uint32_t cq_read_qp_num(ibv_cq_ex* cq) {
   return soft(cq)->cur.qp_num;
@@ -276,7 +276,7 @@ uint64_t cq_read_completion_ts(ibv_cq_ex* cq) {
 
 // ---- ibv_qp_ex: work requests built field by field, posted by wr_complete
 
-PendingWr& begin_wr(ibv_qp_ex* qpx, rxe::WrOpcode op) {
+PendingWr& begin_wr(ibv_qp_ex* qpx, core::WrOpcode op) {
   SoftQp* qp = soft(qpx);
   PendingWr& p = qp->pending.emplace_back();
   p.wr.wr_id = qpx->wr_id;
@@ -301,7 +301,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   int rc = inherited(qpx->qp_base.context) ? ENODEV : qp->wr_error;
   for (PendingWr& p : qp->pending) {
     if (rc) break;
-    p.wr.sg_list = std::span<const rxe::Sge>(p.sge);
+    p.wr.sg_list = std::span<const core::Sge>(p.sge);
     rc = qp->iw ? qp->iw->post_send(std::span(&p.wr, 1)) : qp->rxe->post_send(p.wr);
   }
   qp->pending.clear();
@@ -309,46 +309,46 @@ int wr_complete(ibv_qp_ex* qpx) {
   return rc;
 }
 void wr_send(ibv_qp_ex* q) {
-  begin_wr(q, rxe::WrOpcode::kSend);
+  begin_wr(q, core::WrOpcode::kSend);
 }
 void wr_send_imm(ibv_qp_ex* q, __be32 imm) {
-  begin_wr(q, rxe::WrOpcode::kSendWithImm).wr.imm_data = be32toh(imm);
+  begin_wr(q, core::WrOpcode::kSendWithImm).wr.imm_data = be32toh(imm);
 }
 void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
-  begin_wr(q, rxe::WrOpcode::kSendWithInv).wr.invalidate_rkey = rkey;
+  begin_wr(q, core::WrOpcode::kSendWithInv).wr.invalidate_rkey = rkey;
 }
 void wr_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = begin_wr(q, rxe::WrOpcode::kRdmaWrite);
+  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaWrite);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
 }
 void wr_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
-  PendingWr& p = begin_wr(q, rxe::WrOpcode::kRdmaWriteWithImm);
+  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaWriteWithImm);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
   p.wr.imm_data = be32toh(imm);
 }
 void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = begin_wr(q, rxe::WrOpcode::kRdmaRead);
+  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaRead);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
 }
 void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare,
                        uint64_t swap) {
-  PendingWr& p = begin_wr(q, rxe::WrOpcode::kAtomicCmpAndSwp);
+  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicCmpAndSwp);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
   p.wr.compare_add = compare;
   p.wr.swap = swap;
 }
 void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
-  PendingWr& p = begin_wr(q, rxe::WrOpcode::kAtomicFetchAndAdd);
+  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicFetchAndAdd);
   p.wr.rkey = rkey;
   p.wr.remote_addr = addr;
   p.wr.compare_add = add;
 }
 void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
-  begin_wr(q, rxe::WrOpcode::kLocalInv).wr.invalidate_rkey = rkey;
+  begin_wr(q, core::WrOpcode::kLocalInv).wr.invalidate_rkey = rkey;
 }
 void wr_unsupported(ibv_qp_ex* q) {
   soft(q)->wr_error = EOPNOTSUPP;
@@ -358,7 +358,7 @@ void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
     soft(q)->wr_error = EINVAL;
     return;
   }
-  fill_bind(mw, rkey, *info, begin_wr(q, rxe::WrOpcode::kBindMw).wr);
+  fill_bind(mw, rkey, *info, begin_wr(q, core::WrOpcode::kBindMw).wr);
 }
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
   wr_unsupported(q);
@@ -385,7 +385,7 @@ void wr_set_sge(ibv_qp_ex* q, uint32_t lkey, uint64_t addr, uint32_t length) {
     soft(q)->wr_error = EINVAL;
     return;
   }
-  p->sge.assign(1, rxe::Sge{addr, length, lkey});
+  p->sge.assign(1, core::Sge{addr, length, lkey});
 }
 void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
   PendingWr* p = cur(q);
@@ -393,7 +393,7 @@ void wr_set_sge_list(ibv_qp_ex* q, size_t n, const ibv_sge* list) {
     soft(q)->wr_error = EINVAL;
     return;
   }
-  auto* s = reinterpret_cast<const rxe::Sge*>(list);
+  auto* s = reinterpret_cast<const core::Sge*>(list);
   p->sge.assign(s, s + n);
 }
 void wr_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
@@ -408,8 +408,8 @@ void wr_set_inline_data_list(ibv_qp_ex* q, size_t n, const ibv_data_buf* bufs) {
     const auto* b = static_cast<const uint8_t*>(bufs[i].addr);
     p->inline_data.insert(p->inline_data.end(), b, b + bufs[i].length);
   }
-  p->sge.assign(1, rxe::Sge{reinterpret_cast<uint64_t>(p->inline_data.data()),
-                            static_cast<uint32_t>(p->inline_data.size()), 0});
+  p->sge.assign(1, core::Sge{reinterpret_cast<uint64_t>(p->inline_data.data()),
+                             static_cast<uint32_t>(p->inline_data.size()), 0});
   p->wr.send_flags |= IBV_SEND_INLINE;
 }
 void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {

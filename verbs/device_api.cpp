@@ -62,14 +62,14 @@ bool is_iwarp_device(ibv_device* device) {
 
 // The node GUID of softiwarp0: its MAC address (as siw), in the first six bytes.
 std::uint64_t iwarp_node_guid(iwarp::Device& d) {
-  const rxe::Gid g = d.gid();
+  const core::Gid g = d.gid();
   std::uint64_t v = 0;
   for (int i = 0; i < 8; ++i) v = v << 8 | g[static_cast<std::size_t>(i)];
   return v;
 }
 
 // The attributes both devices take from their engine's limits.
-void fill_common_attr(const rxe::DeviceAttr& r, std::uint64_t node_guid, ibv_device_attr& a) {
+void fill_common_attr(const core::DeviceAttr& r, std::uint64_t node_guid, ibv_device_attr& a) {
   std::memset(&a, 0, sizeof a);
   std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
   a.node_guid = htobe64(node_guid);
@@ -105,7 +105,7 @@ void fill_iwarp_device_attr(iwarp::Device& d, ibv_device_attr& a) {
 }
 
 void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
-  const rxe::DeviceAttr& r = d.attr();
+  const core::DeviceAttr& r = d.attr();
   fill_common_attr(r, d.node_guid(), a);
   a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
@@ -143,7 +143,7 @@ int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t 
     return 0;
   }
   rxe::Device& d = dev(ctx);
-  const rxe::PortAttr p = d.port_attr();
+  const core::PortAttr p = d.port_attr();
   a.state = IBV_PORT_ACTIVE;
   a.max_mtu = IBV_MTU_4096;
   a.active_mtu = static_cast<ibv_mtu>(p.active_mtu);
@@ -196,9 +196,9 @@ int query_rt_values_impl(ibv_context*, ibv_values_ex* values) {
 
 // softiwarp0 has one GID, derived from its MAC address; softroce0 the table of
 // verbs/gid_table.h (0: the IPv6 link-local default GID, 1: its address), all RoCE v2.
-std::vector<rxe::Gid> gid_table(ibv_context* context) {
+std::vector<core::Gid> gid_table(ibv_context* context) {
   if (iw(context)) return {iw(context)->gid()};
-  std::vector<rxe::Gid> out;
+  std::vector<core::Gid> out;
   for (const PortGid& e : soft(context)->engine->gid_table()) out.push_back(e.gid);
   return out;
 }

@@ -4,8 +4,8 @@
 
 namespace softrdma::verbs {
 
-rxe::Gid default_gid(const wire::MacAddr& mac) {
-  rxe::Gid g{};
+core::Gid default_gid(const wire::MacAddr& mac) {
+  core::Gid g{};
   g[0] = 0xfe;
   g[1] = 0x80;
   g[8] = static_cast<std::uint8_t>(mac[0] ^ 0x02);

@@ -13,14 +13,14 @@
 #include <span>
 #include <vector>
 
+#include "core/types.h"
 #include "netdev/netdev.h"
-#include "rxe/types.h"
 #include "wire/net.h"
 
 namespace softrdma::verbs {
 
 struct PortGid {
-  rxe::Gid gid{};
+  core::Gid gid{};
   // The index in the netdev's addresses() this GID sends from; nullopt when the device
   // cannot send from it (the link-local default GID when the backend's address is another).
   std::optional<std::uint8_t> address;
@@ -28,7 +28,7 @@ struct PortGid {
 
 // The default GID of an interface with MAC `mac`: fe80:: and the modified EUI-64 (RFC 4291
 // appendix A: ff:fe in the middle, the universal/local bit flipped), as the kernel makes it.
-rxe::Gid default_gid(const wire::MacAddr& mac);
+core::Gid default_gid(const wire::MacAddr& mac);
 
 // The table for a device with MAC `mac` and the addresses it sends from.
 std::vector<PortGid> roce_gid_table(const wire::MacAddr& mac,

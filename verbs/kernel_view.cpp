@@ -35,7 +35,7 @@ std::string node_desc(const std::string& device) {
 }
 
 // As sysfs prints a GID: eight groups of four hex digits ("fe80:0000:…").
-std::string gid_text(const rxe::Gid& g) {
+std::string gid_text(const core::Gid& g) {
   std::string out;
   char buf[8];
   for (std::size_t i = 0; i < g.size(); i += 2) {
@@ -54,7 +54,7 @@ struct Device {
 // The files of one device under /sys/class/infiniband/NAME, relative to it.
 std::vector<std::pair<std::string, std::string>> device_files(const Device& d,
                                                               const std::string& ndev,
-                                                              const std::vector<rxe::Gid>* gids) {
+                                                              const std::vector<core::Gid>* gids) {
   std::vector<std::pair<std::string, std::string>> f = {
       {"node_type", d.iwarp ? "4: RNIC" : "1: CA"},
       {"node_desc", node_desc(d.name)},
@@ -87,7 +87,7 @@ std::vector<Device> devices(const Config& cfg) {
 
 }  // namespace
 
-std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<rxe::Gid>* roce_gids) {
+std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<core::Gid>* roce_gids) {
   using K = ViewEntry::Kind;
   std::vector<ViewEntry> v;
   const std::string ndev = interface_name(cfg);
@@ -124,7 +124,7 @@ std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<rxe::Gid
 
 std::optional<std::string> view_file(const Config& cfg, const std::string& dir,
                                      const std::string& file,
-                                     const std::vector<rxe::Gid>* roce_gids) {
+                                     const std::vector<core::Gid>* roce_gids) {
   std::string path = dir;
   while (!path.empty() && path.back() == '/') path.pop_back();
   path += "/" + file;

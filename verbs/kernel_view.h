@@ -30,7 +30,7 @@ struct ViewEntry {
 // With `roce_gids` (a process's softroce0 GID table) it also has ports/1/gids/N, and
 // gid_attrs/types/N and ndevs/N for exactly those N; without, for N < kRoceGidEntries.
 std::vector<ViewEntry> kernel_view(const Config& cfg,
-                                   const std::vector<rxe::Gid>* roce_gids = nullptr);
+                                   const std::vector<core::Gid>* roce_gids = nullptr);
 
 // The kernel interface softroce0's address is on (gid_attrs/ndevs/N), or "" (DPDK).
 std::string interface_name(const Config& cfg);
@@ -39,6 +39,6 @@ std::string interface_name(const Config& cfg);
 // "ports/1/link_layer"), for ibv_read_sysfs_file; nullopt when the view has no such file.
 std::optional<std::string> view_file(const Config& cfg, const std::string& dir,
                                      const std::string& file,
-                                     const std::vector<rxe::Gid>* roce_gids = nullptr);
+                                     const std::vector<core::Gid>* roce_gids = nullptr);
 
 }  // namespace softrdma::verbs

@@ -42,7 +42,7 @@ constexpr RateRow kRates[] = {
 bool virtual_sysfs(const char* dir, const char* file, std::string& out) {
   Engine* e = Engine::get();
   if (!e) return false;
-  std::vector<rxe::Gid> gids;
+  std::vector<core::Gid> gids;
   for (const PortGid& g : e->gid_table()) gids.push_back(g.gid);
   auto v = view_file(e->config(), dir, file, &gids);
   if (!v) return false;
@@ -55,7 +55,7 @@ bool virtual_sysfs(const char* dir, const char* file, std::string& out) {
 extern "C" {
 
 const char* ibv_wc_status_str(enum ibv_wc_status status) {
-  return rxe::to_string(static_cast<rxe::WcStatus>(status));
+  return core::to_string(static_cast<core::WcStatus>(status));
 }
 
 const char* ibv_node_type_str(enum ibv_node_type t) {

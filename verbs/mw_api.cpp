@@ -16,7 +16,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return fail<ibv_mw>(EINVAL);
   int err = 0;
   const std::uint32_t key =
-      dev(pd->context).alloc_mw(soft(pd)->rxe, static_cast<rxe::MwType>(type), &err);
+      dev(pd->context).alloc_mw(soft(pd)->rxe, static_cast<core::MwType>(type), &err);
   if (!key) return fail<ibv_mw>(err);
   auto* m = new SoftMw{};
   m->mw.context = pd->context;
@@ -40,9 +40,9 @@ int dealloc_mw(ibv_mw* mw) {
 int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* b) {
   if (inherited(qp->context)) return ENODEV;
   if (mw->type != IBV_MW_TYPE_1 || mw->context != qp->context) return EINVAL;
-  rxe::SendWr wr;
+  core::SendWr wr;
   wr.wr_id = b->wr_id;
-  wr.opcode = rxe::WrOpcode::kBindMw;
+  wr.opcode = core::WrOpcode::kBindMw;
   wr.send_flags = b->send_flags;
   const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
   fill_bind(mw, rkey, b->bind_info, wr);
@@ -56,7 +56,7 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* b) {
 namespace softrdma::verbs {
 
 void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& info,
-               rxe::SendWr& out) {
+               core::SendWr& out) {
   out.mw_handle = mw->handle;
   out.mw_rkey = rkey;
   out.mw_mr_lkey = info.mr ? info.mr->lkey : 0;

@@ -35,12 +35,12 @@ struct SoftContext {
 
 struct SoftPd {
   ibv_pd pd;
-  rxe::Pd* rxe;
+  core::Pd* rxe;
 };
 
 struct SoftMr {
   ibv_mr mr;
-  std::shared_ptr<rxe::Mr> rxe;
+  std::shared_ptr<core::Mr> rxe;
 };
 
 struct SoftMw {
@@ -54,14 +54,14 @@ struct SoftChannel {
 
 struct SoftCq {
   ibv_cq_ex cqx;  // its first fields are exactly struct ibv_cq
-  rxe::Cq* rxe;
+  core::Cq* rxe;
   std::uint64_t wc_flags;  // ibv_create_cq_ex's wc_flags
-  rxe::Wc cur;             // the completion start_poll/next_poll stands on
+  core::Wc cur;            // the completion start_poll/next_poll stands on
 };
 
 struct SoftSrq {
   ibv_srq srq;
-  rxe::Srq* rxe;
+  core::Srq* rxe;
 };
 
 struct SoftAh {
@@ -71,8 +71,8 @@ struct SoftAh {
 
 // A work request built with the ibv_wr_* calls, posted by wr_complete.
 struct PendingWr {
-  rxe::SendWr wr;
-  std::vector<rxe::Sge> sge;
+  core::SendWr wr;
+  std::vector<core::Sge> sge;
   std::vector<std::uint8_t> inline_data;
 };
 
@@ -156,14 +156,14 @@ void fill_cq_ex_ops(ibv_cq_ex* cqx);
 void fill_mw_ops(SoftContext* ctx);  // softroce0's memory windows (verbs/mw_api.cpp)
 // A BIND_MW work request's window fields: `mw` to get key `rkey` over `info`.
 void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& info,
-               rxe::SendWr& out);
-int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, rxe::SendWr& out);
-void convert_wc(const rxe::Wc& in, ibv_wc& out);
+               core::SendWr& out);
+int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out);
+void convert_wc(const core::Wc& in, ibv_wc& out);
 // ibv_ah_attr -> engine address vector (LID-only vectors resolve through the engine).
 // The GRH's sgid_index names an entry of the port's GID table (verbs/gid_table.h); false (EINVAL)
 // for an index past it or for one the device cannot send from, with a message on stderr.
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out);
-void to_ibv_ah_attr(SoftContext* ctx, const rxe::AhAttr& in, ibv_ah_attr& out);
+bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out);
+void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out);
 // The GID index of the address softroce0 sends from (1: ::ffff:a.b.c.d for an IPv4 address).
 std::size_t sendable_gid_index(SoftContext* ctx);
 

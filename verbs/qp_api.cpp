@@ -39,7 +39,7 @@ void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a, 
   s->qpx.comp_mask = 0;
 }
 
-void copy_cap(const rxe::QpCap& cap, ibv_qp_cap& out) {
+void copy_cap(const core::QpCap& cap, ibv_qp_cap& out) {
   out.max_send_wr = cap.max_send_wr;
   out.max_recv_wr = cap.max_recv_wr;
   out.max_send_sge = cap.max_send_sge;
@@ -50,7 +50,7 @@ void copy_cap(const rxe::QpCap& cap, ibv_qp_cap& out) {
 // A softiwarp0 QP: RC only; it starts in INIT, as iWARP QPs do (siw's IDLE, which the kernel
 // reports as INIT), and reaches RTS through the MPA negotiation the CM starts (docs/iwarp.md).
 ibv_qp* create_iwarp_qp(ibv_context* context, iwarp::Device& d, ibv_qp_init_attr_ex* a,
-                        rxe::QpType type, rxe::QpCap& cap) {
+                        core::QpType type, core::QpCap& cap) {
   int err = 0;
   iwarp::Qp* q = d.create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
                              a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
@@ -81,22 +81,22 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps)) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
-  rxe::QpType type;
+  core::QpType type;
   switch (a->qp_type) {
     case IBV_QPT_RC:
-      type = rxe::QpType::kRc;
+      type = core::QpType::kRc;
       break;
     case IBV_QPT_UC:
-      type = rxe::QpType::kUc;
+      type = core::QpType::kUc;
       break;
     case IBV_QPT_UD:
-      type = rxe::QpType::kUd;
+      type = core::QpType::kUd;
       break;
     default:
       return fail<ibv_qp>(EOPNOTSUPP);  // XRC, raw packet: not implemented
   }
   if (!a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
-  rxe::QpCap cap;
+  core::QpCap cap;
   cap.max_send_wr = a->cap.max_send_wr;
   cap.max_recv_wr = a->cap.max_recv_wr;
   cap.max_send_sge = a->cap.max_send_sge;
@@ -176,17 +176,17 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   SoftQp* s = soft(qp);
   if (s->iw) {
     if (!(mask & IBV_QP_STATE)) return 0;  // attributes of a connection come from the CM
-    const int rc = s->iw->modify_state(static_cast<rxe::QpState>(attr->qp_state));
+    const int rc = s->iw->modify_state(static_cast<core::QpState>(attr->qp_state));
     if (rc) return rc;
     qp->state = static_cast<ibv_qp_state>(s->iw->state());
     return 0;
   }
-  rxe::QpAttr a;
+  core::QpAttr a;
   // Fields outside `mask` may hold anything (programs leave them uninitialised): enums
   // are read only when their bit is set.
-  if (mask & IBV_QP_STATE) a.qp_state = static_cast<rxe::QpState>(attr->qp_state);
-  if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<rxe::QpState>(attr->cur_qp_state);
-  if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<rxe::Mtu>(attr->path_mtu);
+  if (mask & IBV_QP_STATE) a.qp_state = static_cast<core::QpState>(attr->qp_state);
+  if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<core::QpState>(attr->cur_qp_state);
+  if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<core::Mtu>(attr->path_mtu);
   a.qkey = attr->qkey;
   a.rq_psn = attr->rq_psn;
   a.sq_psn = attr->sq_psn;
@@ -211,15 +211,15 @@ int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
 
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
   if (inherited(qp->context)) return ENODEV;
-  rxe::QpAttr a;
-  rxe::QpCap cap;
+  core::QpAttr a;
+  core::QpCap cap;
   if (iwarp::Qp* q = soft(qp)->iw) {
     a.qp_state = q->state();
     cap = q->cap();
     a.max_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ord(), 255));
     a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ird(), 255));
     a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    a.path_mtu = rxe::Mtu::k1024;
+    a.path_mtu = core::Mtu::k1024;
   } else {
     soft(qp)->rxe->query(a, cap);
   }

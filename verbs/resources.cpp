@@ -119,7 +119,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   }
   if (inherited(mr->context)) return IBV_REREG_MR_ERR_INPUT;
   SoftMr* m = soft(mr);
-  rxe::Pd* newpd = (flags & IBV_REREG_MR_CHANGE_PD) ? soft(pd)->rxe : nullptr;
+  core::Pd* newpd = (flags & IBV_REREG_MR_CHANGE_PD) ? soft(pd)->rxe : nullptr;
   void* newaddr = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) ? addr : nullptr;
   const unsigned acc =
       (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : m->rxe->access;
@@ -127,7 +127,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
-  rxe::MrTable& mrs = iw(mr->context) ? iw(mr->context)->mrs() : dev(mr->context).mrs();
+  core::MrTable& mrs = iw(mr->context) ? iw(mr->context)->mrs() : dev(mr->context).mrs();
   if (!mrs.rereg(mr->lkey, newpd, newaddr, length, reinterpret_cast<uint64_t>(addr), acc)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
@@ -184,7 +184,7 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
     return fail<ibv_cq_ex>(EOPNOTSUPP);
   }
   int err = 0;
-  rxe::Cq* cq = nullptr;
+  core::Cq* cq = nullptr;
   if (iw(context)) {
     cq = iw(context)->create_cq(a.cqe, &err);
   } else {
@@ -278,7 +278,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_srq>(ENODEV);
   int err = 0;
-  rxe::Srq* s = nullptr;
+  core::Srq* s = nullptr;
   if (iw(pd->context)) {
     s = iw(pd->context)
             ->create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
@@ -329,7 +329,7 @@ int ibv_destroy_srq(ibv_srq* srq) {
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_ah>(ENODEV);
   if (iw(pd->context)) return fail<ibv_ah>(EOPNOTSUPP);  // iWARP: connected QPs only
-  rxe::AhAttr a;
+  core::AhAttr a;
   if (!convert_ah_attr(soft(pd->context), *attr, a)) return fail<ibv_ah>(EINVAL);
   int err = 0;
   const uint32_t id = dev(pd->context).create_ah(soft(pd)->rxe, a, &err);
@@ -361,7 +361,7 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
   ah_attr->port_num = 1;
   ah_attr->grh.hop_limit = 64;
   const auto* raw = reinterpret_cast<const uint8_t*>(grh);
-  rxe::Gid to{};  // the address the datagram was sent to: the reply is sent from its GID
+  core::Gid to{};  // the address the datagram was sent to: the reply is sent from its GID
   if ((raw[20] >> 4) == 4) {
     // RoCEv2 over IPv4: the IPv4 header sits at offset 20 of the GRH.
     uint8_t* g = ah_attr->grh.dgid.raw;
@@ -400,14 +400,14 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
 int ibv_attach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
   if (!qp || !gid) return EINVAL;
   if (iw(qp->context)) return EOPNOTSUPP;
-  rxe::Gid g;
+  core::Gid g;
   std::memcpy(g.data(), gid->raw, g.size());
   return dev(qp->context).attach_mcast(soft(qp)->rxe, g);
 }
 
 int ibv_detach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
   if (!qp || !gid) return EINVAL;
-  rxe::Gid g;
+  core::Gid g;
   std::memcpy(g.data(), gid->raw, g.size());
   return dev(qp->context).detach_mcast(soft(qp)->rxe, g);
 }
@@ -416,9 +416,9 @@ int ibv_detach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
 
 namespace softrdma::verbs {
 
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, rxe::AhAttr& out) {
+bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out) {
   if (in.port_num > 1) return false;
-  out = rxe::AhAttr{};
+  out = core::AhAttr{};
   if (in.is_global) {
     std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
     // The engine's sgid_index is the index of the netdev address to send from.
@@ -462,11 +462,11 @@ std::size_t sendable_gid_index(SoftContext* ctx) {
   return 0;
 }
 
-void to_ibv_ah_attr(SoftContext* ctx, const rxe::AhAttr& in, ibv_ah_attr& out) {
+void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out) {
   std::memset(&out, 0, sizeof out);
   std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
   // Back from the netdev address to its GID index (none while the QP has no address vector).
-  if (!ctx->iw && in.dgid != rxe::Gid{}) {
+  if (!ctx->iw && in.dgid != core::Gid{}) {
     const auto& table = ctx->engine->gid_table();
     for (std::size_t i = 0; i < table.size(); ++i) {
       if (table[i].address == in.sgid_index) {

@@ -78,13 +78,13 @@ struct World {
   Device dev;
   Pd* pd = dev.alloc_pd();
   Cq* cq = nullptr;
-  std::shared_ptr<rxe::Mr> mr;
+  std::shared_ptr<core::Mr> mr;
   World() {
     int err = 0;
     cq = dev.create_cq(4096, &err);
-    mr =
-        dev.reg_mr(pd, mem.data() + kGuard, kRegion, kIova,
-                   rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite | rxe::kAccessRemoteRead, &err);
+    mr = dev.reg_mr(pd, mem.data() + kGuard, kRegion, kIova,
+                    core::kAccessLocalWrite | core::kAccessRemoteWrite | core::kAccessRemoteRead,
+                    &err);
     if (!cq || !mr) fail("set-up failed");
   }
   bool guards_intact() const {
@@ -127,13 +127,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   int client = -1, server = -1;
   if (!tcp_pair(client, server)) fail("no loopback TCP connection");
-  rxe::QpCap cap;
+  core::QpCap cap;
   cap.max_send_wr = 16;
   cap.max_recv_wr = 16;
   cap.max_send_sge = 1;
   cap.max_recv_sge = 1;
   int err = 0;
-  Qp* qp = w->dev.create_qp(w->pd, rxe::QpType::kRc, w->cq, w->cq, nullptr, cap, false, &err);
+  Qp* qp = w->dev.create_qp(w->pd, core::QpType::kRc, w->cq, w->cq, nullptr, cap, false, &err);
   if (!qp) fail("create_qp failed");
   // Shared with the callbacks: the device may run one collected before destroy_qp after it (as
   // verbs/iwarp_cm.cpp allows for with its hooks).
@@ -146,8 +146,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     inbox->cv.notify_all();
   });
   for (std::uint32_t i = 0; i < 4; ++i) {
-    const rxe::Sge s{kIova + i * 4096, 4096, w->mr->lkey};
-    rxe::RecvWr r;
+    const core::Sge s{kIova + i * 4096, 4096, w->mr->lkey};
+    core::RecvWr r;
     r.wr_id = i;
     r.sg_list = std::span(&s, 1);
     (void)qp->post_recv(std::span(&r, 1));
@@ -184,7 +184,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   w->dev.destroy_qp(qp);
   if (!qp_owns) ::close(ours);
   ::close(peer);
-  rxe::Wc wc[16];
+  core::Wc wc[16];
   while (w->cq->poll(wc) > 0) {
   }
   if (!w->guards_intact()) fail("a write landed outside the registered region");

@@ -103,7 +103,7 @@ struct Inbox {
 struct Side {
   Inbox inbox;
   std::vector<std::uint8_t> buf;
-  std::shared_ptr<rxe::Mr> mr;
+  std::shared_ptr<core::Mr> mr;
   std::unique_ptr<Device> dev;
   Pd* pd = nullptr;
   Cq* scq = nullptr;
@@ -116,12 +116,12 @@ struct Side {
     int err = 0;
     scq = dev->create_cq(4096, &err);
     rcq = dev->create_cq(4096, &err);
-    rxe::QpCap cap;
+    core::QpCap cap;
     cap.max_send_wr = 1024;
     cap.max_recv_wr = 1024;
     cap.max_send_sge = 4;
     cap.max_recv_sge = 4;
-    qp = dev->create_qp(pd, rxe::QpType::kRc, scq, rcq, nullptr, cap, false, &err);
+    qp = dev->create_qp(pd, core::QpType::kRc, scq, rcq, nullptr, cap, false, &err);
     buf.assign(bytes, 0);
     mr = dev->reg_mr(pd, buf.data(), buf.size(), reinterpret_cast<std::uintptr_t>(buf.data()),
                      access, &err);
@@ -134,35 +134,35 @@ struct Side {
   std::uint64_t addr(std::size_t off = 0) const {
     return reinterpret_cast<std::uintptr_t>(buf.data()) + off;
   }
-  rxe::Sge sge(std::size_t off, std::uint32_t len) const { return {addr(off), len, mr->lkey}; }
+  core::Sge sge(std::size_t off, std::uint32_t len) const { return {addr(off), len, mr->lkey}; }
 
   int post_recv(std::uint64_t wr_id, std::size_t off, std::uint32_t len) {
-    rxe::Sge s = sge(off, len);
-    rxe::RecvWr wr;
+    core::Sge s = sge(off, len);
+    core::RecvWr wr;
     wr.wr_id = wr_id;
-    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
-    return qp->post_recv(std::span<const rxe::RecvWr>(&wr, 1));
+    wr.sg_list = std::span<const core::Sge>(&s, 1);
+    return qp->post_recv(std::span<const core::RecvWr>(&wr, 1));
   }
-  int post(rxe::WrOpcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
+  int post(core::WrOpcode op, std::uint64_t wr_id, std::size_t off, std::uint32_t len,
            std::uint64_t raddr = 0, std::uint32_t rkey = 0,
-           std::uint32_t flags = rxe::kSendSignaled, std::uint32_t inv = 0) {
-    rxe::Sge s = sge(off, len);
-    rxe::SendWr wr;
+           std::uint32_t flags = core::kSendSignaled, std::uint32_t inv = 0) {
+    core::Sge s = sge(off, len);
+    core::SendWr wr;
     wr.wr_id = wr_id;
     wr.opcode = op;
     wr.send_flags = flags;
-    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
+    wr.sg_list = std::span<const core::Sge>(&s, 1);
     wr.remote_addr = raddr;
     wr.rkey = rkey;
     wr.invalidate_rkey = inv;
-    return qp->post_send(std::span<const rxe::SendWr>(&wr, 1));
+    return qp->post_send(std::span<const core::SendWr>(&wr, 1));
   }
   // Waits for one completion on `cq`.
-  std::optional<rxe::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
+  std::optional<core::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
     const auto end = std::chrono::steady_clock::now() + t;
-    rxe::Wc wc;
+    core::Wc wc;
     while (std::chrono::steady_clock::now() < end) {
-      if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return wc;
+      if (cq->poll(std::span<core::Wc>(&wc, 1)) == 1) return wc;
       dev->poll_progress();
       std::this_thread::sleep_for(50us);
     }

@@ -8,8 +8,8 @@
 namespace softrdma::iwarp::test {
 namespace {
 
-using rxe::WcStatus;
-using rxe::WrOpcode;
+using core::WcStatus;
+using core::WrOpcode;
 
 struct Config {
   std::uint8_t revision;
@@ -53,9 +53,9 @@ class IwarpData : public testing::TestWithParam<Config> {
     p.markers = GetParam().markers;
     p.rtr = GetParam().rtr;
     ASSERT_TRUE(connect_pair(a, b, p, p, tcp));
-    ASSERT_EQ(a.qp->state(), rxe::QpState::kRts);
+    ASSERT_EQ(a.qp->state(), core::QpState::kRts);
     ASSERT_TRUE(b.inbox.wait_event(QpEvent::Kind::kEstablished));
-    ASSERT_EQ(b.qp->state(), rxe::QpState::kRts);
+    ASSERT_EQ(b.qp->state(), core::QpState::kRts);
   }
   TcpPair tcp;
   Side a, b;
@@ -86,7 +86,7 @@ TEST_P(IwarpData, SendEverySize) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, WcStatus::kSuccess);
     EXPECT_EQ(r->byte_len, n);
-    EXPECT_EQ(r->opcode, rxe::WcOpcode::kRecv);
+    EXPECT_EQ(r->opcode, core::WcOpcode::kRecv);
     EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + n, b.buf.begin()));
     EXPECT_EQ(b.buf[n], 0xEE);
     ++id;
@@ -103,13 +103,13 @@ TEST_P(IwarpData, WriteAndReadEverySize) {
     auto w = a.wait_wc(a.scq);
     ASSERT_TRUE(w);
     EXPECT_EQ(w->status, WcStatus::kSuccess);
-    EXPECT_EQ(w->opcode, rxe::WcOpcode::kRdmaWrite);
+    EXPECT_EQ(w->opcode, core::WcOpcode::kRdmaWrite);
     // The READ back also orders after the WRITE at the responder (one TCP stream).
     ASSERT_EQ(a.post(WrOpcode::kRdmaRead, id + 1, 4u << 20, n, b.addr(4096), b.mr->rkey), 0);
     auto r = a.wait_wc(a.scq);
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, WcStatus::kSuccess);
-    EXPECT_EQ(r->opcode, rxe::WcOpcode::kRdmaRead);
+    EXPECT_EQ(r->opcode, core::WcOpcode::kRdmaRead);
     EXPECT_EQ(r->byte_len, n);
     EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + n, b.buf.begin() + 4096));
     EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + n, a.buf.begin() + (4u << 20)));
@@ -126,7 +126,7 @@ TEST_P(IwarpData, ManyMessagesBothWays) {
   for (int i = 0; i < kN; ++i) {
     fill(a.buf, 1u << 20, 2000, static_cast<std::uint8_t>(i));
     ASSERT_EQ(a.post(WrOpcode::kSend, i, 1u << 20, 1 + i * 9, 0, 0,
-                     rxe::kSendSignaled | rxe::kSendSolicited),
+                     core::kSendSignaled | core::kSendSolicited),
               0);
     ASSERT_EQ(b.post(WrOpcode::kSend, i, 1u << 20, 2 + i * 3), 0);
     auto s = a.wait_wc(a.scq);
@@ -189,17 +189,17 @@ TEST_F(IwarpOps, OrdIsTheSmallerOfOurOrdAndPeerIrdAndManyReadsComplete) {
     EXPECT_EQ(wc->wr_id, static_cast<std::uint64_t>(i));
   }
   EXPECT_TRUE(std::equal(a.buf.begin(), a.buf.begin() + 64 * 1024, b.buf.begin()));
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 TEST_F(IwarpOps, SendWithInvalidateInvalidatesTheReceiversStag) {
   connect();
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
-  ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 1, 0, 8, 0, 0, rxe::kSendSignaled, b.mr->rkey), 0);
+  ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 1, 0, 8, 0, 0, core::kSendSignaled, b.mr->rkey), 0);
   auto r = b.wait_wc(b.rcq);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, WcStatus::kSuccess);
-  EXPECT_TRUE(r->wc_flags & rxe::kWcWithInv);
+  EXPECT_TRUE(r->wc_flags & core::kWcWithInv);
   EXPECT_EQ(r->invalidated_rkey, b.mr->rkey);
   EXPECT_FALSE(b.mr->valid.load());
   // The STag is gone: a WRITE through it is a DDP tagged "invalid STag" error.
@@ -214,11 +214,11 @@ TEST_F(IwarpOps, SendWithInvalidateInvalidatesTheReceiversStag) {
 
 TEST_F(IwarpOps, LocalInvalidateCompletesAndTheStagStopsWorking) {
   connect();
-  ASSERT_EQ(b.post(WrOpcode::kLocalInv, 9, 0, 0, 0, 0, rxe::kSendSignaled, b.mr->rkey), 0);
+  ASSERT_EQ(b.post(WrOpcode::kLocalInv, 9, 0, 0, 0, 0, core::kSendSignaled, b.mr->rkey), 0);
   auto wc = b.wait_wc(b.scq);
   ASSERT_TRUE(wc);
   EXPECT_EQ(wc->status, WcStatus::kSuccess);
-  EXPECT_EQ(wc->opcode, rxe::WcOpcode::kLocalInv);
+  EXPECT_EQ(wc->opcode, core::WcOpcode::kLocalInv);
   EXPECT_FALSE(b.mr->valid.load());
   ASSERT_EQ(a.post(WrOpcode::kRdmaRead, 3, 0, 8, b.addr(), b.mr->rkey), 0);
   auto r = a.wait_wc(a.scq);
@@ -261,16 +261,16 @@ TEST_F(IwarpOps, SharedReceiveQueueFeedsSends) {
   int err = 0;
   Srq* srq = b.dev->create_srq(b.pd, 16, 1, 0, &err);
   ASSERT_TRUE(srq);
-  rxe::QpCap cap{16, 0, 1, 1, 0};
-  Qp* q = b.dev->create_qp(b.pd, rxe::QpType::kRc, b.scq, b.rcq, srq, cap, false, &err);
+  core::QpCap cap{16, 0, 1, 1, 0};
+  Qp* q = b.dev->create_qp(b.pd, core::QpType::kRc, b.scq, b.rcq, srq, cap, false, &err);
   ASSERT_TRUE(q);
   b.qp = q;                                 // the SRQ's QP takes the connection
   EXPECT_EQ(b.post_recv(1, 0, 8), EINVAL);  // its receives come from the SRQ
   for (int i = 0; i < 3; ++i) {
-    rxe::Sge s = b.sge(static_cast<std::size_t>(i) * 100, 100);
-    rxe::RecvWr wr;
+    core::Sge s = b.sge(static_cast<std::size_t>(i) * 100, 100);
+    core::RecvWr wr;
     wr.wr_id = static_cast<std::uint64_t>(10 + i);
-    wr.sg_list = std::span<const rxe::Sge>(&s, 1);
+    wr.sg_list = std::span<const core::Sge>(&s, 1);
     ASSERT_EQ(srq->post(wr), 0);
   }
   ASSERT_TRUE(connect_pair(a, b, {}, {}, tcp));
@@ -291,12 +291,12 @@ TEST_F(IwarpOps, ImmediateAndAtomicsAreNotSupported) {
                   WrOpcode::kAtomicFetchAndAdd, WrOpcode::kBindMw}) {
     EXPECT_EQ(a.post(op, 1, 0, 8, b.addr(), b.mr->rkey), EOPNOTSUPP);
   }
-  rxe::QpCap cap{4, 4, 1, 1, 0};
+  core::QpCap cap{4, 4, 1, 1, 0};
   int err = 0;
-  EXPECT_EQ(a.dev->create_qp(a.pd, rxe::QpType::kUd, a.scq, a.rcq, nullptr, cap, false, &err),
+  EXPECT_EQ(a.dev->create_qp(a.pd, core::QpType::kUd, a.scq, a.rcq, nullptr, cap, false, &err),
             nullptr);
   EXPECT_EQ(err, EOPNOTSUPP);
-  EXPECT_EQ(a.dev->create_qp(a.pd, rxe::QpType::kUc, a.scq, a.rcq, nullptr, cap, false, &err),
+  EXPECT_EQ(a.dev->create_qp(a.pd, core::QpType::kUc, a.scq, a.rcq, nullptr, cap, false, &err),
             nullptr);
   EXPECT_EQ(err, EOPNOTSUPP);
 }

@@ -10,8 +10,8 @@
 namespace softrdma::iwarp::test {
 namespace {
 
-using rxe::WcStatus;
-using rxe::WrOpcode;
+using core::WcStatus;
+using core::WrOpcode;
 
 class IwarpErrors : public testing::Test {
  protected:
@@ -35,8 +35,8 @@ class IwarpErrors : public testing::Test {
     EXPECT_EQ(got->term.layer, layer);
     EXPECT_EQ(got->term.etype, etype);
     EXPECT_EQ(got->term.code, code);
-    EXPECT_EQ(a.qp->state(), rxe::QpState::kErr);
-    EXPECT_EQ(b.qp->state(), rxe::QpState::kErr);
+    EXPECT_EQ(a.qp->state(), core::QpState::kErr);
+    EXPECT_EQ(b.qp->state(), core::QpState::kErr);
   }
   TcpPair tcp;
   Side a, b;
@@ -48,12 +48,12 @@ TEST_F(IwarpErrors, WriteWithABadStagIsADdpTaggedInvalidStag) {
   connect();
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
   // One post: both are on the wire before the TERMINATE can come back.
-  rxe::Sge s = a.sge(0, 64);
-  rxe::SendWr wr[2];
+  core::Sge s = a.sge(0, 64);
+  core::SendWr wr[2];
   wr[0].wr_id = 1;
   wr[0].opcode = WrOpcode::kRdmaWrite;
-  wr[0].send_flags = rxe::kSendSignaled;
-  wr[0].sg_list = std::span<const rxe::Sge>(&s, 1);
+  wr[0].send_flags = core::kSendSignaled;
+  wr[0].sg_list = std::span<const core::Sge>(&s, 1);
   wr[0].remote_addr = b.addr();
   wr[0].rkey = b.mr->rkey ^ 0x1234;
   wr[1] = wr[0];
@@ -85,7 +85,7 @@ TEST_F(IwarpErrors, WriteOutOfBoundsIsADdpTaggedBaseBounds) {
 }
 
 TEST_F(IwarpErrors, WriteWithoutRemoteWriteAccessIsAnRdmapAccessViolation) {
-  connect({}, {}, {}, {}, rxe::kAccessLocalWrite | rxe::kAccessRemoteRead);
+  connect({}, {}, {}, {}, core::kAccessLocalWrite | core::kAccessRemoteRead);
   ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, 1, 0, 16, b.addr(), b.mr->rkey), 0);
   expect_terminate(kRdmap, 1, 0x02);
 }
@@ -101,7 +101,7 @@ TEST_F(IwarpErrors, ReadWithABadStagIsAnRdmapRemoteProtectionError) {
 }
 
 TEST_F(IwarpErrors, ReadWithoutRemoteReadAccessIsAnRdmapAccessViolation) {
-  connect({}, {}, {}, {}, rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite);
+  connect({}, {}, {}, {}, core::kAccessLocalWrite | core::kAccessRemoteWrite);
   ASSERT_EQ(a.post(WrOpcode::kRdmaRead, 7, 0, 16, b.addr(), b.mr->rkey), 0);
   expect_terminate(kRdmap, 1, 0x02);
 }
@@ -130,7 +130,7 @@ TEST_F(IwarpErrors, SendLongerThanTheReceiveIsADdpMessageTooLong) {
 TEST_F(IwarpErrors, SendWithInvalidateOfAForeignStagCannotInvalidate) {
   connect();
   ASSERT_EQ(b.post_recv(1, 0, 64), 0);
-  ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 1, 0, 8, 0, 0, rxe::kSendSignaled, 0xDEADBEEF), 0);
+  ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 1, 0, 8, 0, 0, core::kSendSignaled, 0xDEADBEEF), 0);
   expect_terminate(kRdmap, 2, 0x09);
 }
 
@@ -201,7 +201,7 @@ TEST_F(IwarpErrors, DeregisteringTheTargetMidTransferEndsInAnInvalidStag) {
   // Deregistration waits for copies in flight (it may return only once the stream has
   // drained, a reader-preferring lock under steady traffic): one more WRITE after it makes
   // the outcome certain whatever the timing.
-  if (a.qp->state() == rxe::QpState::kRts) {
+  if (a.qp->state() == core::QpState::kRts) {
     ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, 99, 0, 4096, b.addr(), b.mr->rkey), 0);
   }
   // Whatever was in flight, nothing is placed after the deregistration and the WRITE
@@ -225,7 +225,7 @@ TEST_F(IwarpErrors, RejectCarriesPrivateData) {
   ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
   EXPECT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kRejected);
   EXPECT_EQ(a.inbox.connect->private_data, why);
-  EXPECT_NE(a.qp->state(), rxe::QpState::kRts);
+  EXPECT_NE(a.qp->state(), core::QpState::kRts);
   ::close(tcp.client);
   ::close(tcp.server);
 }
@@ -295,7 +295,7 @@ TEST_F(IwarpErrors, GracefulDisconnectReachesBothSides) {
   EXPECT_EQ(r->status, WcStatus::kSuccess);
   EXPECT_EQ(r->byte_len, 1u << 20);
   ASSERT_TRUE(b.inbox.wait_event(QpEvent::Kind::kDisconnected));
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kErr);
+  EXPECT_EQ(b.qp->state(), core::QpState::kErr);
   auto f = b.wait_wc(b.rcq);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->status, WcStatus::kWrFlushErr);
@@ -308,15 +308,15 @@ TEST_F(IwarpErrors, AbortMidTransferGivesErrorsNotAHang) {
   ASSERT_EQ(b.post_recv(1, 0, 8u << 20), 0);
   // 512 MiB queued in one post (which returns once the socket buffer is full): far more than
   // the loopback moves before the abort right after it.
-  rxe::Sge sw = a.sge(0, 4u << 20);
-  rxe::Sge sr = a.sge(0, 8);
-  std::vector<rxe::SendWr> wrs(129);
+  core::Sge sw = a.sge(0, 4u << 20);
+  core::Sge sr = a.sge(0, 8);
+  std::vector<core::SendWr> wrs(129);
   for (int i = 0; i < 129; ++i) {
-    rxe::SendWr& w = wrs[static_cast<std::size_t>(i)];
+    core::SendWr& w = wrs[static_cast<std::size_t>(i)];
     w.wr_id = i < 128 ? static_cast<std::uint64_t>(i) : 99;
     w.opcode = i < 128 ? WrOpcode::kRdmaWrite : WrOpcode::kRdmaRead;
-    w.send_flags = rxe::kSendSignaled;
-    w.sg_list = std::span<const rxe::Sge>(i < 128 ? &sw : &sr, 1);
+    w.send_flags = core::kSendSignaled;
+    w.sg_list = std::span<const core::Sge>(i < 128 ? &sw : &sr, 1);
     w.remote_addr = b.addr();
     w.rkey = b.mr->rkey;
   }
@@ -334,7 +334,7 @@ TEST_F(IwarpErrors, AbortMidTransferGivesErrorsNotAHang) {
     if (wc->wr_id == 99) break;
   }
   EXPECT_TRUE(saw_error);
-  EXPECT_EQ(a.qp->state(), rxe::QpState::kErr);
+  EXPECT_EQ(a.qp->state(), core::QpState::kErr);
   auto f = b.wait_wc(b.rcq);
   ASSERT_TRUE(f);
   EXPECT_EQ(f->status, WcStatus::kWrFlushErr);
@@ -390,7 +390,7 @@ TEST_F(IwarpErrors, PeerProcessKilledMidTransferGivesErrorsNotAHang) {
     if (wc->wr_id == 99) read_failed = wc->status != WcStatus::kSuccess;
   }
   EXPECT_TRUE(read_failed);
-  EXPECT_EQ(a.qp->state(), rxe::QpState::kErr);
+  EXPECT_EQ(a.qp->state(), core::QpState::kErr);
 }
 
 }  // namespace

@@ -143,7 +143,7 @@ class IwarpProtocol : public testing::Test {
     }
     EXPECT_EQ(t->r, r);
     ASSERT_TRUE(b.inbox.wait_event(QpEvent::Kind::kTermSent));
-    EXPECT_EQ(b.qp->state(), rxe::QpState::kErr);
+    EXPECT_EQ(b.qp->state(), core::QpState::kErr);
   }
   Side b;
 };
@@ -229,13 +229,13 @@ TEST_F(IwarpProtocol, ValidSegmentsFromTheRawPeerArePlaced) {
   ASSERT_TRUE(peer.send(peer.fpdu(send_hdr(1), msg)));
   auto r = b.wait_wc(b.rcq);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, rxe::WcStatus::kSuccess);
+  EXPECT_EQ(r->status, core::WcStatus::kSuccess);
   EXPECT_EQ(r->byte_len, 3u);
   EXPECT_EQ(b.buf[100], 0x77);
   EXPECT_EQ(b.buf[163], 0x77);
   EXPECT_EQ(b.buf[164], 0);
   EXPECT_EQ(b.buf[4096], 9);
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 // RFC 5040/5041: reserved fields are sent as zero and not checked on receive. A WRITE and a
@@ -258,12 +258,12 @@ TEST_F(IwarpProtocol, ReservedBitsAreIgnored) {
   ASSERT_TRUE(peer.send(peer.fpdu(h, msg)));
   auto r = b.wait_wc(b.rcq);
   ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, rxe::WcStatus::kSuccess);
+  EXPECT_EQ(r->status, core::WcStatus::kSuccess);
   EXPECT_EQ(r->byte_len, 3u);
   EXPECT_EQ(b.buf[100], 0x5A);
   EXPECT_EQ(b.buf[163], 0x5A);
   EXPECT_EQ(b.buf[4096], 4);
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 // A large WRITE segment whose header arrives before its payload is placed straight from the
@@ -292,7 +292,7 @@ TEST_P(IwarpDirect, SplitSegmentIsPlacedStraightFromTheSocket) {
     ASSERT_TRUE(peer.send(peer.fpdu(send_hdr(1), msg)));
     auto r = b.wait_wc(b.rcq);
     ASSERT_TRUE(r);
-    EXPECT_EQ(r->status, rxe::WcStatus::kSuccess);
+    EXPECT_EQ(r->status, core::WcStatus::kSuccess);
     EXPECT_TRUE(std::equal(payload.begin(), payload.end(), b.buf.begin() + 1000));
     EXPECT_EQ(b.buf[999], 0);
     EXPECT_EQ(b.buf[61000], 0);
@@ -304,7 +304,7 @@ TEST_P(IwarpDirect, SplitReadResponseIsPlacedStraightIntoTheSink) {
   const bool corrupt = GetParam();
   RawPeer peer(b, true);
   ASSERT_TRUE(peer.ok());
-  ASSERT_EQ(b.post(rxe::WrOpcode::kRdmaRead, 5, 2000, 40000, 0x5000, 0x77), 0);
+  ASSERT_EQ(b.post(core::WrOpcode::kRdmaRead, 5, 2000, 40000, 0x5000, 0x77), 0);
   auto req = peer.read_fpdu();
   ASSERT_TRUE(req);
   auto h = parse_ddp_header(*req);
@@ -333,11 +333,11 @@ TEST_P(IwarpDirect, SplitReadResponseIsPlacedStraightIntoTheSink) {
   auto wc = b.wait_wc(b.scq);
   ASSERT_TRUE(wc);
   if (corrupt) {
-    EXPECT_NE(wc->status, rxe::WcStatus::kSuccess);
+    EXPECT_NE(wc->status, core::WcStatus::kSuccess);
     expect_term(peer, 2, 0, 0x02);
   } else {
-    EXPECT_EQ(wc->status, rxe::WcStatus::kSuccess);
-    EXPECT_EQ(wc->opcode, rxe::WcOpcode::kRdmaRead);
+    EXPECT_EQ(wc->status, core::WcStatus::kSuccess);
+    EXPECT_EQ(wc->opcode, core::WcOpcode::kRdmaRead);
     EXPECT_EQ(wc->byte_len, 40000u);
     EXPECT_TRUE(std::equal(payload.begin(), payload.end(), b.buf.begin() + 2000));
   }
@@ -356,14 +356,14 @@ TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
   int err = 0;
   auto region = b.dev->reg_mr(
       b.pd, b.buf.data() + 65536, 65536, b.addr(65536),
-      rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite | rxe::kAccessRemoteRead, &err);
+      core::kAccessLocalWrite | core::kAccessRemoteWrite | core::kAccessRemoteRead, &err);
   ASSERT_TRUE(region);
   b.dev->dereg_mr(b.mr->lkey);
   int terminated = 0;
   for (int iter = 0; iter < 60; ++iter) {
     int e = 0;
-    rxe::QpCap cap{64, 64, 4, 4, 0};
-    b.qp = b.dev->create_qp(b.pd, rxe::QpType::kRc, b.scq, b.rcq, nullptr, cap, false, &e);
+    core::QpCap cap{64, 64, 4, 4, 0};
+    b.qp = b.dev->create_qp(b.pd, core::QpType::kRc, b.scq, b.rcq, nullptr, cap, false, &e);
     ASSERT_TRUE(b.qp);
     b.inbox.events.clear();
     b.inbox.request.reset();
@@ -373,11 +373,11 @@ TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
       b.inbox.cv.notify_all();
     });
     for (int i = 0; i < 4; ++i) {
-      rxe::Sge s{region->iova + static_cast<std::uint64_t>(i) * 1024, 1024, region->lkey};
-      rxe::RecvWr wr;
+      core::Sge s{region->iova + static_cast<std::uint64_t>(i) * 1024, 1024, region->lkey};
+      core::RecvWr wr;
       wr.wr_id = static_cast<std::uint64_t>(i);
-      wr.sg_list = std::span<const rxe::Sge>(&s, 1);
-      b.qp->post_recv(std::span<const rxe::RecvWr>(&wr, 1));
+      wr.sg_list = std::span<const core::Sge>(&s, 1);
+      b.qp->post_recv(std::span<const core::RecvWr>(&wr, 1));
     }
     const bool crc = iter % 2 == 0;
     {
@@ -434,8 +434,8 @@ TEST_F(IwarpProtocol, FuzzedStreamsNeverWriteOutsideTheRegion) {
                  b.inbox.has(QpEvent::Kind::kConnError);
         },
         5s));
-    EXPECT_EQ(b.qp->state(), rxe::QpState::kErr);
-    rxe::Wc wc[16];
+    EXPECT_EQ(b.qp->state(), core::QpState::kErr);
+    core::Wc wc[16];
     while (b.rcq->poll(wc) > 0) {
     }
     while (b.scq->poll(wc) > 0) {

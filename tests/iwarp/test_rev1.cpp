@@ -14,8 +14,8 @@
 namespace softrdma::iwarp::test {
 namespace {
 
-using rxe::WcStatus;
-using rxe::WrOpcode;
+using core::WcStatus;
+using core::WrOpcode;
 
 // Completion notifications of one CQ, delivered by the progress thread.
 struct CqWaiter {
@@ -32,17 +32,17 @@ struct CqWaiter {
   }
   // The ibv_req_notify_cq / ibv_get_cq_event / ibv_poll_cq loop of an event-driven program.
   // The bound only keeps a broken build from hanging the suite.
-  std::optional<rxe::Wc> next(Cq* cq) {
-    rxe::Wc wc;
+  std::optional<core::Wc> next(Cq* cq) {
+    core::Wc wc;
     for (;;) {
-      if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return wc;
+      if (cq->poll(std::span<core::Wc>(&wc, 1)) == 1) return wc;
       std::uint64_t seen;
       {
         std::lock_guard lock(mu);
         seen = fired;
       }
       cq->req_notify(false);
-      if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return wc;  // came before the arm
+      if (cq->poll(std::span<core::Wc>(&wc, 1)) == 1) return wc;  // came before the arm
       std::unique_lock lock(mu);
       if (!cv.wait_for(lock, 20s, [&] { return fired != seen; })) return std::nullopt;
     }
@@ -84,7 +84,7 @@ class IwarpRev1 : public testing::TestWithParam<std::tuple<bool, bool>> {
     pb.revision = 1;
     server_depths(req, pb);
     // rping posts its receive before it accepts (rdma_create_qp leaves the QP in INIT).
-    ASSERT_EQ(b.qp->modify_state(rxe::QpState::kInit), 0);
+    ASSERT_EQ(b.qp->modify_state(core::QpState::kInit), 0);
     ASSERT_EQ(b.post_recv(1, 0, sizeof(Advert)), 0);
     ASSERT_EQ(b.dev->accept(b.qp, tcp.server, pb, b.inbox.on_accept()), 0);
     ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
@@ -133,7 +133,7 @@ TEST_P(IwarpRev1, RpingExchangeRunsOnNotifications) {
     auto rd = wb_s.next(b.scq);
     ASSERT_TRUE(rd);
     ASSERT_EQ(rd->status, WcStatus::kSuccess);
-    EXPECT_EQ(rd->opcode, rxe::WcOpcode::kRdmaRead);
+    EXPECT_EQ(rd->opcode, core::WcOpcode::kRdmaRead);
     EXPECT_TRUE(std::equal(b.buf.begin() + 131072, b.buf.begin() + 131072 + got.len,
                            a.buf.begin() + 65536));
     // The server's "go ahead" SEND wakes the client.
@@ -147,8 +147,8 @@ TEST_P(IwarpRev1, RpingExchangeRunsOnNotifications) {
     EXPECT_EQ(r->byte_len, 8u);
     ASSERT_EQ(a.post_recv(7, 8192, 64), 0);
   }
-  EXPECT_EQ(a.qp->state(), rxe::QpState::kRts);
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+  EXPECT_EQ(a.qp->state(), core::QpState::kRts);
+  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 // Taken literally, a revision 1 request's IRD/ORD are 0 (what softrdma's CM used to offer):
@@ -171,7 +171,7 @@ TEST_P(IwarpRev1, ReadWithOrdZeroFailsAtPostInsteadOfWaitingForever) {
   auto r = wa_r.next(a.rcq);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, WcStatus::kSuccess);
-  EXPECT_EQ(b.qp->state(), rxe::QpState::kRts);
+  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 INSTANTIATE_TEST_SUITE_P(Mpa, IwarpRev1, testing::Combine(testing::Bool(), testing::Bool()),

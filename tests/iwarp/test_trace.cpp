@@ -16,7 +16,7 @@
 namespace softrdma::iwarp::test {
 namespace {
 
-using rxe::WrOpcode;
+using core::WrOpcode;
 
 std::string run(const std::string& cmd, int* status = nullptr) {
   std::string out;
@@ -84,15 +84,15 @@ TEST_P(IwarpTrace, TsharkDecodesItAndLintAcceptsIt) {
     // Invalidate another region: the Read Response may still be reading b.mr.
     int err = 0;
     auto other = b.dev->reg_mr(b.pd, b.buf.data() + (1u << 20), 4096, b.addr(1u << 20),
-                               rxe::kAccessLocalWrite | rxe::kAccessRemoteWrite, &err);
+                               core::kAccessLocalWrite | core::kAccessRemoteWrite, &err);
     ASSERT_TRUE(other);
     ASSERT_EQ(a.post(WrOpcode::kSendWithInv, 4, 0, 10, 0, 0,
-                     rxe::kSendSignaled | rxe::kSendSolicited, other->rkey),
+                     core::kSendSignaled | core::kSendSolicited, other->rkey),
               0);
     for (int i = 0; i < 4; ++i) {
       auto wc = a.wait_wc(a.scq);
       ASSERT_TRUE(wc);
-      ASSERT_EQ(wc->status, rxe::WcStatus::kSuccess);
+      ASSERT_EQ(wc->status, core::WcStatus::kSuccess);
     }
     ASSERT_TRUE(b.wait_wc(b.rcq));
     ASSERT_TRUE(b.wait_wc(b.rcq));

@@ -8,9 +8,9 @@
 #include <set>
 #include <string>
 
-#include "rxe/types.h"
+#include "core/types.h"
 
-namespace r = softrdma::rxe;
+namespace r = softrdma::core;
 
 #define SAME(a, b) static_assert(static_cast<int>(a) == static_cast<int>(b), #a " != " #b)
 SAME(r::WcStatus::kSuccess, IBV_WC_SUCCESS);

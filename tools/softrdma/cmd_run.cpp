@@ -155,7 +155,7 @@ int cmd_devices(int argc, char**) {
               static_cast<unsigned long long>(d.node_guid()), d.netdev().backend().c_str(),
               e->address().str().c_str(), e->lid());
   // softiwarp0: iWARP over the kernel's TCP sockets; its node GUID is its MAC (docs/iwarp.md).
-  const rxe::Gid g = e->iwarp_device().gid();
+  const core::Gid g = e->iwarp_device().gid();
   std::uint64_t guid = 0;
   for (std::size_t k = 0; k < 8; ++k) guid = guid << 8 | g[k];
   std::printf("    %-16s\t%016llx\t%-10s\t%s\n", e->iwarp_device().name().c_str(),

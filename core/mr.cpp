@@ -1,11 +1,10 @@
-#include "rxe/mr.h"
+#include "core/mr.h"
 
 #include <cerrno>
 
-#include "rxe/directory.h"
-#include "rxe/types.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 MrTable::MrTable() : rng_(std::random_device{}()) {}
 
@@ -37,11 +36,10 @@ std::shared_ptr<Mr> MrTable::add(Pd* pd, void* addr, std::uint64_t length, std::
 }
 
 void MrTable::publish(const Mr& mr) {
-  if (!dir_ || !(mr.access & kAccessRemoteWrite) || !mr.valid.load(std::memory_order_acquire)) {
+  if (!watcher_ || !(mr.access & kAccessRemoteWrite) || !mr.valid.load(std::memory_order_acquire)) {
     return;
   }
-  dir_->set_mr(DirMr{mr.rkey, mr.pd ? mr.pd->handle : 0, mr.iova, mr.length,
-                     reinterpret_cast<std::uint64_t>(mr.addr)});
+  watcher_->region_open(mr);
 }
 
 int MrTable::remove(std::uint32_t lkey) {
@@ -50,7 +48,7 @@ int MrTable::remove(std::uint32_t lkey) {
   if (it == keys_.end()) return EINVAL;
   if (it->second->windows) return EBUSY;
   // Withdrawn first: once this returns, no sender of this host writes through the key.
-  if (dir_) dir_->remove_mr(lkey);
+  if (watcher_) watcher_->region_closed(lkey);
   keys_.erase(it);
   return 0;
 }
@@ -61,7 +59,7 @@ bool MrTable::rereg(std::uint32_t lkey, Pd* pd, void* addr, std::uint64_t length
   auto it = keys_.find(lkey);
   if (it == keys_.end() || it->second->windows) return false;
   Mr& mr = *it->second;
-  if (dir_) dir_->remove_mr(mr.rkey);
+  if (watcher_) watcher_->region_closed(mr.rkey);
   if (pd) mr.pd = pd;
   if (addr) {
     mr.addr = static_cast<std::uint8_t*>(addr);
@@ -108,8 +106,8 @@ bool MrTable::invalidate(std::uint32_t key, std::uint32_t qpn) {
     return true;
   }
   it->second->valid.store(false, std::memory_order_release);
-  if (dir_) dir_->remove_mr(key);
+  if (watcher_) watcher_->region_closed(key);
   return true;
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

@@ -1,8 +1,8 @@
-#include "rxe/cq.h"
+#include "core/cq.h"
 
 #include <chrono>
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 Cq::Cq(std::uint32_t cqe) : ring_(cqe ? cqe : 1) {}
 
@@ -93,4 +93,4 @@ std::size_t Cq::count() const {
   return count_;
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

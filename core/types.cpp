@@ -1,6 +1,6 @@
-#include "rxe/types.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 const char* to_string(WcStatus s) {
   switch (s) {
@@ -43,4 +43,4 @@ const char* to_string(QpState s) {
   return "unknown";
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

@@ -5,10 +5,10 @@
 #include <cstdint>
 #include <span>
 
-#include "rxe/mr.h"
-#include "rxe/types.h"
+#include "core/mr.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 // Reads `n` bytes at message offset `off` into `out` (local read: no access flag
 // needed). False with *err = kLocProtErr on a bad lkey/range, kLocLenErr when the
@@ -19,6 +19,4 @@ bool gather(const MrTable& mrs, const Pd* pd, std::span<const Sge> sge, std::uin
 bool scatter(const MrTable& mrs, const Pd* pd, std::span<const Sge> sge, std::uint64_t off,
              const std::uint8_t* in, std::uint32_t n, WcStatus& err);
 
-inline std::uint8_t syndrome_ack() { return 0x1F; }
-
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

@@ -12,11 +12,20 @@
 #include <shared_mutex>
 #include <unordered_map>
 
-#include "rxe/types.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
-class Directory;
+struct Mr;
+
+// Told when a region becomes open to remote writes (valid, REMOTE_WRITE) and when it stops being
+// so, under the table's lock: RoCE's direct placement mirrors such regions for its local peers.
+class RegionWatcher {
+ public:
+  virtual ~RegionWatcher() = default;
+  virtual void region_open(const Mr& mr) = 0;
+  virtual void region_closed(std::uint32_t rkey) = 0;
+};
 
 struct Pd {
   std::uint32_t handle = 0;
@@ -96,7 +105,7 @@ class MrTable {
   // `qpn`, when not 0, must be bound to). False when there is no such key to invalidate.
   bool invalidate(std::uint32_t key, std::uint32_t qpn = 0);
 
-  // Memory windows (rxe/mw.cpp). add_mw gives the new window's key (0 when out of keys);
+  // Memory windows (core/mw.cpp). add_mw gives the new window's key (0 when out of keys);
   // its handle is key >> 8.
   std::uint32_t add_mw(Pd* pd, MwType type);
   // EINVAL: no such window. A bound window is unbound first.
@@ -107,8 +116,8 @@ class MrTable {
   // The window's state, for tests and monitoring; false when there is no such window.
   bool find_mw(std::uint32_t handle, Mw* out) const;
   bool has_windows(const Pd* pd) const;  // of that protection domain
-  // Mirrors the regions open to remote writes into `d` (direct placement) from now on.
-  void set_directory(Directory* d) { dir_ = d; }
+  // Tells `w` of the regions open to remote writes from now on (set before any region is made).
+  void set_watcher(RegionWatcher* w) { watcher_ = w; }
 
   // Keeps regions from being deregistered while their memory is touched.
   class Guard {
@@ -129,8 +138,8 @@ class MrTable {
   std::unordered_map<std::uint32_t, std::shared_ptr<Mr>> keys_;
   std::unordered_map<std::uint32_t, Mw> windows_;  // by handle (key >> 8)
   std::mt19937 rng_;
-  Directory* dir_ = nullptr;
-  void publish(const Mr& mr);  // into dir_, if it is open to remote writes and valid
+  RegionWatcher* watcher_ = nullptr;
+  void publish(const Mr& mr);  // to watcher_, if it is open to remote writes and valid
 };
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

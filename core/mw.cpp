@@ -2,10 +2,10 @@
 // resolving a remote access through a window to the region it is bound to.
 #include <cerrno>
 
-#include "rxe/mr.h"
-#include "rxe/types.h"
+#include "core/mr.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 namespace {
 
@@ -124,4 +124,4 @@ MrCheck MrTable::resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova,
   return MrCheck::kOk;
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

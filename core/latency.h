@@ -8,7 +8,7 @@
 #include <chrono>
 #include <cstdint>
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 // The steady clock in nanoseconds (what post and poll times are stamped with).
 inline std::uint64_t steady_ns() {
@@ -51,4 +51,4 @@ class LatencyHistogram {
   std::uint64_t count_ = 0;
 };
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

@@ -9,7 +9,7 @@
 
 #include "netdev/netdev.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 enum class WcStatus : std::uint8_t {
   kSuccess = 0,
@@ -307,4 +307,4 @@ struct PortAttr {
   std::uint16_t lid = 0;
 };
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

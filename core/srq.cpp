@@ -1,8 +1,8 @@
-#include "rxe/srq.h"
+#include "core/srq.h"
 
 #include <cerrno>
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 int RecvQueue::post(const RecvWr& wr) {
   if (wr.sg_list.size() > max_sge_) return EINVAL;
@@ -70,4 +70,4 @@ std::uint32_t Srq::limit() const {
   return limit_;
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

@@ -8,14 +8,14 @@
 #include <span>
 #include <vector>
 
-#include "rxe/latency.h"
-#include "rxe/types.h"
+#include "core/latency.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 class Cq {
  public:
-  void* user = nullptr;  // the upper layer's handle for this object (events)
+  void* user = nullptr;   // the upper layer's handle for this object (events)
   std::uint32_t cqn = 0;  // the device's number for it (monitoring)
   explicit Cq(std::uint32_t cqe);
   std::uint32_t cqe() const { return static_cast<std::uint32_t>(ring_.size()); }
@@ -56,4 +56,4 @@ class Cq {
   std::function<void()> overflow_;
 };
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

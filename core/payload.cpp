@@ -1,8 +1,8 @@
-#include "rxe/payload.h"
+#include "core/payload.h"
 
 #include <cstring>
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 namespace {
 
@@ -52,4 +52,4 @@ bool scatter(const MrTable& mrs, const Pd* pd, std::span<const Sge> sge, std::ui
               });
 }
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core

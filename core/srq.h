@@ -9,9 +9,9 @@
 #include <optional>
 #include <vector>
 
-#include "rxe/types.h"
+#include "core/types.h"
 
-namespace softrdma::rxe {
+namespace softrdma::core {
 
 struct Pd;
 
@@ -46,7 +46,7 @@ class RecvQueue {
 
 class Srq {
  public:
-  void* user = nullptr;  // the upper layer's handle for this object (events)
+  void* user = nullptr;    // the upper layer's handle for this object (events)
   std::uint32_t srqn = 0;  // the device's number for it (monitoring)
   Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
   Pd* pd() const { return pd_; }
@@ -71,4 +71,4 @@ class Srq {
   std::function<void()> limit_event_;
 };
 
-}  // namespace softrdma::rxe
+}  // namespace softrdma::core
