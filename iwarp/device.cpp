@@ -37,6 +37,8 @@ int prepare_socket(int fd) {
 Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
   attr_.max_sge_rd = 1;
   attr_.atomic_glob = false;
+  attr_.max_mw = 0;  // no memory windows, no address handles
+  attr_.max_ah = 0;
   if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.name, 1 /* Ethernet */, 0);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -81,94 +83,17 @@ void Device::kick() {
   [[maybe_unused]] const ssize_t n = ::write(kick_fd_, &one, sizeof one);
 }
 
-// ---- objects
+// ---- objects (core::Objects asks)
 
-Pd* Device::alloc_pd() {
-  std::lock_guard lock(objects_mu_);
-  auto pd = std::make_unique<Pd>();
-  pd->handle = next_pd_++;
-  pds_.push_back(std::move(pd));
-  return pds_.back().get();
-}
-
-int Device::dealloc_pd(Pd* pd) {
-  {
-    std::lock_guard lock(progress_mu_);
-    for (auto& [n, qp] : qps_) {
-      if (qp->pd() == pd) return EBUSY;
+bool Device::qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const {
+  std::lock_guard lock(progress_mu_);
+  for (const auto& [n, qp] : qps_) {
+    if ((pd && qp->pd() == pd) || (cq && (qp->send_cq() == cq || qp->recv_cq() == cq)) ||
+        (srq && qp->srq() == srq)) {
+      return true;
     }
   }
-  std::lock_guard lock(objects_mu_);
-  auto it = std::find_if(pds_.begin(), pds_.end(), [&](auto& p) { return p.get() == pd; });
-  if (it == pds_.end()) return EINVAL;
-  pds_.erase(it);
-  return 0;
-}
-
-std::shared_ptr<core::Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length,
-                                         std::uint64_t iova, std::uint32_t access, int* err) {
-  // Remote write access needs local write (IBTA / verbs rule).
-  if ((access & (core::kAccessRemoteWrite | core::kAccessRemoteAtomic)) != 0 &&
-      (access & core::kAccessLocalWrite) == 0) {
-    if (err) *err = EINVAL;
-    return nullptr;
-  }
-  auto mr = mrs_.add(pd, addr, length, iova, access);
-  if (!mr && err) *err = ENOMEM;
-  return mr;
-}
-
-int Device::dereg_mr(std::uint32_t lkey) {
-  return mrs_.remove(lkey);
-}
-
-Cq* Device::create_cq(std::uint32_t cqe, int* err) {
-  if (cqe == 0 || cqe > attr_.max_cqe) {
-    if (err) *err = EINVAL;
-    return nullptr;
-  }
-  std::lock_guard lock(objects_mu_);
-  cqs_.push_back(std::make_unique<Cq>(cqe));
-  return cqs_.back().get();
-}
-
-int Device::destroy_cq(Cq* cq) {
-  {
-    std::lock_guard lock(progress_mu_);
-    for (auto& [n, qp] : qps_) {
-      if (qp->send_cq() == cq || qp->recv_cq() == cq) return EBUSY;
-    }
-  }
-  std::lock_guard lock(objects_mu_);
-  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](auto& p) { return p.get() == cq; });
-  if (it == cqs_.end()) return EINVAL;
-  cqs_.erase(it);
-  return 0;
-}
-
-Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-                        int* err) {
-  if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge) {
-    if (err) *err = EINVAL;
-    return nullptr;
-  }
-  std::lock_guard lock(objects_mu_);
-  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge, limit));
-  return srqs_.back().get();
-}
-
-int Device::destroy_srq(Srq* srq) {
-  {
-    std::lock_guard lock(progress_mu_);
-    for (auto& [n, qp] : qps_) {
-      if (qp->srq() == srq) return EBUSY;
-    }
-  }
-  std::lock_guard lock(objects_mu_);
-  auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](auto& p) { return p.get() == srq; });
-  if (it == srqs_.end()) return EINVAL;
-  srqs_.erase(it);
-  return 0;
+  return false;
 }
 
 Qp* Device::create_qp(Pd* pd, core::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq,

@@ -1,4 +1,4 @@
-// The iWARP device (softiwarp0): PD, MR, CQ and SRQ (the rxe classes), RC QPs running
+// The iWARP device (softiwarp0): the verbs objects of core/ (PD, MR, CQ, SRQ), RC QPs running
 // RDMAP/DDP/MPA over TCP sockets, and a progress thread sleeping in epoll on the QPs' sockets,
 // a kick eventfd and the MPA timers.
 //
@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "core/cq.h"
+#include "core/objects.h"
 #include "core/mr.h"
 #include "core/srq.h"
 #include "core/types.h"
@@ -51,7 +52,7 @@ struct DeviceConfig {
   std::shared_ptr<pcap::PcapngWriter> trace;  // null: no tracing
 };
 
-class Device {
+class Device : public core::Objects {
  public:
   explicit Device(DeviceConfig cfg = {});
   ~Device();
@@ -59,21 +60,10 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const { return cfg_.name; }
-  const core::DeviceAttr& attr() const { return attr_; }
   // GID[0]: the MAC in the interface identifier of a link-local IPv6 address (as siw).
   core::Gid gid() const;
   const DeviceConfig& config() const { return cfg_; }
 
-  Pd* alloc_pd();
-  int dealloc_pd(Pd* pd);
-  std::shared_ptr<core::Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
-                                   std::uint32_t access, int* err);
-  int dereg_mr(std::uint32_t lkey);
-  Cq* create_cq(std::uint32_t cqe, int* err);
-  int destroy_cq(Cq* cq);
-  Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-                  int* err);
-  int destroy_srq(Srq* srq);
   // RC only: UD and UC fail with EOPNOTSUPP.
   Qp* create_qp(Pd* pd, core::QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, core::QpCap& cap,
                 bool sq_sig_all, int* err);
@@ -88,7 +78,6 @@ class Device {
   int disconnect(Qp* qp);
   int abort(Qp* qp);
 
-  core::MrTable& mrs() { return mrs_; }
   // Named counters for the whole device (its QPs', destroyed ones included), for --stats.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters();
   // Runs one pass of receive progress on the calling thread unless another thread is in
@@ -106,6 +95,10 @@ class Device {
   struct ReadRequestDone {
     std::vector<std::uint8_t> bytes;  // the request as read
   };
+  bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const override;
+  bool ah_reachable(const core::AhAttr&) const override { return false; }  // iWARP has no AHs
+  // No async events for CQs and SRQs yet: an overflowed CQ reports it through its poll.
+  void object_event(core::AsyncEventType, Cq*, Srq*) override {}
   void progress_loop();
   // Callbacks of the device and of every QP, to run once progress_mu_ is released.
   std::vector<std::function<void()>> collect_callbacks();
@@ -116,17 +109,10 @@ class Device {
   void epoll_add(int fd, std::uint64_t tag, std::uint32_t events);
 
   DeviceConfig cfg_;
-  core::DeviceAttr attr_;
-  core::MrTable mrs_;
   std::uint32_t trace_iface_ = 0;
 
-  std::mutex objects_mu_;
-  std::vector<std::unique_ptr<Pd>> pds_;
-  std::vector<std::unique_ptr<Cq>> cqs_;
-  std::vector<std::unique_ptr<Srq>> srqs_;
-  std::uint32_t next_pd_ = 1;
 
-  std::mutex progress_mu_;  // held by whoever runs a pass; guards the maps below
+  mutable std::mutex progress_mu_;  // held by whoever runs a pass; guards the maps below
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   QpCounters retired_;  // counters of destroyed QPs
   std::uint32_t next_qpn_ = 0x11;

@@ -66,6 +66,7 @@ Device::~Device() {
   stop_ = true;
   signal_kick();
   thread_.join();
+  mrs_.set_watcher(nullptr);  // the directory goes before the table
   {
     std::unique_lock lock(qps_mutex_);
     // No sender of this host places into memory of a QP that is gone.
@@ -101,134 +102,24 @@ int Device::pkey_index_of(std::uint16_t pkey) const {
   return -1;
 }
 
-Pd* Device::alloc_pd() {
-  std::lock_guard lock(objects_mutex_);
-  auto pd = std::make_unique<Pd>();
-  pd->handle = next_pd_++;
-  pds_.push_back(std::move(pd));
-  return pds_.back().get();
-}
-
-int Device::dealloc_pd(Pd* pd) {
-  {
-    std::shared_lock qlock(qps_mutex_);
-    for (const auto& [n, qp] : qps_) {
-      if (qp->pd() == pd) return EBUSY;
+bool Device::qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const {
+  std::shared_lock lock(qps_mutex_);
+  for (const auto& [n, qp] : qps_) {
+    if ((pd && qp->pd() == pd) || (cq && (qp->send_cq_ == cq || qp->recv_cq_ == cq)) ||
+        (srq && qp->srq_ == srq)) {
+      return true;
     }
   }
-  if (mrs_.has_windows(pd)) return EBUSY;
-  std::lock_guard lock(objects_mutex_);
-  for (const auto& s : srqs_) {
-    if (s->pd() == pd) return EBUSY;
-  }
-  for (const auto& [id, ah] : ahs_) {
-    if (ah.first == pd) return EBUSY;
-  }
-  auto it = std::find_if(pds_.begin(), pds_.end(), [&](const auto& p) { return p.get() == pd; });
-  if (it == pds_.end()) return EINVAL;
-  pds_.erase(it);
-  return 0;
+  return false;
 }
 
-std::shared_ptr<Mr> Device::reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
-                                   std::uint32_t access, int* err) {
-  // Remote write or atomic access needs local write (IBTA 10.6.3.1).
-  if ((access & (kAccessRemoteWrite | kAccessRemoteAtomic)) && !(access & kAccessLocalWrite)) {
-    *err = EINVAL;
-    return nullptr;
-  }
-  if (length > attr_.max_mr_size || (!addr && length)) {
-    *err = EINVAL;
-    return nullptr;
-  }
-  auto mr = mrs_.add(pd, addr, length, iova, access);
-  *err = mr ? 0 : ENOMEM;
-  return mr;
+bool Device::ah_reachable(const AhAttr& attr) const {
+  netdev::IpAddr ip;
+  return gid_to_ip(attr.dgid, ip);
 }
 
-int Device::dereg_mr(std::uint32_t lkey) {
-  return mrs_.remove(lkey);
-}
-
-std::uint32_t Device::alloc_mw(Pd* pd, MwType type, int* err) {
-  if (type != MwType::k1 && type != MwType::k2) {
-    *err = EINVAL;
-    return 0;
-  }
-  if (mws_.fetch_add(1) >= attr_.max_mw) {
-    mws_.fetch_sub(1);
-    *err = ENOMEM;
-    return 0;
-  }
-  const std::uint32_t key = mrs_.add_mw(pd, type);
-  if (key == 0) mws_.fetch_sub(1);
-  *err = key ? 0 : ENOMEM;
-  return key;
-}
-
-int Device::dealloc_mw(std::uint32_t handle) {
-  const int rc = mrs_.remove_mw(handle);
-  if (rc == 0) mws_.fetch_sub(1);
-  return rc;
-}
-
-Cq* Device::create_cq(std::uint32_t cqe, int* err) {
-  if (cqe == 0 || cqe > attr_.max_cqe) {
-    *err = EINVAL;
-    return nullptr;
-  }
-  std::lock_guard lock(objects_mutex_);
-  cqs_.push_back(std::make_unique<Cq>(cqe));
-  Cq* cq = cqs_.back().get();
-  cq->cqn = next_cqn_++;
-  cq->set_overflow([this, cq] { async_event({AsyncEventType::kCqErr, nullptr, cq}); });
-  *err = 0;
-  return cq;
-}
-
-int Device::destroy_cq(Cq* cq) {
-  {
-    std::shared_lock qlock(qps_mutex_);
-    for (const auto& [n, qp] : qps_) {
-      if (qp->send_cq_ == cq || qp->recv_cq_ == cq) return EBUSY;
-    }
-  }
-  std::lock_guard lock(objects_mutex_);
-  auto it = std::find_if(cqs_.begin(), cqs_.end(), [&](const auto& p) { return p.get() == cq; });
-  if (it == cqs_.end()) return EINVAL;
-  cqs_.erase(it);
-  return 0;
-}
-
-Srq* Device::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-                        int* err) {
-  if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge || limit > max_wr) {
-    *err = EINVAL;
-    return nullptr;
-  }
-  std::lock_guard lock(objects_mutex_);
-  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
-  Srq* srq = srqs_.back().get();
-  srq->srqn = next_srqn_++;
-  srq->set_limit_event([this, srq] {
-    async_event({AsyncEventType::kSrqLimitReached, nullptr, nullptr, srq});
-  });
-  *err = 0;
-  return srq;
-}
-
-int Device::destroy_srq(Srq* srq) {
-  {
-    std::shared_lock qlock(qps_mutex_);
-    for (const auto& [n, qp] : qps_) {
-      if (qp->srq_ == srq) return EBUSY;
-    }
-  }
-  std::lock_guard lock(objects_mutex_);
-  auto it = std::find_if(srqs_.begin(), srqs_.end(), [&](const auto& p) { return p.get() == srq; });
-  if (it == srqs_.end()) return EINVAL;
-  srqs_.erase(it);
-  return 0;
+void Device::object_event(AsyncEventType type, Cq* cq, Srq* srq) {
+  async_event({type, nullptr, cq, srq});
 }
 
 Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
@@ -358,32 +249,6 @@ int Device::destroy_qp(Qp* qp) {
   add(retired_, qp->counters());
   qps_.erase(it);
   return 0;
-}
-
-std::uint32_t Device::create_ah(Pd* pd, const AhAttr& attr, int* err) {
-  netdev::IpAddr ip;
-  if (!gid_to_ip(attr.dgid, ip)) {
-    *err = EINVAL;
-    return 0;
-  }
-  std::lock_guard lock(objects_mutex_);
-  const std::uint32_t id = next_ah_++;
-  ahs_[id] = {pd, attr};
-  *err = 0;
-  return id;
-}
-
-int Device::destroy_ah(std::uint32_t ah) {
-  std::lock_guard lock(objects_mutex_);
-  return ahs_.erase(ah) ? 0 : EINVAL;
-}
-
-bool Device::find_ah(std::uint32_t ah, AhAttr& out) const {
-  std::lock_guard lock(objects_mutex_);
-  auto it = ahs_.find(ah);
-  if (it == ahs_.end()) return false;
-  out = it->second.second;
-  return true;
 }
 
 void Device::set_async_handler(std::function<void(const AsyncEvent&)> fn) {

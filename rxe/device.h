@@ -20,6 +20,7 @@
 #include "core/srq.h"
 #include "core/types.h"
 #include "netdev/netdev.h"
+#include "core/objects.h"
 #include "rxe/cc.h"
 #include "rxe/directory.h"
 #include "rxe/qp.h"
@@ -41,7 +42,8 @@ struct DeviceCounters {
   std::uint64_t rx_unknown_qp = 0, rx_malformed = 0, rx_packets = 0, tx_packets = 0;
 };
 
-class Device {
+// The verbs objects and their rules are core::Objects'; the device answers for its QPs.
+class Device : public core::Objects {
  public:
   // Starts the progress thread. `cc`: congestion control (docs/congestion.md), DCQCN by default.
   explicit Device(std::unique_ptr<netdev::Netdev> nd, std::string name = "softroce0",
@@ -51,7 +53,6 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const { return name_; }
-  const DeviceAttr& attr() const { return attr_; }
   PortAttr port_attr() const;
   const std::vector<Gid>& gids() const { return gids_; }
   // The port's P_Key table (default: 0xFFFF alone), set before any QP is made; each entry has
@@ -63,34 +64,17 @@ class Device {
   netdev::Netdev& netdev() { return *netdev_; }
   std::uint64_t node_guid() const { return node_guid_; }
 
-  Pd* alloc_pd();
-  int dealloc_pd(Pd* pd);  // EBUSY while objects use it
-  std::shared_ptr<Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
-                             std::uint32_t access, int* err);
-  int dereg_mr(std::uint32_t lkey);  // EBUSY while memory windows are bound to it
-  // A memory window's key (its handle is key >> 8), 0 with *err set (ENOMEM: max_mw reached).
-  std::uint32_t alloc_mw(Pd* pd, MwType type, int* err);
-  int dealloc_mw(std::uint32_t handle);
-  Cq* create_cq(std::uint32_t cqe, int* err);
-  int destroy_cq(Cq* cq);  // EBUSY while a QP uses it
   // The unacknowledged packets an RC QP with this path MTU may have out during a pass: the
   // device's kSendBudgetBytes shared by the QPs with send work (between 2 and 2048 each), so
   // that many QPs together do not overrun a receiving ring or socket buffer and collapse into
   // go-back-N retransmissions (ib_write_bw -q 128 on one host did, without). Progress pass only.
   std::uint32_t window_for(std::uint32_t mtu) const;
   static constexpr std::uint64_t kSendBudgetBytes = std::uint64_t{16} << 20;
-  Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
-                  int* err);
-  int destroy_srq(Srq* srq);
   // `qpn` 0 allocates a number (0x11 and up); otherwise that number is taken if free
   // (1: the GSI QP that connection management uses), else EBUSY.
   Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
                 bool sq_sig_all, int* err, std::uint32_t qpn = 0);
   int destroy_qp(Qp* qp);
-  // Address handles are small ids.
-  std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
-  int destroy_ah(std::uint32_t ah);
-  bool find_ah(std::uint32_t ah, AhAttr& out) const;
   // UD multicast (ibv_attach_mcast): `qp` receives every datagram sent to the group `gid` with
   // destination QPN 0xFFFFFF. The device joins the group through its netdev on the first attach
   // and leaves it on the last detach; destroying a QP detaches it. Returns 0 or an errno value:
@@ -132,7 +116,6 @@ class Device {
   bool placing() const { return dir_ != nullptr; }
 
   // --- for QPs (progress thread)
-  MrTable& mrs() { return mrs_; }
   // A TX buffer to fill; committed packets leave at the end of the progress step.
   netdev::Packet* tx_packet();
   void tx_commit();
@@ -155,6 +138,9 @@ class Device {
   bool gid_to_ip(const Gid& gid, netdev::IpAddr& out) const;
 
  private:
+  bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const override;
+  bool ah_reachable(const AhAttr& attr) const override;
+  void object_event(AsyncEventType type, Cq* cq, Srq* srq) override;
   void progress_loop();
   // One pass: receive, run QPs with send work, fire timers, transmit. Returns
   // the next timer deadline. Caller holds progress_mutex_.
@@ -178,21 +164,10 @@ class Device {
   std::unique_ptr<netdev::Netdev> netdev_;
   std::unique_ptr<Directory> dir_;  // before the objects that publish into it
   std::atomic<std::uint64_t> placement_refused_{0};
-  DeviceAttr attr_;
   std::vector<Gid> gids_;
   std::vector<std::uint16_t> pkeys_{0xFFFF};
   std::uint64_t node_guid_ = 0;
 
-  MrTable mrs_;
-  std::atomic<std::uint32_t> mws_{0};  // memory windows allocated
-  mutable std::mutex objects_mutex_;
-  std::vector<std::unique_ptr<Pd>> pds_;
-  std::vector<std::unique_ptr<Cq>> cqs_;
-  std::vector<std::unique_ptr<Srq>> srqs_;
-  std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
-  std::uint32_t next_ah_ = 1;
-  std::uint32_t next_pd_ = 1;
-  std::uint32_t next_cqn_ = 1, next_srqn_ = 1;
 
   mutable std::shared_mutex qps_mutex_;
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)

@@ -1,0 +1,155 @@
+// core::Objects: making and destroying the verbs objects (core/objects.h).
+#include "core/objects.h"
+
+#include <algorithm>
+#include <cerrno>
+
+namespace softrdma::core {
+
+namespace {
+
+void set(int* err, int value) {
+  if (err) *err = value;
+}
+
+template <class T>
+int erase_object(std::vector<std::unique_ptr<T>>& v, const T* obj) {
+  auto it = std::find_if(v.begin(), v.end(), [&](const auto& p) { return p.get() == obj; });
+  if (it == v.end()) return EINVAL;
+  v.erase(it);
+  return 0;
+}
+
+}  // namespace
+
+Objects::Objects() = default;
+Objects::~Objects() = default;
+
+Pd* Objects::alloc_pd() {
+  std::lock_guard lock(objects_mutex_);
+  auto pd = std::make_unique<Pd>();
+  pd->handle = next_pd_++;
+  pds_.push_back(std::move(pd));
+  return pds_.back().get();
+}
+
+int Objects::dealloc_pd(Pd* pd) {
+  if (qp_uses(pd, nullptr, nullptr) || mrs_.has_windows(pd)) return EBUSY;
+  std::lock_guard lock(objects_mutex_);
+  for (const auto& s : srqs_) {
+    if (s->pd() == pd) return EBUSY;
+  }
+  for (const auto& [id, ah] : ahs_) {
+    if (ah.first == pd) return EBUSY;
+  }
+  return erase_object(pds_, pd);
+}
+
+std::shared_ptr<Mr> Objects::reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                                    std::uint32_t access, int* err) {
+  // Remote write or atomic access needs local write (IBTA 10.6.3.1).
+  const bool remote_write = (access & (kAccessRemoteWrite | kAccessRemoteAtomic)) != 0;
+  if ((remote_write && !(access & kAccessLocalWrite)) || length > attr_.max_mr_size ||
+      (!addr && length)) {
+    set(err, EINVAL);
+    return nullptr;
+  }
+  auto mr = mrs_.add(pd, addr, length, iova, access);
+  set(err, mr ? 0 : ENOMEM);
+  return mr;
+}
+
+int Objects::dereg_mr(std::uint32_t lkey) {
+  return mrs_.remove(lkey);
+}
+
+std::uint32_t Objects::alloc_mw(Pd* pd, MwType type, int* err) {
+  if (type != MwType::k1 && type != MwType::k2) {
+    set(err, EINVAL);
+    return 0;
+  }
+  if (mws_.fetch_add(1) >= attr_.max_mw) {
+    mws_.fetch_sub(1);
+    set(err, ENOMEM);
+    return 0;
+  }
+  const std::uint32_t key = mrs_.add_mw(pd, type);
+  if (key == 0) mws_.fetch_sub(1);
+  set(err, key ? 0 : ENOMEM);
+  return key;
+}
+
+int Objects::dealloc_mw(std::uint32_t handle) {
+  const int rc = mrs_.remove_mw(handle);
+  if (rc == 0) mws_.fetch_sub(1);
+  return rc;
+}
+
+Cq* Objects::create_cq(std::uint32_t cqe, int* err) {
+  if (cqe == 0 || cqe > attr_.max_cqe) {
+    set(err, EINVAL);
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mutex_);
+  cqs_.push_back(std::make_unique<Cq>(cqe));
+  Cq* cq = cqs_.back().get();
+  cq->cqn = next_cqn_++;
+  cq->set_overflow([this, cq] { object_event(AsyncEventType::kCqErr, cq, nullptr); });
+  set(err, 0);
+  return cq;
+}
+
+int Objects::destroy_cq(Cq* cq) {
+  if (qp_uses(nullptr, cq, nullptr)) return EBUSY;
+  std::lock_guard lock(objects_mutex_);
+  return erase_object(cqs_, cq);
+}
+
+Srq* Objects::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
+                         std::uint32_t limit, int* err) {
+  if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge || limit > max_wr) {
+    set(err, EINVAL);
+    return nullptr;
+  }
+  std::lock_guard lock(objects_mutex_);
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
+  Srq* srq = srqs_.back().get();
+  srq->srqn = next_srqn_++;
+  srq->set_limit_event(
+      [this, srq] { object_event(AsyncEventType::kSrqLimitReached, nullptr, srq); });
+  set(err, 0);
+  return srq;
+}
+
+int Objects::destroy_srq(Srq* srq) {
+  if (qp_uses(nullptr, nullptr, srq)) return EBUSY;
+  std::lock_guard lock(objects_mutex_);
+  return erase_object(srqs_, srq);
+}
+
+std::uint32_t Objects::create_ah(Pd* pd, const AhAttr& attr, int* err) {
+  if (!ah_reachable(attr)) {
+    set(err, EINVAL);
+    return 0;
+  }
+  std::lock_guard lock(objects_mutex_);
+  const std::uint32_t id = next_ah_++;
+  ahs_[id] = {pd, attr};
+  set(err, 0);
+  return id;
+}
+
+int Objects::destroy_ah(std::uint32_t ah) {
+  std::lock_guard lock(objects_mutex_);
+  return ahs_.erase(ah) ? 0 : EINVAL;
+}
+
+bool Objects::find_ah(std::uint32_t ah, AhAttr& out) const {
+  std::lock_guard lock(objects_mutex_);
+  auto it = ahs_.find(ah);
+  if (it == ahs_.end()) return false;
+  out = it->second.second;
+  return true;
+}
+
+}  // namespace softrdma::core

@@ -1,0 +1,77 @@
+// The verbs objects of one device whatever its transport (PDs, MRs and memory windows, CQs,
+// SRQs, AHs) and the one copy of the rules for making and destroying them: the limits of
+// DeviceAttr, IBTA 10.6.3.1's access rule, EBUSY while something still uses an object. Both
+// transports' devices derive from it and answer what only they know: whether one of their QPs
+// uses an object, whether an address is reachable, and where CQ/SRQ events go. Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "core/cq.h"
+#include "core/mr.h"
+#include "core/srq.h"
+#include "core/types.h"
+
+namespace softrdma::core {
+
+class Objects {
+ public:
+  Objects(const Objects&) = delete;
+  Objects& operator=(const Objects&) = delete;
+
+  const DeviceAttr& attr() const { return attr_; }
+  MrTable& mrs() { return mrs_; }
+
+  Pd* alloc_pd();
+  int dealloc_pd(Pd* pd);  // EBUSY while a QP, SRQ, AH or memory window uses it; EINVAL: unknown
+  // EINVAL: remote write/atomic without local write, longer than max_mr_size, or no address for
+  // a nonzero length; ENOMEM: out of keys. `err` may be null.
+  std::shared_ptr<Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
+                             std::uint32_t access, int* err);
+  int dereg_mr(std::uint32_t lkey);  // EBUSY while memory windows are bound to it
+  // A memory window's key (its handle is key >> 8), 0 with *err set (EINVAL: bad type, ENOMEM:
+  // max_mw reached or out of keys).
+  std::uint32_t alloc_mw(Pd* pd, MwType type, int* err);
+  int dealloc_mw(std::uint32_t handle);
+  Cq* create_cq(std::uint32_t cqe, int* err);  // EINVAL: 0 or beyond max_cqe
+  int destroy_cq(Cq* cq);                      // EBUSY while a QP uses it
+  // EINVAL: max_wr 0 or beyond max_srq_wr, max_sge beyond max_srq_sge, limit above max_wr.
+  Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                  int* err);
+  int destroy_srq(Srq* srq);  // EBUSY while a QP uses it
+  // Address handles are small ids; 0 with *err = EINVAL when the transport cannot reach the
+  // address (a transport without address handles reaches none).
+  std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
+  int destroy_ah(std::uint32_t ah);
+  bool find_ah(std::uint32_t ah, AhAttr& out) const;
+
+ protected:
+  Objects();
+  virtual ~Objects();
+  // Whether one of the transport's QPs uses the object given (exactly one is not null).
+  virtual bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const = 0;
+  virtual bool ah_reachable(const AhAttr& attr) const = 0;
+  // A CQ overflowed (kCqErr) or an SRQ fell below its limit (kSrqLimitReached).
+  virtual void object_event(AsyncEventType type, Cq* cq, Srq* srq) = 0;
+
+  DeviceAttr attr_;  // the transport sets its limits in its constructor
+  MrTable mrs_;
+
+  // For the transport's monitoring snapshot: the objects, under objects_mutex_.
+  mutable std::mutex objects_mutex_;
+  std::vector<std::unique_ptr<Pd>> pds_;
+  std::vector<std::unique_ptr<Cq>> cqs_;
+  std::vector<std::unique_ptr<Srq>> srqs_;
+
+ private:
+  std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
+  std::atomic<std::uint32_t> mws_{0};  // memory windows allocated
+  std::uint32_t next_pd_ = 1, next_cqn_ = 1, next_srqn_ = 1, next_ah_ = 1;
+};
+
+}  // namespace softrdma::core
