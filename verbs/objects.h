@@ -134,6 +134,11 @@ inline rxe::Device& dev(ibv_context* c) {
 inline iwarp::Device* iw(ibv_context* c) {
   return soft(c)->iw;
 }
+// The context's verbs objects (PDs, MRs, CQs, SRQs), whichever its transport.
+inline core::Objects& objects(ibv_context* c) {
+  if (iwarp::Device* d = soft(c)->iw) return *d;
+  return dev(c);
+}
 
 // errno = err, and the nullptr a verb that makes an object returns on failure.
 template <class T>

@@ -57,8 +57,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
   }
   int err = 0;
   const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND);
-  auto mr = iw(pd->context) ? iw(pd->context)->reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err)
-                            : dev(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
+  auto mr = objects(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
   m->rxe = mr;
@@ -80,15 +79,14 @@ ibv_pd* ibv_alloc_pd(ibv_context* context) {
   if (inherited(context)) return fail<ibv_pd>(ENODEV);
   auto* p = new SoftPd{};
   p->pd.context = context;
-  p->rxe = iw(context) ? iw(context)->alloc_pd() : dev(context).alloc_pd();
+  p->rxe = objects(context).alloc_pd();
   p->pd.handle = p->rxe->handle;
   return &p->pd;
 }
 
 int ibv_dealloc_pd(ibv_pd* pd) {
   if (inherited(pd->context)) return ENODEV;
-  const int rc = iw(pd->context) ? iw(pd->context)->dealloc_pd(soft(pd)->rxe)
-                                 : dev(pd->context).dealloc_pd(soft(pd)->rxe);
+  const int rc = objects(pd->context).dealloc_pd(soft(pd)->rxe);
   if (rc) return rc;
   delete soft(pd);
   return 0;
@@ -127,7 +125,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
-  core::MrTable& mrs = iw(mr->context) ? iw(mr->context)->mrs() : dev(mr->context).mrs();
+  core::MrTable& mrs = objects(mr->context).mrs();
   if (!mrs.rereg(mr->lkey, newpd, newaddr, length, reinterpret_cast<uint64_t>(addr), acc)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
@@ -141,8 +139,7 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
 
 int ibv_dereg_mr(ibv_mr* mr) {
   if (inherited(mr->context)) return ENODEV;
-  const int rc =
-      iw(mr->context) ? iw(mr->context)->dereg_mr(mr->lkey) : dev(mr->context).dereg_mr(mr->lkey);
+  const int rc = objects(mr->context).dereg_mr(mr->lkey);
   if (rc) return rc;
   delete soft(mr);
   return 0;
@@ -184,14 +181,8 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
     return fail<ibv_cq_ex>(EOPNOTSUPP);
   }
   int err = 0;
-  core::Cq* cq = nullptr;
-  if (iw(context)) {
-    cq = iw(context)->create_cq(a.cqe, &err);
-  } else {
-    rxe::Device& d = dev(context);
-    route_async_events(d);
-    cq = d.create_cq(a.cqe, &err);
-  }
+  if (!iw(context)) route_async_events(dev(context));
+  core::Cq* cq = objects(context).create_cq(a.cqe, &err);
   if (!cq) return fail<ibv_cq_ex>(err);
   auto* c = new SoftCq{};
   c->rxe = cq;
@@ -249,8 +240,7 @@ int ibv_resize_cq(ibv_cq* cq, int cqe) {
 int ibv_destroy_cq(ibv_cq* cq) {
   if (inherited(cq->context)) return ENODEV;
   SoftCq* c = soft(cq);
-  const int rc =
-      iw(cq->context) ? iw(cq->context)->destroy_cq(c->rxe) : dev(cq->context).destroy_cq(c->rxe);
+  const int rc = objects(cq->context).destroy_cq(c->rxe);
   if (rc) return rc;
   if (cq->channel) --cq->channel->refcnt;
   pthread_mutex_destroy(&cq->mutex);
@@ -278,17 +268,10 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_srq>(ENODEV);
   int err = 0;
-  core::Srq* s = nullptr;
-  if (iw(pd->context)) {
-    s = iw(pd->context)
-            ->create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
-                         &err);
-  } else {
-    rxe::Device& d = dev(pd->context);
-    route_async_events(d);
-    s = d.create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit,
-                     &err);
-  }
+  if (!iw(pd->context)) route_async_events(dev(pd->context));
+  core::Srq* s = objects(pd->context)
+                     .create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
+                                 attr->attr.srq_limit, &err);
   if (!s) return fail<ibv_srq>(err);
   auto* x = new SoftSrq{};
   x->rxe = s;
@@ -317,8 +300,7 @@ int ibv_query_srq(ibv_srq* srq, ibv_srq_attr* attr) {
 
 int ibv_destroy_srq(ibv_srq* srq) {
   if (inherited(srq->context)) return ENODEV;
-  const int rc = iw(srq->context) ? iw(srq->context)->destroy_srq(soft(srq)->rxe)
-                                  : dev(srq->context).destroy_srq(soft(srq)->rxe);
+  const int rc = objects(srq->context).destroy_srq(soft(srq)->rxe);
   if (rc) return rc;
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
