@@ -66,7 +66,8 @@ void flush_sends();
 // Ends a connection locally: timewait, then TIMEWAIT_EXIT if the id still exists.
 void enter_timewait(CmId* id);
 
-// QP transitions the way librdmacm makes them (rdma_init_qp_attr's values).
+// QP transitions the way librdmacm makes them over the IB CM (rdma_init_qp_attr's values;
+// iWARP's are its Transport's, cm/transport.h). In cm/qp_driving.cpp.
 int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask);
 int qp_to_rtr_rts(CmId* id);  // INIT (again, with the final access flags), RTR, RTS
 int qp_to_err(CmId* id);

@@ -50,6 +50,7 @@ CmId* new_child(CmId* listener) {
   c->id.qp_type = listener->id.qp_type;
   c->id.port_num = 1;
   c->id.pd = agent().pd;
+  c->transport = listener->transport;
   c->listener = listener;
   c->ep_qp_attr = listener->ep_qp_attr;
   c->channel = listener->channel;

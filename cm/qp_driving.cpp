@@ -1,5 +1,5 @@
-// Driving an id's QP through its states the way librdmacm does (rdma_init_qp_attr's values),
-// and the address <-> GID conversions rdma_cm uses.
+// Driving an id's QP through its states the way librdmacm does over the IB CM
+// (rdma_init_qp_attr's values), and the address <-> GID conversions rdma_cm uses.
 #include <arpa/inet.h>
 
 #include <algorithm>
@@ -10,18 +10,6 @@
 namespace softrdma::cm {
 
 int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
-  if (agent().iw) {  // iWARP (as the kernel's iw_cm): the MPA negotiation does the rest
-    *mask = IBV_QP_STATE;
-    if (attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR) {
-      attr->qp_access_flags =
-          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-      *mask |= IBV_QP_ACCESS_FLAGS;
-    }
-    return attr->qp_state == IBV_QPS_INIT || attr->qp_state == IBV_QPS_RTR ||
-                   attr->qp_state == IBV_QPS_RTS
-               ? 0
-               : EINVAL;
-  }
   const bool ud = id->id.qp_type == IBV_QPT_UD;
   const bool rc = id->id.qp_type == IBV_QPT_RC;
   switch (attr->qp_state) {
