@@ -1,7 +1,7 @@
-// The rdma_cm calls of rdma-core 44's librdmacm.so.1 (RDMACM_1.0 … 1.3) over the CM agent;
-// what differs by transport is the id's Transport (cm/transport.h).
+// The rdma_cm calls of rdma-core 44's librdmacm.so.1 (RDMACM_1.0 … 1.3) over the CM agent, on
+// ids and their QPs; what differs by transport is the id's Transport (cm/transport.h). The
+// event channel calls are in cm/api_events.cpp, the multicast ones in cm/api_multicast.cpp.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -12,6 +12,7 @@
 #include <optional>
 
 #include "cm/agent.h"
+#include "cm/api_common.h"
 #include "cm/iwarp_conn.h"
 #include "cm/registry.h"
 #include "cm/sockaddr.h"
@@ -25,11 +26,6 @@ namespace {
 // The device's CM: the one choice between the transports (rdma-core's providers).
 const Transport& device_transport() {
   return iwarp_mode() ? iwarp_cm_transport() : ib_cm_transport();
-}
-
-int fail(int err) {
-  errno = err;
-  return -1;
 }
 
 ibv_qp_type qp_type_of(rdma_port_space ps) {
@@ -53,8 +49,9 @@ int complete(CmId* c) {
   return 0;
 }
 
-// Binds `c` to `addr` (port 0: an ephemeral one). Caller holds the lock.
-int bind_locked(CmId* c, const sockaddr* addr) {
+}  // namespace
+
+int softrdma::cm::bind_locked(CmId* c, const sockaddr* addr) {
   const socklen_t len = addr_len(addr);
   if (!len) return EAFNOSUPPORT;
   if (c->registry_fd >= 0 || c->tcp_fd >= 0) return EINVAL;
@@ -68,6 +65,8 @@ int bind_locked(CmId* c, const sockaddr* addr) {
   if (c->state == State::kIdle) c->state = State::kBound;
   return 0;
 }
+
+namespace {
 
 // Asks the kernel's routing for `dst` (a unicast address): 0 and the source address it would
 // pick (port 0) in `out`, or the errno of an address with no route.
@@ -127,21 +126,6 @@ err:
 }  // namespace
 
 extern "C" {
-
-rdma_event_channel* rdma_create_event_channel(void) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
-  auto* c = new Channel;
-  c->ch.fd = fds[0];
-  c->write_fd = fds[1];
-  return &c->ch;
-}
-
-void rdma_destroy_event_channel(rdma_event_channel* channel) {
-  if (!channel) return;
-  std::lock_guard lock(mutex());
-  destroy_channel(cm::channel(channel));
-}
 
 int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
@@ -555,119 +539,6 @@ int rdma_disconnect(rdma_cm_id* id) {
   return complete(c);
 }
 
-int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
-  if (!channel || !event) return fail(EINVAL);
-  Channel* ch = cm::channel(channel);
-  {
-    std::unique_lock lock(mutex());
-    if (ch->closed) {
-      // Called on a channel already destroyed (an event thread racing the program's exit):
-      // as with a reader that was already waiting, the call stays blocked.
-      lock.unlock();
-      for (;;) pause();
-    }
-  }
-  for (;;) {
-    std::uint8_t b;
-    ssize_t n = read(ch->ch.fd, &b, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {
-      // The channel was destroyed under this call. With the kernel's rdma_cm the call
-      // would stay blocked (programs destroy the channel while their event thread
-      // waits, then exit): so does this one.
-      for (;;) pause();
-    }
-    if (n < 0) {
-      if (errno == EBADF) {  // destroyed while this call began: stay blocked, as above
-        std::unique_lock lock(mutex());
-        if (ch->closed) {
-          lock.unlock();
-          for (;;) pause();
-        }
-        errno = EBADF;
-      }
-      return -1;  // EAGAIN on a non-blocking channel
-    }
-    std::unique_lock lock(mutex());
-    if (ch->closed) {  // destroyed after the byte was read: stay blocked, as above
-      lock.unlock();
-      for (;;) pause();
-    }
-    if (ch->queue.empty()) {  // the byte of an event dropped by rdma_destroy_id
-      if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
-      continue;
-    }
-    Event* e = ch->queue.front();
-    ch->queue.pop_front();
-    e->queued_on = nullptr;
-    e->owner->transport->take_event(e);
-    *event = &e->ev;
-    return 0;
-  }
-}
-
-int rdma_ack_cm_event(rdma_cm_event* event) {
-  if (!event) return fail(EINVAL);
-  auto* e = reinterpret_cast<Event*>(event);
-  std::lock_guard lock(mutex());
-  e->owner->events_out--;
-  maybe_free(e->owner);
-  delete e;
-  acked().notify_all();
-  return 0;
-}
-
-int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
-  if (!id) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  // As librdmacm: a synchronous id stays one only by moving to a channel of the caller's.
-  if (c->sync && !channel) return fail(EINVAL);
-  bool sync = false;
-  if (!channel) {
-    channel = rdma_create_event_channel();
-    if (!channel) return -1;
-    sync = true;
-  }
-  // A synchronous id's last event (the one its call waited for) is acked first, as
-  // librdmacm does: nobody else will, and rdma_destroy_id would wait for it.
-  if (c->sync && id->event) {
-    rdma_ack_cm_event(id->event);
-    id->event = nullptr;
-  }
-  std::unique_lock lock(mutex());
-  Channel* old = c->channel;
-  const bool old_private = c->sync;
-  // Events of this id still queued move along with it.
-  std::deque<Event*> keep, moved;
-  for (Event* e : old->queue) (e->owner == c ? moved : keep).push_back(e);
-  std::uint8_t b;
-  if (!old->closed) {
-    for (std::size_t i = 0; i < moved.size(); ++i) (void)!read(old->ch.fd, &b, 1);
-  }
-  old->queue = std::move(keep);
-  c->channel = cm::channel(channel);
-  c->sync = sync;
-  id->channel = channel;
-  for (Event* e : moved) {
-    e->queued_on = c->channel;
-    c->channel->queue.push_back(e);
-    b = 1;
-    (void)!write(c->channel->write_fd, &b, 1);
-  }
-  if (old_private) destroy_channel(old);
-  // As the kernel's rdma_cm: the call returns once the events of this id handed out on
-  // the old channel have been acked, so none is processed there afterwards.
-  acked().wait(lock, [&] {
-    int queued = 0;
-    for (const Event* e : c->channel->queue) queued += e->owner == c;
-    if (c->request_channel && c->request_channel != c->channel && !c->request_channel->closed) {
-      for (const Event* e : c->request_channel->queue) queued += e->owner == c;
-    }
-    return c->events_out <= queued;
-  });
-  return 0;
-}
-
 int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
   if (!id || !optval) return fail(EINVAL);
   CmId* c = cm_id(id);
@@ -726,20 +597,6 @@ void rdma_free_devices(ibv_context** list) {
   std::free(list);
 }
 
-const char* rdma_event_str(rdma_cm_event_type event) {
-  static const char* const names[] = {
-      "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
-      "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
-      "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
-      "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
-      "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
-      "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
-      "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
-      "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
-  const auto i = static_cast<unsigned>(event);
-  return i < sizeof names / sizeof names[0] ? names[i] : "UNKNOWN EVENT";
-}
-
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   if (!id || !qp_attr || !qp_attr_mask) return fail(EINVAL);
   std::lock_guard lock(mutex());
@@ -761,78 +618,6 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
   if (!id || !ece) return fail(EINVAL);
   std::lock_guard lock(mutex());
   *ece = cm_id(id)->remote_ece;
-  return 0;
-}
-
-int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
-  if (!id || !attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) || !attr->addr) {
-    return fail(EINVAL);
-  }
-  if (attr->comp_mask & ~(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) {
-    return fail(EINVAL);
-  }
-  const std::uint32_t flags = (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)
-                                  ? attr->join_flags
-                                  : std::uint32_t{RDMA_MC_JOIN_FLAG_FULLMEMBER};
-  if (flags >= RDMA_MC_JOIN_FLAG_RESERVED) return fail(EINVAL);
-  if (!is_multicast(attr->addr) || id->qp_type != IBV_QPT_UD) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  std::lock_guard lock(mutex());
-  if (!id->verbs) {  // not bound: the device's own address
-    sockaddr_storage src{};
-    sockaddr_of(agent_gid(), 0, src);
-    int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));
-    if (rc) return fail(rc);
-  }
-  Multicast m;
-  std::memcpy(&m.addr, attr->addr, addr_len(attr->addr));
-  m.mgid = gid_of(attr->addr);
-  m.context = context;
-  int status = 0;
-  if (id->qp && flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
-    ibv_gid g;
-    std::memcpy(g.raw, m.mgid.data(), 16);
-    status = ibv_attach_mcast(id->qp, &g, 0);
-    m.attached = status == 0;
-  }
-  c->mcast.push_back(m);
-  Event* ev = make_event(c, status ? RDMA_CM_EVENT_MULTICAST_ERROR : RDMA_CM_EVENT_MULTICAST_JOIN,
-                         status ? -status : 0);
-  auto& ud = ev->ev.param.ud;
-  ud.private_data = context;
-  ud.ah_attr.is_global = 1;
-  std::memcpy(ud.ah_attr.grh.dgid.raw, m.mgid.data(), 16);
-  ud.ah_attr.grh.sgid_index = agent_sgid_index();
-  ud.ah_attr.grh.hop_limit = 1;
-  ud.ah_attr.grh.traffic_class = c->tos;
-  ud.ah_attr.port_num = 1;
-  ud.qp_num = 0xFFFFFF;
-  ud.qkey = RDMA_UDP_QKEY;
-  deliver(ev);
-  return 0;
-}
-
-int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
-  rdma_cm_join_mc_attr_ex attr{};
-  attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS;
-  attr.addr = addr;
-  return rdma_join_multicast_ex(id, &attr, context);
-}
-
-int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
-  if (!id || !addr_len(addr)) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  std::lock_guard lock(mutex());
-  const wire::Gid16 g16 = gid_of(addr);
-  auto it = std::find_if(c->mcast.begin(), c->mcast.end(),
-                         [&](const Multicast& m) { return m.mgid == g16; });
-  if (it == c->mcast.end()) return fail(EADDRNOTAVAIL);
-  if (it->attached && id->qp) {
-    ibv_gid g;
-    std::memcpy(g.raw, g16.data(), 16);
-    ibv_detach_mcast(id->qp, &g, 0);
-  }
-  c->mcast.erase(it);
   return 0;
 }
 
