@@ -1,8 +1,7 @@
 // The process's CM agent: one thread that owns the GSI QP, answers registry queries,
 // runs the IB CM protocol (REQ/REP/RTU/REJ/MRA/DREQ/DREP, SIDR) for every rdma_cm_id,
-// retransmits and times out, and queues rdma_cm events on the ids' channels. Its parts:
-// agent.cpp (loop), cm_handlers.cpp, mad_senders.cpp, cm_timers.cpp, id_lifetime.cpp and
-// qp_driving.cpp, sharing cm/agent_internal.h.
+// retransmits and times out, and queues rdma_cm events on the ids' channels (its files share
+// cm/agent_internal.h).
 // Functions here expect cm::mutex() held unless they say otherwise.
 #pragma once
 
