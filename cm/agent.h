@@ -1,6 +1,7 @@
 // The process's CM agent: one thread that owns the GSI QP, answers registry queries,
 // runs the IB CM protocol (REQ/REP/RTU/REJ/MRA/DREQ/DREP, SIDR) for every rdma_cm_id,
-// retransmits and times out, and queues rdma_cm events on the ids' channels.
+// retransmits and times out, and queues rdma_cm events on the ids' channels (its files share
+// cm/agent_internal.h).
 // Functions here expect cm::mutex() held unless they say otherwise.
 #pragma once
 
@@ -64,7 +65,8 @@ void flush_sends();
 // Ends a connection locally: timewait, then TIMEWAIT_EXIT if the id still exists.
 void enter_timewait(CmId* id);
 
-// QP transitions the way librdmacm makes them (rdma_init_qp_attr's values).
+// QP transitions the way librdmacm makes them over the IB CM (rdma_init_qp_attr's values;
+// iWARP's are its Transport's, cm/transport.h). In cm/qp_driving.cpp.
 int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask);
 int qp_to_rtr_rts(CmId* id);  // INIT (again, with the final access flags), RTR, RTS
 int qp_to_err(CmId* id);

@@ -1,6 +1,7 @@
-// The rdma_cm calls of rdma-core 44's librdmacm.so.1 (RDMACM_1.0 … 1.3) over the CM agent.
+// The rdma_cm calls of rdma-core 44's librdmacm.so.1 (RDMACM_1.0 … 1.3) over the CM agent, on
+// ids and their QPs; what differs by transport is the id's Transport (cm/transport.h). The
+// event channel calls are in cm/api_events.cpp, the multicast ones in cm/api_multicast.cpp.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,48 +10,22 @@
 #include <cstdlib>
 #include <cstring>
 #include <optional>
-#include <thread>
 
 #include "cm/agent.h"
+#include "cm/api_common.h"
 #include "cm/iwarp_conn.h"
 #include "cm/registry.h"
+#include "cm/sockaddr.h"
+#include "cm/transport.h"
 
 using namespace softrdma;
 using namespace softrdma::cm;
 
 namespace {
 
-int fail(int err) {
-  errno = err;
-  return -1;
-}
-
-socklen_t addr_len(const sockaddr* a) {
-  if (!a) return 0;
-  if (a->sa_family == AF_INET) return sizeof(sockaddr_in);
-  if (a->sa_family == AF_INET6) return sizeof(sockaddr_in6);
-  return 0;
-}
-
-std::uint16_t port_of(const sockaddr* a) {
-  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
-  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
-  return 0;
-}
-
-void set_port(sockaddr* a, std::uint16_t port) {
-  if (a->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(port);
-  if (a->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
-}
-
-bool is_multicast(const sockaddr* a) {
-  if (a->sa_family == AF_INET) {
-    return IN_MULTICAST(ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr));
-  }
-  if (a->sa_family == AF_INET6) {
-    return IN6_IS_ADDR_MULTICAST(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
-  }
-  return false;
+// The device's CM: the one choice between the transports (rdma-core's providers).
+const Transport& device_transport() {
+  return iwarp_mode() ? iwarp_cm_transport() : ib_cm_transport();
 }
 
 ibv_qp_type qp_type_of(rdma_port_space ps) {
@@ -74,63 +49,24 @@ int complete(CmId* c) {
   return 0;
 }
 
-// Binds `c` to `addr` (port 0: an ephemeral one). Caller holds the lock.
-int bind_locked(CmId* c, const sockaddr* addr) {
+}  // namespace
+
+int softrdma::cm::bind_locked(CmId* c, const sockaddr* addr) {
   const socklen_t len = addr_len(addr);
   if (!len) return EAFNOSUPPORT;
   if (c->registry_fd >= 0 || c->tcp_fd >= 0) return EINVAL;
   if (!registry::is_local(addr)) return EADDRNOTAVAIL;
-  if (iwarp_mode()) {  // a real TCP socket: the kernel owns iWARP ports
-    int rc = iw_bind(c, addr);
-    if (rc) return rc;
-    c->wildcard = registry::is_wildcard(addr);
-    c->id.verbs = agent_context();
-    c->id.pd = agent_pd();
-    c->id.port_num = 1;
-    ibv_gid g{};
-    ibv_query_gid(c->id.verbs, 1, 0, &g);
-    c->id.route.addr.addr.ibaddr.sgid = g;
-    if (c->state == State::kIdle) c->state = State::kBound;
-    return 0;
-  }
-  std::uint16_t port = port_of(addr);
-  int fd = registry::claim(static_cast<std::uint16_t>(c->id.ps), addr, port);
-  if (fd < 0) return -fd;
-  c->registry_fd = fd;
+  int rc = c->transport->bind(c, addr);
+  if (rc) return rc;
   c->wildcard = registry::is_wildcard(addr);
-  std::memcpy(&c->id.route.addr.src_storage, addr, len);
-  set_port(&c->id.route.addr.src_addr, port);
   c->id.verbs = agent_context();
   c->id.pd = agent_pd();
   c->id.port_num = 1;
-  std::memcpy(c->id.route.addr.addr.ibaddr.sgid.raw, agent_gid().data(), 16);
-  c->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
   if (c->state == State::kIdle) c->state = State::kBound;
-  watch_registry(c);
   return 0;
 }
 
-// Where the CM agent that answers for `dst` is: a local listener's device, our own
-// device when nobody on this host holds the port (our agent then rejects the REQ), or
-// the address itself for another host.
-// `patience`: how long a port nobody holds on this host may take to be bound (a server
-// that closes one listener and opens the next on the same port, as perftest does).
-wire::Gid16 peer_for(CmId* c, const sockaddr* dst,
-                     std::chrono::milliseconds patience = std::chrono::milliseconds(0)) {
-  if (is_multicast(dst) || iwarp_mode()) return gid_of(dst);
-  if (registry::is_local(dst)) {
-    const auto until = std::chrono::steady_clock::now() + patience;
-    for (;;) {
-      auto ans = registry::lookup(static_cast<std::uint16_t>(c->id.ps), dst, port_of(dst));
-      if (ans.found && ans.gid != wire::Gid16{} && ans.listening) return ans.gid;
-      if (std::chrono::steady_clock::now() >= until) {
-        return ans.found && ans.gid != wire::Gid16{} ? ans.gid : agent_gid();
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  return gid_of(dst);
-}
+namespace {
 
 // Asks the kernel's routing for `dst` (a unicast address): 0 and the source address it would
 // pick (port 0) in `out`, or the errno of an address with no route.
@@ -149,31 +85,6 @@ int route_to(const sockaddr* dst, sockaddr_storage& out) {
   close(fd);
   if (!err) set_port(reinterpret_cast<sockaddr*>(&out), 0);
   return err;
-}
-
-// What librdmacm does on the application's thread as it hands an event out: a connect
-// response for an id with a QP brings the QP up and sends the RTU (then ESTABLISHED); a
-// rejection moves the id's QP to the error state. Caller holds the lock.
-void take_event(Event* e) {
-  CmId* id = e->owner;
-  if (e->establish && id->state == State::kRepRcvd) {
-    e->establish = false;
-    if (!id->id.qp) return;  // CONNECT_RESPONSE: the application calls rdma_establish
-    const int rc = qp_to_rtr_rts(id);
-    if (rc) {
-      send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
-      id->state = State::kClosed;
-      qp_to_err(id);
-      e->ev.event = RDMA_CM_EVENT_CONNECT_ERROR;
-      e->ev.status = -rc;
-      return;
-    }
-    send_rtu(id);
-    id->state = State::kEstablished;
-    e->ev.event = RDMA_CM_EVENT_ESTABLISHED;
-    return;
-  }
-  if (e->ev.event == RDMA_CM_EVENT_REJECTED && !iwarp_mode()) qp_to_err(id);
 }
 
 ibv_mtu active_mtu() {
@@ -216,21 +127,6 @@ err:
 
 extern "C" {
 
-rdma_event_channel* rdma_create_event_channel(void) {
-  int fds[2];
-  if (pipe2(fds, O_CLOEXEC) != 0) return nullptr;
-  auto* c = new Channel;
-  c->ch.fd = fds[0];
-  c->write_fd = fds[1];
-  return &c->ch;
-}
-
-void rdma_destroy_event_channel(rdma_event_channel* channel) {
-  if (!channel) return;
-  std::lock_guard lock(mutex());
-  destroy_channel(cm::channel(channel));
-}
-
 int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
                    rdma_port_space ps) {
   if (!id) return fail(EINVAL);
@@ -257,6 +153,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   c->id.ps = ps;
   c->id.qp_type = qp_type_of(ps);
   std::lock_guard lock(mutex());
+  c->transport = &device_transport();
   track(c);
   *id = &c->id;
   return 0;
@@ -275,32 +172,7 @@ int rdma_destroy_id(rdma_cm_id* id) {
   c->destroying = true;
   discard_queued(c);
   acked().wait(lock, [&] { return c->events_out == 0; });
-  if (iwarp_mode()) {
-    iw_destroy(c);
-    c->state = State::kClosed;
-  }
-  switch (c->state) {
-    case State::kEstablished:
-    case State::kRepSent:
-    case State::kRepRcvd:
-      if (id->qp_type != IBV_QPT_UD) send_dreq(c);  // id->qp may be gone: not touched
-      break;
-    case State::kReqRcvd:
-      send_rej(c, wire::rej_reason::kConsumerDefined, nullptr, 0);
-      break;
-    case State::kSidrReqRcvd:
-      send_sidr_rep(c, wire::sidr_status::kRejected, nullptr, 0);
-      break;
-    case State::kReqSent:
-    case State::kSidrReqSent:
-      c->waiting = false;
-      break;
-    default:
-      break;
-  }
-  if (c->state == State::kDreqSent && c->id.qp_type != IBV_QPT_UD) {
-    // keep retransmitting the DREQ; the id is freed when that ends
-  }
+  c->transport->destroy(c);
   for (auto& m : c->mcast) {
     if (m.attached && id->qp) {
       ibv_gid g;
@@ -336,7 +208,7 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
   }
   // Asked without the lock: the holder of the port may be this very process, whose
   // agent answers the registry under that lock.
-  const wire::Gid16 peer = peer_for(c, dst_addr);
+  const wire::Gid16 peer = c->transport->peer_for(c, dst_addr, std::chrono::milliseconds(0));
   {
     std::lock_guard lock(mutex());
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
@@ -435,7 +307,7 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     ibv_qp_attr a{};
     int mask = 0;
     a.qp_state = IBV_QPS_INIT;
-    rc = init_qp_attr(c, &a, &mask);
+    rc = c->transport->init_qp_attr(c, &a, &mask);
     if (!rc) rc = ibv_modify_qp(qp, &a, mask);
     if (!rc && attr->qp_type == IBV_QPT_UD) {
       a.qp_state = IBV_QPS_RTR;
@@ -488,7 +360,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
   const sockaddr* dst = &id->route.addr.dst_addr;
   std::optional<wire::Gid16> fresh;
   if (dst->sa_family != AF_UNSPEC && registry::is_local(dst)) {
-    fresh = peer_for(c, dst, std::chrono::milliseconds(250));
+    fresh = c->transport->peer_for(c, dst, std::chrono::milliseconds(250));
   }
   {
     std::lock_guard lock(mutex());
@@ -504,10 +376,7 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
     if (fresh) c->peer_gid = *fresh;
     const auto* pdata = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
     const std::size_t plen = param && pdata ? param->private_data_len : 0;
-    int rc;
-    if (id->qp_type == IBV_QPT_UD) {
-      rc = send_sidr_req(c, pdata, plen);
-    } else {
+    if (id->qp_type != IBV_QPT_UD) {
       c->initiator_depth =
           static_cast<std::uint8_t>((!param || param->initiator_depth == RDMA_MAX_INIT_DEPTH)
                                         ? std::min(da.max_qp_init_rd_atom, 255)
@@ -520,8 +389,8 @@ int rdma_connect(rdma_cm_id* id, rdma_conn_param* param) {
       c->rnr_retry_count = param ? param->rnr_retry_count : 7;
       c->qp_num = param ? param->qp_num : 0;
       c->srq = param ? param->srq != 0 : false;
-      rc = iwarp_mode() ? iw_connect(c, param) : send_req(c, pdata, plen);
     }
+    int rc = c->transport->connect(c, param, pdata, plen);
     if (rc) return fail(rc);
   }
   return complete(c);
@@ -532,11 +401,8 @@ int rdma_establish(rdma_cm_id* id) {
   CmId* c = cm_id(id);
   std::lock_guard lock(mutex());
   if (c->state != State::kRepRcvd) return fail(EINVAL);
-  int rc = send_rtu(c);
-  if (rc) return fail(rc);
-  c->state = State::kEstablished;
-  flush_sends();
-  return 0;
+  int rc = c->transport->establish(c);
+  return rc ? fail(rc) : 0;
 }
 
 int rdma_listen(rdma_cm_id* id, int backlog) {
@@ -551,10 +417,8 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
   }
   if (c->state != State::kBound) return fail(EINVAL);
   c->backlog = backlog > 0 ? backlog : 1024;
-  if (iwarp_mode()) {
-    int rc = iw_listen(c, backlog);
-    if (rc) return fail(rc);
-  }
+  int rc = c->transport->listen(c, backlog);
+  if (rc) return fail(rc);
   c->state = State::kListen;
   return 0;
 }
@@ -600,7 +464,7 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
     const std::size_t plen = param && pdata ? param->private_data_len : 0;
     if (c->state == State::kSidrReqRcvd) {
       if (!id->qp && param) c->qp_num = param->qp_num;
-      int rc = send_sidr_rep(c, wire::sidr_status::kSuccess, pdata, plen);
+      int rc = c->transport->accept(c, param, pdata, plen);
       return rc ? fail(rc) : 0;
     }
     if (c->state != State::kReqRcvd) return fail(EINVAL);
@@ -625,21 +489,9 @@ int rdma_accept(rdma_cm_id* id, rdma_conn_param* param) {
         c->srq = param->srq != 0;
       }
     }
-    if (iwarp_mode()) {
-      int rc = iw_accept(c, param);
-      if (rc) return fail(rc);
-      goto wait;
-    }
-    c->local_psn = c->local_psn ? c->local_psn : 1;
-    int rc = qp_to_rtr_rts(c);
-    if (rc) {
-      qp_to_err(c);
-      return fail(rc);
-    }
-    rc = send_rep(c, pdata, plen);
+    int rc = c->transport->accept(c, param, pdata, plen);
     if (rc) return fail(rc);
   }
-wait:
   return complete(c);
 }
 
@@ -647,21 +499,9 @@ static int reject_common(rdma_cm_id* id, const void* private_data, uint8_t len) 
   if (!id) return fail(EINVAL);
   CmId* c = cm_id(id);
   std::lock_guard lock(mutex());
-  const auto* p = static_cast<const std::uint8_t*>(private_data);
-  if (c->state == State::kSidrReqRcvd) {
-    send_sidr_rep(c, wire::sidr_status::kRejected, p, p ? len : 0);
-    return 0;
-  }
-  if (c->state != State::kReqRcvd) return fail(EINVAL);
-  if (iwarp_mode()) {
-    int rc = iw_reject(c, private_data, len);
-    return rc ? fail(rc) : 0;
-  }
-  if (len > wire::kRejPrivate) return fail(EINVAL);
-  send_rej(c, wire::rej_reason::kConsumerDefined, p, p ? len : 0);
-  c->state = State::kClosed;
-  flush_sends();
-  return 0;
+  if (c->state != State::kSidrReqRcvd && c->state != State::kReqRcvd) return fail(EINVAL);
+  int rc = c->transport->reject(c, private_data, len);
+  return rc ? fail(rc) : 0;
 }
 
 int rdma_reject(rdma_cm_id* id, const void* private_data, uint8_t private_data_len) {
@@ -691,148 +531,12 @@ int rdma_disconnect(rdma_cm_id* id) {
   {
     std::lock_guard lock(mutex());
     if (id->qp_type == IBV_QPT_UD) return fail(EINVAL);
-    if (iwarp_mode()) {
-      const bool first = c->state == State::kEstablished;
-      int rc = iw_disconnect(c);
-      if (rc) return fail(rc);
-      if (!first && (!c->sync || c->channel->queue.empty())) return 0;
-      goto wait;
-    }
-    qp_to_err(c);
-    switch (c->state) {
-      case State::kEstablished:
-      case State::kRepSent:
-      case State::kRepRcvd: {
-        int rc = send_dreq(c);
-        if (rc) return fail(rc);
-        flush_sends();
-        break;
-      }
-      case State::kDreqSent:
-      case State::kTimewait:
-      case State::kClosed:
-        // The peer disconnected first: its DISCONNECTED event is already queued (or read).
-        if (!c->sync || c->channel->queue.empty()) return 0;
-        break;
-      default:
-        return fail(EINVAL);
-    }
+    bool wait = false;
+    int rc = c->transport->disconnect(c, wait);
+    if (rc) return fail(rc);
+    if (!wait) return 0;
   }
-wait:
   return complete(c);
-}
-
-int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** event) {
-  if (!channel || !event) return fail(EINVAL);
-  Channel* ch = cm::channel(channel);
-  {
-    std::unique_lock lock(mutex());
-    if (ch->closed) {
-      // Called on a channel already destroyed (an event thread racing the program's exit):
-      // as with a reader that was already waiting, the call stays blocked.
-      lock.unlock();
-      for (;;) pause();
-    }
-  }
-  for (;;) {
-    std::uint8_t b;
-    ssize_t n = read(ch->ch.fd, &b, 1);
-    if (n < 0 && errno == EINTR) continue;
-    if (n == 0) {
-      // The channel was destroyed under this call. With the kernel's rdma_cm the call
-      // would stay blocked (programs destroy the channel while their event thread
-      // waits, then exit): so does this one.
-      for (;;) pause();
-    }
-    if (n < 0) {
-      if (errno == EBADF) {  // destroyed while this call began: stay blocked, as above
-        std::unique_lock lock(mutex());
-        if (ch->closed) {
-          lock.unlock();
-          for (;;) pause();
-        }
-        errno = EBADF;
-      }
-      return -1;  // EAGAIN on a non-blocking channel
-    }
-    std::unique_lock lock(mutex());
-    if (ch->closed) {  // destroyed after the byte was read: stay blocked, as above
-      lock.unlock();
-      for (;;) pause();
-    }
-    if (ch->queue.empty()) {  // the byte of an event dropped by rdma_destroy_id
-      if (fcntl(ch->ch.fd, F_GETFL) & O_NONBLOCK) return fail(EAGAIN);
-      continue;
-    }
-    Event* e = ch->queue.front();
-    ch->queue.pop_front();
-    e->queued_on = nullptr;
-    take_event(e);
-    *event = &e->ev;
-    return 0;
-  }
-}
-
-int rdma_ack_cm_event(rdma_cm_event* event) {
-  if (!event) return fail(EINVAL);
-  auto* e = reinterpret_cast<Event*>(event);
-  std::lock_guard lock(mutex());
-  e->owner->events_out--;
-  maybe_free(e->owner);
-  delete e;
-  acked().notify_all();
-  return 0;
-}
-
-int rdma_migrate_id(rdma_cm_id* id, rdma_event_channel* channel) {
-  if (!id) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  // As librdmacm: a synchronous id stays one only by moving to a channel of the caller's.
-  if (c->sync && !channel) return fail(EINVAL);
-  bool sync = false;
-  if (!channel) {
-    channel = rdma_create_event_channel();
-    if (!channel) return -1;
-    sync = true;
-  }
-  // A synchronous id's last event (the one its call waited for) is acked first, as
-  // librdmacm does: nobody else will, and rdma_destroy_id would wait for it.
-  if (c->sync && id->event) {
-    rdma_ack_cm_event(id->event);
-    id->event = nullptr;
-  }
-  std::unique_lock lock(mutex());
-  Channel* old = c->channel;
-  const bool old_private = c->sync;
-  // Events of this id still queued move along with it.
-  std::deque<Event*> keep, moved;
-  for (Event* e : old->queue) (e->owner == c ? moved : keep).push_back(e);
-  std::uint8_t b;
-  if (!old->closed) {
-    for (std::size_t i = 0; i < moved.size(); ++i) (void)!read(old->ch.fd, &b, 1);
-  }
-  old->queue = std::move(keep);
-  c->channel = cm::channel(channel);
-  c->sync = sync;
-  id->channel = channel;
-  for (Event* e : moved) {
-    e->queued_on = c->channel;
-    c->channel->queue.push_back(e);
-    b = 1;
-    (void)!write(c->channel->write_fd, &b, 1);
-  }
-  if (old_private) destroy_channel(old);
-  // As the kernel's rdma_cm: the call returns once the events of this id handed out on
-  // the old channel have been acked, so none is processed there afterwards.
-  acked().wait(lock, [&] {
-    int queued = 0;
-    for (const Event* e : c->channel->queue) queued += e->owner == c;
-    if (c->request_channel && c->request_channel != c->channel && !c->request_channel->closed) {
-      for (const Event* e : c->request_channel->queue) queued += e->owner == c;
-    }
-    return c->events_out <= queued;
-  });
-  return 0;
 }
 
 int rdma_set_option(rdma_cm_id* id, int level, int optname, void* optval, size_t optlen) {
@@ -893,24 +597,11 @@ void rdma_free_devices(ibv_context** list) {
   std::free(list);
 }
 
-const char* rdma_event_str(rdma_cm_event_type event) {
-  static const char* const names[] = {
-      "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
-      "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
-      "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
-      "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
-      "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
-      "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
-      "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
-      "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
-  const auto i = static_cast<unsigned>(event);
-  return i < sizeof names / sizeof names[0] ? names[i] : "UNKNOWN EVENT";
-}
-
 int rdma_init_qp_attr(rdma_cm_id* id, ibv_qp_attr* qp_attr, int* qp_attr_mask) {
   if (!id || !qp_attr || !qp_attr_mask) return fail(EINVAL);
   std::lock_guard lock(mutex());
-  int rc = init_qp_attr(cm_id(id), qp_attr, qp_attr_mask);
+  CmId* c = cm_id(id);
+  int rc = c->transport->init_qp_attr(c, qp_attr, qp_attr_mask);
   return rc ? fail(rc) : 0;
 }
 
@@ -927,78 +618,6 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
   if (!id || !ece) return fail(EINVAL);
   std::lock_guard lock(mutex());
   *ece = cm_id(id)->remote_ece;
-  return 0;
-}
-
-int rdma_join_multicast_ex(rdma_cm_id* id, rdma_cm_join_mc_attr_ex* attr, void* context) {
-  if (!id || !attr || !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) || !attr->addr) {
-    return fail(EINVAL);
-  }
-  if (attr->comp_mask & ~(RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)) {
-    return fail(EINVAL);
-  }
-  const std::uint32_t flags = (attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS)
-                                  ? attr->join_flags
-                                  : std::uint32_t{RDMA_MC_JOIN_FLAG_FULLMEMBER};
-  if (flags >= RDMA_MC_JOIN_FLAG_RESERVED) return fail(EINVAL);
-  if (!is_multicast(attr->addr) || id->qp_type != IBV_QPT_UD) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  std::lock_guard lock(mutex());
-  if (!id->verbs) {  // not bound: the device's own address
-    sockaddr_storage src{};
-    sockaddr_of(agent_gid(), 0, src);
-    int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&src));
-    if (rc) return fail(rc);
-  }
-  Multicast m;
-  std::memcpy(&m.addr, attr->addr, addr_len(attr->addr));
-  m.mgid = gid_of(attr->addr);
-  m.context = context;
-  int status = 0;
-  if (id->qp && flags != RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER) {
-    ibv_gid g;
-    std::memcpy(g.raw, m.mgid.data(), 16);
-    status = ibv_attach_mcast(id->qp, &g, 0);
-    m.attached = status == 0;
-  }
-  c->mcast.push_back(m);
-  Event* ev = make_event(c, status ? RDMA_CM_EVENT_MULTICAST_ERROR : RDMA_CM_EVENT_MULTICAST_JOIN,
-                         status ? -status : 0);
-  auto& ud = ev->ev.param.ud;
-  ud.private_data = context;
-  ud.ah_attr.is_global = 1;
-  std::memcpy(ud.ah_attr.grh.dgid.raw, m.mgid.data(), 16);
-  ud.ah_attr.grh.sgid_index = agent_sgid_index();
-  ud.ah_attr.grh.hop_limit = 1;
-  ud.ah_attr.grh.traffic_class = c->tos;
-  ud.ah_attr.port_num = 1;
-  ud.qp_num = 0xFFFFFF;
-  ud.qkey = RDMA_UDP_QKEY;
-  deliver(ev);
-  return 0;
-}
-
-int rdma_join_multicast(rdma_cm_id* id, sockaddr* addr, void* context) {
-  rdma_cm_join_mc_attr_ex attr{};
-  attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS;
-  attr.addr = addr;
-  return rdma_join_multicast_ex(id, &attr, context);
-}
-
-int rdma_leave_multicast(rdma_cm_id* id, sockaddr* addr) {
-  if (!id || !addr_len(addr)) return fail(EINVAL);
-  CmId* c = cm_id(id);
-  std::lock_guard lock(mutex());
-  const wire::Gid16 g16 = gid_of(addr);
-  auto it = std::find_if(c->mcast.begin(), c->mcast.end(),
-                         [&](const Multicast& m) { return m.mgid == g16; });
-  if (it == c->mcast.end()) return fail(EADDRNOTAVAIL);
-  if (it->attached && id->qp) {
-    ibv_gid g;
-    std::memcpy(g.raw, g16.data(), 16);
-    ibv_detach_mcast(id->qp, &g, 0);
-  }
-  c->mcast.erase(it);
   return 0;
 }
 

@@ -64,8 +64,11 @@ struct Multicast {
   bool attached = false;
 };
 
+class Transport;
+
 struct CmId {
-  rdma_cm_id id{};  // first: applications get &id
+  rdma_cm_id id{};                       // first: applications get &id
+  const Transport* transport = nullptr;  // its device's CM (cm/transport.h), set at creation
   Channel* channel = nullptr;
   bool sync = false;  // created with a NULL channel: calls wait for their event
   State state = State::kIdle;

@@ -1,0 +1,108 @@
+// The CM agent's timers: MAD retransmission and response timeouts, timewait, and the end of
+// the connections of a peer process on this host that went away.
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+
+#include "cm/agent_internal.h"
+
+namespace softrdma::cm {
+namespace {
+
+void on_timeout(CmId* id) {
+  if (id->retries_left > 0) {
+    id->retries_left--;
+    id->deadline = Clock::now() + id->resp_timeout;
+    send_mad(id, id->peer_gid);
+    return;
+  }
+  id->waiting = false;
+  switch (id->state) {
+    case State::kReqSent:
+    case State::kRepSent:
+    case State::kSidrReqSent:
+      id->state = State::kClosed;
+      if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
+      break;
+    case State::kDreqSent:
+      id->state = State::kTimewait;
+      disconnected(id);
+      break;
+    default:
+      break;
+  }
+}
+
+// A peer process on this host ended: its connections end as if it had sent DREQs.
+void peer_gone(const wire::Gid16& peer) {
+  auto ids = agent().ids;
+  for (CmId* id : ids) {
+    if (id->peer_gid != peer) continue;
+    switch (id->state) {
+      case State::kEstablished:
+      case State::kRepSent:
+      case State::kRepRcvd:
+      case State::kDreqSent:
+        id->state = State::kTimewait;
+        disconnected(id);
+        break;
+      case State::kReqSent:
+      case State::kSidrReqSent:
+        id->waiting = false;
+        id->state = State::kClosed;
+        if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ECONNRESET));
+        break;
+      default:
+        break;
+    }
+    maybe_free(id);
+  }
+}
+
+}  // namespace
+
+void disconnected(CmId* id) {
+  id->waiting = false;
+  enter_timewait(id);
+  if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0));
+}
+
+void enter_timewait(CmId* id) {
+  id->timewait = true;
+  id->timewait_end = Clock::now() + kTimewait;
+  wake();
+}
+
+int run_timers() {
+  const auto now = Clock::now();
+  auto next = now + std::chrono::seconds(1);
+  auto& gone = agent().gone;
+  for (auto it = gone.begin(); it != gone.end();) {
+    if (it->second <= now) {
+      const wire::Gid16 peer = it->first;
+      it = gone.erase(it);
+      peer_gone(peer);
+    } else {
+      next = std::min(next, it->second);
+      ++it;
+    }
+  }
+  auto ids = agent().ids;  // handlers may free ids
+  for (CmId* id : ids) {
+    if (id->waiting && id->deadline <= now) on_timeout(id);
+    if (id->timewait && id->timewait_end <= now) {
+      id->timewait = false;
+      if (id->state == State::kTimewait) id->state = State::kClosed;
+      if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_TIMEWAIT_EXIT, 0));
+    }
+    maybe_free(id);
+  }
+  for (CmId* id : agent().ids) {
+    if (id->waiting) next = std::min(next, id->deadline);
+    if (id->timewait) next = std::min(next, id->timewait_end);
+  }
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
+  return static_cast<int>(std::clamp<std::int64_t>(ms + 1, 0, 1000));
+}
+
+}  // namespace softrdma::cm
