@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "../wait_until.h"
 #include "helpers.h"
 
 namespace {
@@ -571,11 +572,9 @@ TEST(CmApi, AForkedChildConnectsOnItsOwnAndLeavesTheParentsPortsAlone) {
   EXPECT_EQ(rdma_bind_addr(held, reinterpret_cast<sockaddr*>(&a)), 0) << std::strerror(errno);
   ASSERT_EQ(write(go[1], "x", 1), 1);
   int status = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   pid_t w = 0;
-  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  softrdma::test::wait_until([&] { return (w = waitpid(pid, &status, WNOHANG)) != 0; },
+                             std::chrono::seconds(30), std::chrono::milliseconds(10));
   if (w == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);

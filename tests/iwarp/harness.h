@@ -19,8 +19,11 @@
 #include <vector>
 
 #include "iwarp/device.h"
+#include "tests/wait_until.h"
 
 namespace softrdma::iwarp::test {
+
+using softrdma::test::wait_until;
 
 using namespace std::chrono_literals;
 
@@ -159,13 +162,15 @@ struct Side {
   }
   // Waits for one completion on `cq`.
   std::optional<rxe::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
-    const auto end = std::chrono::steady_clock::now() + t;
     rxe::Wc wc;
-    while (std::chrono::steady_clock::now() < end) {
-      if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return wc;
-      dev->poll_progress();
-      std::this_thread::sleep_for(50us);
-    }
+    const bool got = wait_until(
+        [&] {
+          if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return true;
+          dev->poll_progress();
+          return false;
+        },
+        t, 50us);
+    if (got) return wc;
     return std::nullopt;
   }
 };

@@ -84,7 +84,8 @@ TEST_F(RcErrors, ExactBoundsSucceed) {
   EXPECT_EQ(write(reinterpret_cast<std::uint64_t>(mem.data() + 4096), mr->rkey, 4096),
             WcStatus::kSuccess);
   EXPECT_TRUE(std::all_of(mem.begin(), mem.begin() + 4096, [](auto x) { return x == 0x44; }));
-  EXPECT_TRUE(std::all_of(mem.begin() + 4096, mem.begin() + 8192, [](auto x) { return x == 0xEE; }));
+  EXPECT_TRUE(
+      std::all_of(mem.begin() + 4096, mem.begin() + 8192, [](auto x) { return x == 0xEE; }));
   EXPECT_TRUE(std::all_of(mem.begin() + 8192, mem.end(), [](auto x) { return x == 0x44; }));
 }
 
@@ -191,9 +192,7 @@ TEST_F(RcErrors, PeerGoneGivesRetryExceeded) {
   EXPECT_EQ(qa->counters().retransmits, 3u);  // retry_cnt retries, then the error
   // The first send and three resends reach B, which has no such QP (the last may still
   // be on its way when the error completes).
-  for (int i = 0; i < 200 && b->dev->counters().rx_unknown_qp < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  wait_until([&] { return b->dev->counters().rx_unknown_qp >= 4; });
   EXPECT_EQ(b->dev->counters().rx_unknown_qp, 4u);
 }
 
@@ -205,9 +204,8 @@ TEST_F(RcErrors, RnrThenSuccessOnceAReceiveIsPosted) {
   Buffer d(*b, 64, kAllAccess);
   const Sge ss = s.sge(0, 64);
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 6, std::span(&ss, 1))), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_TRUE(wait_until([&] { return qb->counters().rnr_naks_sent > 0; }));
   EXPECT_EQ(a->cq->count(), 0u);
-  EXPECT_GT(qb->counters().rnr_naks_sent, 0u);
   const Sge rs = d.sge(0, 64);
   ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
   auto wc = wait_wc(a->cq, 1);
@@ -320,8 +318,7 @@ TEST_F(RcErrors, PacketsFromAnotherPeerAreDroppedAndCounted) {
   ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
   const Sge ss = s.sge(0, 64);
   ASSERT_EQ(qc->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_GT(qb->counters().dropped_wrong_peer, 0u);
+  EXPECT_TRUE(wait_until([&] { return qb->counters().dropped_wrong_peer > 0; }));
   EXPECT_EQ(b->cq->count(), 0u);
 }
 

@@ -25,6 +25,7 @@ namespace {
 using namespace std::chrono_literals;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::wait_until;
 
 ibv_gid gid_at(ibv_context* ctx, int index) {
   ibv_gid g{};
@@ -307,19 +308,19 @@ TEST_F(GidTable, AnAddressVectorFromACompletionSendsFromIndexOne) {
   ASSERT_EQ(ibv_post_send(qp, &sw, &bad_s), 0);
   ibv_wc recv{};
   bool have = false;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!have && std::chrono::steady_clock::now() < deadline) {
+  int n = 0;
+  wait_until([&] {
     ibv_wc wc[2];
-    const int n = ibv_poll_cq(cq, 2, wc);
-    ASSERT_GE(n, 0);
+    n = ibv_poll_cq(cq, 2, wc);
     for (int i = 0; i < n; ++i) {
       if (wc[i].opcode == IBV_WC_RECV) {
         recv = wc[i];
         have = true;
       }
     }
-    if (!n) std::this_thread::sleep_for(100us);
-  }
+    return have || n < 0;
+  });
+  ASSERT_GE(n, 0);
   ASSERT_TRUE(have);
   ASSERT_EQ(recv.status, IBV_WC_SUCCESS);
   ibv_ah_attr back{};

@@ -9,7 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "../wait_until.h"
+
 namespace softrdma::verbs::test {
+
+using softrdma::test::wait_until;
 
 // The device named `name`, opened; nullptr when there is none.
 inline ibv_context* open_by_name(const char* name) {
@@ -27,14 +31,14 @@ inline ibv_context* open_by_name(const char* name) {
 inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
   using namespace std::chrono_literals;
   std::vector<ibv_wc> got;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
-    ibv_wc wc[16];
-    const int n = ibv_poll_cq(cq, 16, wc);
-    if (n < 0) break;
-    got.insert(got.end(), wc, wc + n);
-    if (n == 0) std::this_thread::sleep_for(100us);
-  }
+  wait_until(
+      [&] {
+        ibv_wc wc[16];
+        const int n = ibv_poll_cq(cq, 16, wc);
+        if (n > 0) got.insert(got.end(), wc, wc + n);
+        return n < 0 || got.size() >= want;
+      },
+      10s);
   return got;
 }
 
