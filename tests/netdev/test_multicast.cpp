@@ -20,16 +20,7 @@
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
-
-bool readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
+using namespace test;  // helpers.h
 
 // Sends datagrams seq [first, first+count) to `to`; returns how many were accepted.
 std::size_t send_seq(Netdev& from, const IpAddr& to, std::uint32_t first, std::uint32_t count) {

@@ -30,11 +30,7 @@
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
+using namespace test;  // helpers.h
 
 constexpr const char* kAddrA = "10.97.1.1";
 constexpr const char* kAddrB = "10.97.1.2";
