@@ -97,6 +97,21 @@ def rdma_cm_listening(port):
     return False
 
 
+def run_case(namespace, case):
+    """Runs function `case_<case>` of `namespace` (a script's globals()), then exits: 1 when
+    expect() found failures, 2 for an unknown case, else 0 after printing "ok"."""
+    cases = {name[5:]: fn for name, fn in namespace.items() if name.startswith("case_")}
+    if case not in cases:
+        print("unknown case", case, "; known:", ", ".join(sorted(cases)))
+        sys.exit(2)
+    cases[case]()
+    if failures:
+        print(f"{len(failures)} failure(s)")
+        sys.exit(1)
+    print("ok")
+    sys.exit(0)
+
+
 def rts_qps(softrdma, pids):
     """{pid: `softrdma res qp` row} of the processes in `pids` that have an RC QP in RTS."""
     rows = {}

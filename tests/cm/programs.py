@@ -16,9 +16,8 @@ import tempfile
 import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import (expect, failures, finish, in_netns, low_port as port,  # noqa: E402
-                     rdma_cm_listening, skip, tcp_listening, wait_connected,
-                     wait_for)
+from testlib import (expect, finish, in_netns, low_port as port, rdma_cm_listening,  # noqa: E402
+                     run_case, skip, tcp_listening, wait_connected, wait_for)
 
 softrdma, tshark, case = sys.argv[1:4]
 
@@ -456,12 +455,4 @@ def case_device_iwarp():
     BASE_OPTS[:] = []
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-if case not in CASES:
-    print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
-    sys.exit(2)
-CASES[case]()
-if failures:
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1)
-print("ok")
+run_case(globals(), case)

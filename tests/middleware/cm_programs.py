@@ -19,8 +19,8 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import (failures, low_port as port, rdma_cm_listening, skip,  # noqa: E402
-                     tcp_listening, wait_for)
+from testlib import (failures, low_port as port, rdma_cm_listening, run_case,  # noqa: E402
+                     skip, tcp_listening, wait_for)
 import testlib  # noqa: E402
 
 softrdma, case = sys.argv[1:3]
@@ -372,12 +372,4 @@ def case_rsockets_iperf3():
     iperf3("iperf3 -P 2 over rsockets", ["-t", "1", "-P", "2"])
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-if case not in CASES:
-    print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
-    sys.exit(2)
-CASES[case]()
-if failures:
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1)
-print("ok")
+run_case(globals(), case)

@@ -16,6 +16,7 @@
 #include "netdev/memory.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
+#include "tests/run_command.h"
 
 namespace softrdma::netdev {
 namespace {
@@ -141,7 +142,7 @@ TEST(UdpMulticast, RefusesWhatIsNotAGroupOfItsFamily) {
 // --- UDP over lo in a network namespace of our own
 
 bool run(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  return softrdma::test::succeeds(cmd);
 }
 
 // The scenario, run inside the namespace: two devices on 127.0.0.1 and 127.0.0.2 (port 4791,
