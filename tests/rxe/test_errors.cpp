@@ -24,6 +24,16 @@ class RcErrors : public Pair {
     auto wc = wait_wc(a->cq, 1);
     return wc.empty() ? WcStatus::kGeneralErr : wc[0].status;
   }
+  // Posts a receive of `rs` on B, then a SEND of `ss` from A; the (sender's, receiver's)
+  // completion statuses.
+  std::pair<WcStatus, WcStatus> send(const Sge& rs, const Sge& ss) {
+    EXPECT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+    EXPECT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
+    const auto swc = wait_wc(a->cq, 1);
+    const auto rwc = wait_wc(b->cq, 1);
+    return {swc.empty() ? WcStatus::kGeneralErr : swc[0].status,
+            rwc.empty() ? WcStatus::kGeneralErr : rwc[0].status};
+  }
   Qp *qa = nullptr, *qb = nullptr;
   std::unique_ptr<Buffer> src;
 };
@@ -152,16 +162,8 @@ TEST_F(RcErrors, ReceiveBufferTooSmall) {
   up();
   Buffer s(*a, 4096, kAllAccess);
   Buffer d(*b, 4096, kAllAccess);
-  const Sge rs = d.sge(0, 100);
-  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
-  const Sge ss = s.sge(0, 101);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  auto swc = wait_wc(a->cq, 1);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kRemInvReqErr);
-  EXPECT_EQ(rwc[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(send(d.sge(0, 100), s.sge(0, 101)),
+            std::pair(WcStatus::kRemInvReqErr, WcStatus::kLocLenErr));
 }
 
 TEST_F(RcErrors, BadLocalKeyIsLocalProtectionError) {
@@ -294,15 +296,7 @@ TEST_F(RcErrors, ReceiveBufferWithABadKeyIsRemoteOperationError) {
   Buffer d(*b, 64, kAllAccess, 0x00);
   Sge rs = d.sge(0, 64);
   rs.lkey ^= 0x10;  // the responder cannot place the data
-  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
-  const Sge ss = s.sge(0, 32);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  auto swc = wait_wc(a->cq, 1);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kRemOpErr);
-  EXPECT_EQ(rwc[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(send(rs, s.sge(0, 32)), std::pair(WcStatus::kRemOpErr, WcStatus::kLocProtErr));
   EXPECT_TRUE(all_equal(d.bytes, 0x00));
 }
 
