@@ -187,4 +187,16 @@ class Pair : public ::testing::Test {
   std::unique_ptr<Node> a, b;
 };
 
+// A Pair with a QP of one type on each node, qa on a and qb on b, still in RESET.
+template <QpType kType>
+class QpPair : public Pair {
+ protected:
+  void SetUp() override {
+    Pair::SetUp();
+    qa = make_qp(*a, kType);
+    qb = make_qp(*b, kType);
+  }
+  Qp *qa = nullptr, *qb = nullptr;
+};
+
 }  // namespace softrdma::rxe::test

@@ -5,13 +5,8 @@
 namespace softrdma::rxe::test {
 namespace {
 
-class RcErrors : public Pair {
+class RcErrors : public QpPair<QpType::kRc> {
  protected:
-  void SetUp() override {
-    Pair::SetUp();
-    qa = make_qp(*a, QpType::kRc);
-    qb = make_qp(*b, QpType::kRc);
-  }
   void up(ConnectOptions o = {}) { connect(*a, qa, *b, qb, o); }
   // Posts a WRITE of `len` bytes to (addr, rkey) and returns its completion status.
   WcStatus write(std::uint64_t addr, std::uint32_t rkey, std::uint32_t len) {
@@ -34,7 +29,6 @@ class RcErrors : public Pair {
     return {swc.empty() ? WcStatus::kGeneralErr : swc[0].status,
             rwc.empty() ? WcStatus::kGeneralErr : rwc[0].status};
   }
-  Qp *qa = nullptr, *qb = nullptr;
   std::unique_ptr<Buffer> src;
 };
 

@@ -9,16 +9,13 @@ namespace {
 
 class Uc : public Pair {};
 // A UD QP on each node, both in RTS.
-class Ud : public Pair {
+class Ud : public QpPair<QpType::kUd> {
  protected:
   void SetUp() override {
-    Pair::SetUp();
-    qa = make_qp(*a, QpType::kUd);
-    qb = make_qp(*b, QpType::kUd);
+    QpPair::SetUp();
     bring_up(qa, b->gid(), 0, 0, 0, {});
     bring_up(qb, a->gid(), 0, 0, 0, {});
   }
-  Qp *qa = nullptr, *qb = nullptr;
 };
 
 // An address handle of `from` for `to`'s GID.
