@@ -9,27 +9,17 @@ import os
 import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import (expect, finish, in_netns, low_port as port, rdma_cm_listening,  # noqa: E402
+                     run_case, skip, tcp_listening, wait_connected, wait_for)
+
 softrdma, tshark, case = sys.argv[1:4]
-failures = []
-
-
-def port():
-    # Below Linux's ephemeral range (32768-60999), where TCP connections of tests running at
-    # the same time (iWARP) would take ports.
-    return random.randint(12000, 19999)
-
-
-def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + output[-3000:] + "\n----------------")
 
 
 # Options every `softrdma run` of the case gets (the iWARP cases set the transport).
@@ -41,77 +31,30 @@ def start(args, run_opts=()):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
-def tcp_listening(port):
-    """True when some socket listens on TCP `port` (/proc/net/tcp and tcp6, state 0A)."""
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                for line in fh.readlines()[1:]:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == int(port):
-                        return True
-        except OSError:
-            pass
-    return False
-
-
-def finish(p, timeout=60):
-    try:
-        out, _ = p.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, _ = p.communicate()
-        return None, out
-    return p.returncode, out
-
-
 def wait_tcp(port, timeout=15):
     """Waits until a kernel TCP socket listens on `port` (qperf's own control port)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tcp_listening(port):
-            return True
-        time.sleep(0.05)
-    return False
+    return wait_for(lambda: tcp_listening(port), timeout, interval=0.05)
 
 
 def wait_bound(port, timeout=15):
-    """Waits until some process listens on rdma_cm port `port`. softrdma's registry of
-    bound ports is a set of abstract unix sockets (listed in /proc/net/unix); the holder's
-    CM agent answers a connection with 24 bytes, byte 4 saying whether it listens."""
-    import socket
-    deadline = time.monotonic() + timeout
-    if "iwarp" in BASE_OPTS or "softiwarp0" in BASE_OPTS:  # iWARP listens on a real TCP socket
-        while time.monotonic() < deadline:
-            if tcp_listening(port):
-                return True
-            time.sleep(0.05)
-        return False
-    while time.monotonic() < deadline:
-        with open("/proc/net/unix") as f:
-            names = [m.group(1) for line in f
-                     if (m := re.search(rf"@(softrdma-cm/\d+/[^/]+/{port})$", line.strip()))]
-        if tcp_listening(port):  # a kernel TCP listener (rstream -T s)
-            return True
-        for name in names:
-            try:
-                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                    s.settimeout(2)
-                    s.connect("\0" + name)
-                    answer = s.recv(24)
-                    if len(answer) >= 5 and answer[4] == 1:
-                        return True
-            except OSError:
-                pass
-        time.sleep(0.05)
-    return False
+    """Waits until some process listens on rdma_cm port `port`: over iWARP a real TCP socket;
+    over RoCE an entry of softrdma's registry of bound ports, or a kernel TCP listener
+    (rstream -T s)."""
+    if "iwarp" in BASE_OPTS or "softiwarp0" in BASE_OPTS:
+        return wait_tcp(port, timeout)
+    return wait_for(lambda: tcp_listening(port) or rdma_cm_listening(port), timeout,
+                    interval=0.05)
 
 
 def pair(name, server, client, patterns=(), client_patterns=(), timeout=90, run_opts=(),
-         delay=0.5, port=None):
+         port=None, ready=None):
+    """Runs `server`, then `client` once the server is ready (`ready()` holds, or it listens
+    on rdma_cm `port`); checks both."""
     srv = start(server, run_opts)
-    if port is None or not wait_bound(port):
-        time.sleep(delay)
+    if ready is not None:
+        wait_for(ready, 15, interval=0.05, proc=srv)
+    elif port is not None:
+        wait_bound(port)
     cli = start(client, run_opts)
     crc, cout = finish(cli, timeout)
     src, sout = finish(srv, timeout)
@@ -171,10 +114,18 @@ def case_rdma_server_client():
 def case_mckey():
     grp = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.7"
     # Multicast is unreliable: what the sender sends before the receiver has joined is lost and
-    # the receiver waits for it forever, so the sender starts well after (0.5 s once was not
-    # enough with the whole suite running on two cores).
+    # the receiver waits for it forever, so the sender starts once the receiver's device has
+    # joined the group on its UDP socket (/proc/net/igmp lists it).
     pair("mckey", ["mckey", "-m", grp, "-C", "10"], ["mckey", "-m", grp, "-s", "-C", "10"],
-         patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"], delay=3)
+         patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"],
+         ready=lambda: igmp_joined(grp))
+
+
+def igmp_joined(group):
+    """True when some socket of this host has joined IPv4 multicast `group`."""
+    want = "%08X" % int.from_bytes(socket.inet_aton(group), "little")
+    with open("/proc/net/igmp") as f:
+        return any(line.split()[0] == want for line in f if line.startswith("\t\t"))
 
 
 def case_perftest():
@@ -236,7 +187,7 @@ def case_peer_killed():
         srv = start(["rping", "-s", *args])
         expect(wait_bound(p), "peer_killed: server up")
         cli = start(["rping", "-c", *args])
-        time.sleep(1.5)
+        expect(wait_connected(softrdma, [srv.pid, cli.pid]), "peer_killed: connected")
         dead, survivor = (cli, srv) if victim == "client" else (srv, cli)
         # `softrdma run` execs the program, so the pid is the program's.
         os.kill(dead.pid, signal.SIGKILL)
@@ -327,14 +278,14 @@ def case_namespaces():
               sh(f"ip -n {a} link set veth0 up") and sh(f"ip -n {b} link set veth1 up") and
               sh(f"ip -n {a} link set lo up") and sh(f"ip -n {b} link set lo up"))
         if not ok:
-            print("SKIP: cannot create network namespaces with a veth pair here")
-            return
+            skip("cannot create network namespaces with a veth pair here")
         p = str(port())
         srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
                                 f"udp:{addr_a}", "--", "rping", "-s", "-a", addr_a, "-p", p,
                                 "-C", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
-        time.sleep(1.0)
+        expect(wait_for(lambda: in_netns(a, "rdma_cm_listening", p), 15, interval=0.1,
+                        proc=srv), "namespaces: server up")
         cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
                               f"udp:{addr_b}", "--", "rping", "-c", "-v", "-a", addr_a, "-p", p,
                               "-C", "10"], capture_output=True, text=True, timeout=60)
@@ -504,12 +455,4 @@ def case_device_iwarp():
     BASE_OPTS[:] = []
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-if case not in CASES:
-    print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
-    sys.exit(2)
-CASES[case]()
-if failures:
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1)
-print("ok")
+run_case(globals(), case)

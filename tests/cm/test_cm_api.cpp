@@ -21,6 +21,7 @@
 #include <string>
 #include <thread>
 
+#include "../wait_until.h"
 #include "helpers.h"
 
 namespace {
@@ -70,6 +71,22 @@ struct Pair {
     expect_event(cch, RDMA_CM_EVENT_ADDR_RESOLVED);
     ASSERT_EQ(rdma_resolve_route(client, 2000), 0);
     expect_event(cch, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  }
+  // A SEND of `text` (inline) from the client lands whole in the child's receive; the
+  // receive's completion.
+  ibv_wc send_to_child(const char* text) {
+    char rbuf[64] = {}, sbuf[64] = {};
+    std::strncpy(sbuf, text, sizeof sbuf - 1);
+    ibv_wc wc{};
+    ibv_mr* rmr = rdma_reg_msgs(child, rbuf, sizeof rbuf);
+    EXPECT_NE(rmr, nullptr);
+    if (!rmr) return wc;
+    EXPECT_EQ(rdma_post_recv(child, nullptr, rbuf, sizeof rbuf, rmr), 0);
+    EXPECT_EQ(rdma_post_send(client, nullptr, sbuf, sizeof sbuf, nullptr, IBV_SEND_INLINE), 0);
+    EXPECT_EQ(rdma_get_recv_comp(child, &wc), 1);
+    EXPECT_STREQ(rbuf, sbuf);
+    rdma_dereg_mr(rmr);
+    return wc;
   }
   ~Pair() {
     if (child) rdma_destroy_ep(child);
@@ -169,18 +186,10 @@ TEST(CmApi, ConnectAcceptCarriesPrivateDataAndConnectsTheQps) {
   expect_event(p.sch, RDMA_CM_EVENT_ESTABLISHED);
 
   // The QPs are connected: a SEND from the client lands in the child's receive.
-  char rbuf[64] = {}, sbuf[64] = "through the connected QPs";
-  ibv_mr* rmr = rdma_reg_msgs(p.child, rbuf, sizeof rbuf);
-  ASSERT_NE(rmr, nullptr);
-  ASSERT_EQ(rdma_post_recv(p.child, nullptr, rbuf, sizeof rbuf, rmr), 0);
-  ASSERT_EQ(rdma_post_send(p.client, nullptr, sbuf, sizeof sbuf, nullptr, IBV_SEND_INLINE), 0);
-  ibv_wc wc{};
-  ASSERT_EQ(rdma_get_recv_comp(p.child, &wc), 1);
+  ibv_wc wc = p.send_to_child("through the connected QPs");
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-  EXPECT_STREQ(rbuf, sbuf);
   ASSERT_EQ(rdma_get_send_comp(p.client, &wc), 1);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
-  rdma_dereg_mr(rmr);
 
   // Disconnect: both sides hear of it; the active side's QP goes to the error state.
   ASSERT_EQ(rdma_disconnect(p.client), 0);
@@ -571,11 +580,9 @@ TEST(CmApi, AForkedChildConnectsOnItsOwnAndLeavesTheParentsPortsAlone) {
   EXPECT_EQ(rdma_bind_addr(held, reinterpret_cast<sockaddr*>(&a)), 0) << std::strerror(errno);
   ASSERT_EQ(write(go[1], "x", 1), 1);
   int status = -1;
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   pid_t w = 0;
-  while ((w = waitpid(pid, &status, WNOHANG)) == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  softrdma::test::wait_until([&] { return (w = waitpid(pid, &status, WNOHANG)) != 0; },
+                             std::chrono::seconds(30), std::chrono::milliseconds(10));
   if (w == 0) {
     kill(pid, SIGKILL);
     waitpid(pid, &status, 0);
@@ -585,13 +592,5 @@ TEST(CmApi, AForkedChildConnectsOnItsOwnAndLeavesTheParentsPortsAlone) {
   rdma_destroy_event_channel(ch);
   for (int fd : {go[0], go[1], ready[0], ready[1]}) close(fd);
   // The parent's connection still works after the child.
-  char rbuf[16] = {}, sbuf[16] = "after the fork";
-  ibv_mr* rmr = rdma_reg_msgs(mine.child, rbuf, sizeof rbuf);
-  ASSERT_NE(rmr, nullptr);
-  ASSERT_EQ(rdma_post_recv(mine.child, nullptr, rbuf, sizeof rbuf, rmr), 0);
-  ASSERT_EQ(rdma_post_send(mine.client, nullptr, sbuf, sizeof sbuf, nullptr, IBV_SEND_INLINE), 0);
-  ibv_wc wc{};
-  ASSERT_EQ(rdma_get_recv_comp(mine.child, &wc), 1);
-  EXPECT_STREQ(rbuf, sbuf);
-  rdma_dereg_mr(rmr);
+  mine.send_to_child("after the fork");
 }

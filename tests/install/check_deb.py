@@ -20,9 +20,9 @@ import sys
 import time
 
 from installed import check_pingpong_pair, clean_env, expect, failures, system_libibverbs
+from testlib import skip, wait_for  # tests/ is on sys.path through installed
 
 build, work, version = sys.argv[1:4]
-SKIP = 77
 marker = os.path.normpath(os.path.join(work, "..", "softrdma-deb-installed-by-check_deb"))
 
 
@@ -37,12 +37,13 @@ def installed_version(pkg):
 
 def dpkg(*args):
     """dpkg ARGS, retried for a while when another dpkg holds the lock."""
-    for _ in range(30):
-        r = run("dpkg", *args)
-        if r.returncode == 0 or "lock" not in r.stderr:
-            return r
-        time.sleep(1)
-    return r
+    last = []
+
+    def through():
+        last[:] = [run("dpkg", *args)]
+        return last[0].returncode == 0 or "lock" not in last[0].stderr
+    wait_for(through, 30, interval=1)
+    return last[0]
 
 
 def owner(path):
@@ -123,16 +124,14 @@ def on_signal(signum, _frame):
 
 
 if os.geteuid() != 0:
-    print("SKIP: installing a .deb with dpkg needs root")
-    sys.exit(SKIP)
+    skip("installing a .deb with dpkg needs root")
 have_version = installed_version("softrdma")
 if have_version and os.path.exists(marker):
     print("purging the softrdma package an earlier run of this test left installed")
     dpkg("--purge", "softrdma")
 elif have_version:
-    print(f"SKIP: a softrdma package ({have_version}) is installed, not by this test; it would be "
-          "replaced and purged")
-    sys.exit(SKIP)
+    skip(f"a softrdma package ({have_version}) is installed, not by this test; it would be "
+         "replaced and purged")
 
 shutil.rmtree(work, ignore_errors=True)
 os.makedirs(work)

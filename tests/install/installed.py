@@ -2,9 +2,12 @@
 environment with nothing of the build tree, an ibv_rc_pingpong pair through `softrdma run`
 (with what the server mapped), and the failure list both report."""
 import os
-import socket
 import subprocess
-import time
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import wait_for, wait_listening  # noqa: E402
+import testlib  # noqa: E402
 
 failures = []
 
@@ -25,9 +28,7 @@ def clean_env():
 
 
 def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
+    return str(testlib.free_port())
 
 
 def pingpong_pair(softrdma, env, run_opts=(), iters=200):
@@ -38,16 +39,17 @@ def pingpong_pair(softrdma, env, run_opts=(), iters=200):
     cmd = [softrdma, "run", *run_opts, "--", "ibv_rc_pingpong", "-g", "1", "-p", port, "-n", str(iters)]
     srv = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     maps = ""
-    for _ in range(100):  # the server maps libibverbs once it opens the device, then waits
+
+    def mapped():  # the server maps libibverbs once it opens the device, then listens
+        nonlocal maps
         try:
             with open(f"/proc/{srv.pid}/maps") as f:
                 maps = f.read()
         except OSError:
-            break
-        if "libibverbs" in maps:
-            break
-        time.sleep(0.05)
-    time.sleep(0.3)
+            return True  # it has ended
+        return "libibverbs" in maps
+    wait_for(mapped, 5, interval=0.05)
+    wait_listening(port, proc=srv)
     try:
         cli = subprocess.run(cmd + ["127.0.0.1"], env=env, capture_output=True, text=True, timeout=60)
         sout, _ = srv.communicate(timeout=60)

@@ -9,10 +9,12 @@ import os
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import skip  # noqa: E402
+
 tests, softrdma, tshark, work = sys.argv[1:5]
 if not tshark:
-    print("tshark is not installed")
-    sys.exit(0)
+    skip("tshark is not installed")
 os.makedirs(work, exist_ok=True)
 pcap = os.path.join(work, "verbs_iwarp.pcapng")
 if os.path.exists(pcap):

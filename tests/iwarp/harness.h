@@ -19,8 +19,11 @@
 #include <vector>
 
 #include "iwarp/device.h"
+#include "tests/wait_until.h"
 
 namespace softrdma::iwarp::test {
+
+using softrdma::test::wait_until;
 
 using namespace std::chrono_literals;
 
@@ -158,14 +161,16 @@ struct Side {
     return qp->post_send(std::span<const core::SendWr>(&wr, 1));
   }
   // Waits for one completion on `cq`.
-  std::optional<core::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
-    const auto end = std::chrono::steady_clock::now() + t;
-    core::Wc wc;
-    while (std::chrono::steady_clock::now() < end) {
-      if (cq->poll(std::span<core::Wc>(&wc, 1)) == 1) return wc;
-      dev->poll_progress();
-      std::this_thread::sleep_for(50us);
-    }
+  std::optional<rxe::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
+    rxe::Wc wc;
+    const bool got = wait_until(
+        [&] {
+          if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return true;
+          dev->poll_progress();
+          return false;
+        },
+        t, 50us);
+    if (got) return wc;
     return std::nullopt;
   }
 };

@@ -196,7 +196,7 @@ TEST_F(IwarpErrors, DeregisteringTheTargetMidTransferEndsInAnInvalidStag) {
   for (int i = 0; i < 64; ++i) {
     ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, i, 0, 4u << 20, b.addr(), b.mr->rkey), 0);
   }
-  std::this_thread::sleep_for(2ms);
+  wait_until([&] { return b.qp->counters().rx_bytes > 0; });  // the transfer is under way
   ASSERT_EQ(b.dev->dereg_mr(b.mr->lkey), 0);
   // Deregistration waits for copies in flight (it may return only once the stream has
   // drained, a reader-preferring lock under steady traffic): one more WRITE after it makes
@@ -376,7 +376,7 @@ TEST_F(IwarpErrors, PeerProcessKilledMidTransferGivesErrorsNotAHang) {
     ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, i, 0, 4u << 20, 0x1000, 0x1234), 0);
   }
   ASSERT_EQ(a.post(WrOpcode::kRdmaRead, 99, 0, 8, 0x1000, 0x1234), 0);
-  std::this_thread::sleep_for(50ms);
+  wait_until([&] { return a.qp->counters().tx_bytes > 0; });  // the transfer is under way
   kill(child, SIGKILL);
   int status = 0;
   waitpid(child, &status, 0);

@@ -282,7 +282,8 @@ TEST_P(IwarpDirect, SplitSegmentIsPlacedStraightFromTheSocket) {
   const std::vector<std::uint8_t> first(f.begin(), f.begin() + 5000);
   const std::vector<std::uint8_t> rest(f.begin() + 5000, f.end());
   ASSERT_TRUE(peer.send(first));
-  std::this_thread::sleep_for(50ms);
+  // The rest follows once the first part was placed, so the segment arrives split.
+  wait_until([&] { return b.qp->counters().rx_direct_bytes > 0; }, 2s);
   ASSERT_TRUE(peer.send(rest));
   if (corrupt) {
     expect_term(peer, 2, 0, 0x02);
@@ -328,7 +329,7 @@ TEST_P(IwarpDirect, SplitReadResponseIsPlacedStraightIntoTheSink) {
   auto f = peer.fpdu(resp, payload);
   if (corrupt) f[f.size() - 3] ^= 0x01;
   ASSERT_TRUE(peer.send(std::vector<std::uint8_t>(f.begin(), f.begin() + 3000)));
-  std::this_thread::sleep_for(50ms);
+  wait_until([&] { return b.qp->counters().rx_direct_bytes > 0; }, 2s);  // split, as above
   ASSERT_TRUE(peer.send(std::vector<std::uint8_t>(f.begin() + 3000, f.end())));
   auto wc = b.wait_wc(b.scq);
   ASSERT_TRUE(wc);

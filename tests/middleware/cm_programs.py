@@ -13,42 +13,30 @@ librspreload.so)."""
 import json
 import math
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import (failures, low_port as port, rdma_cm_listening, run_case,  # noqa: E402
+                     skip, tcp_listening, wait_for)
+import testlib  # noqa: E402
 
 softrdma, case = sys.argv[1:3]
-failures = []
-SKIP = 77  # ctest SKIP_RETURN_CODE: a program of the case is not installed
 RSPRELOAD = "/usr/lib/x86_64-linux-gnu/rsocket/librspreload.so"
 RSOCKET_WINDOW = 32 * 64 * 1024  # what an rsocket's peer may send ahead of its reads
 MTU = 4096  # the active MTU over loopback: a RoCE packet carries at most this much payload
 
 
-def port():
-    # Below Linux's ephemeral range (32768-60999), where TCP connections of tests running at
-    # the same time would take ports.
-    return random.randint(12000, 19999)
-
-
 def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + output[-12000:] + "\n----------------")
-    return cond
+    return testlib.expect(cond, what, output, tail=12000)
 
 
 def need(*programs):
     missing = [p for p in programs if not shutil.which(p)]
     if missing:
-        print("SKIP: not installed:", " ".join(missing))
-        sys.exit(SKIP)
+        skip("not installed: " + " ".join(missing))
 
 
 def start(args, run_opts=()):
@@ -76,50 +64,9 @@ def finish(p, timeout=120):
     return p.returncode, out
 
 
-def tcp_listening(port):
-    """True when some socket listens on TCP `port` (/proc/net/tcp and tcp6, state 0A)."""
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                for line in fh.readlines()[1:]:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == int(port):
-                        return True
-        except OSError:
-            pass
-    return False
-
-
-def rdma_cm_listening(port):
-    """True when some process listens on rdma_cm port `port` over RoCE. softrdma's registry of
-    bound ports is a set of abstract unix sockets (/proc/net/unix); the holder's CM agent
-    answers a connection with 24 bytes, byte 4 saying whether it listens."""
-    with open("/proc/net/unix") as f:
-        names = [m.group(1) for line in f
-                 if (m := re.search(rf"@(softrdma-cm/\d+/[^/]+/{port})$", line.strip()))]
-    for name in names:
-        try:
-            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
-                s.settimeout(2)
-                s.connect("\0" + name)
-                answer = s.recv(24)
-                if len(answer) >= 5 and answer[4] == 1:
-                    return True
-        except OSError:
-            pass
-    return False
-
-
 def wait_until(cond, proc, timeout=30):
     """Waits until `cond()` holds; false when the deadline passes or `proc` ends first."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        if proc.poll() is not None:
-            return False
-        time.sleep(0.02)
-    return False
+    return wait_for(cond, timeout, proc=proc)
 
 
 def stats(output):
@@ -419,19 +366,10 @@ def iperf3(name, extra):
 def case_rsockets_iperf3():
     need("iperf3")
     if not os.path.exists(RSPRELOAD):
-        print("SKIP: no", RSPRELOAD)
-        sys.exit(SKIP)
+        skip("no " + RSPRELOAD)
     iperf3("iperf3 over rsockets", ["-t", "2"])
     iperf3("iperf3 -R over rsockets", ["-t", "1", "-R"])
     iperf3("iperf3 -P 2 over rsockets", ["-t", "1", "-P", "2"])
 
 
-CASES = {name[5:]: fn for name, fn in globals().items() if name.startswith("case_")}
-if case not in CASES:
-    print("unknown case", case, "; known:", ", ".join(sorted(CASES)))
-    sys.exit(2)
-CASES[case]()
-if failures:
-    print(f"{len(failures)} failure(s)")
-    sys.exit(1)
-print("ok")
+run_case(globals(), case)

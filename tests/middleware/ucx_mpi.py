@@ -7,59 +7,31 @@ programs print and exit with, and that softrdma really carried the data: UCX nam
 transport it chose (UCX_LOG_LEVEL=info prints "ep_cfg[..]: tag(rc_verbs/softroce0:1)") and
 each process's device counts the packets it sent and received."""
 import os
-import random
 import re
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import failures, low_port, skip, wait_listening  # noqa: E402
+import testlib  # noqa: E402
 
 softrdma, mpi_openmpi, mpi_mpich, case = sys.argv[1:5]
-failures = []
-SKIP = 77
 
 
 def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + output[-4000:] + "\n----------------")
+    return testlib.expect(cond, what, output, tail=4000)
 
 
 def port():
-    return random.randint(20000, 29999)
-
-
-def tcp_listening(p):
-    for f in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            with open(f) as fh:
-                for line in fh.readlines()[1:]:
-                    cols = line.split()
-                    if cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == int(p):
-                        return True
-        except OSError:
-            pass
-    return False
+    return low_port(20000, 29999)
 
 
 def wait_tcp(p, timeout=20):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if tcp_listening(p):
-            return True
-        time.sleep(0.02)
-    return False
+    return wait_listening(p, timeout=timeout)
 
 
 def finish(proc, timeout=120):
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        return None, out
-    return proc.returncode, out
+    return testlib.finish(proc, timeout)
 
 
 def stats(out):
@@ -173,8 +145,7 @@ def case_ucx_nonroot():
                        capture_output=True, text=True, timeout=60)
     out = r.stdout + r.stderr
     if r.returncode == 2 and "user namespace" in out:
-        print("SKIP: no user namespaces for a normal user here:", out.strip())
-        sys.exit(SKIP)
+        skip("no user namespaces for a normal user here: " + out.strip())
     expect(r.returncode == 0 and "softroce0:1" in out, "nobody: ucx_info lists softroce0:1", out)
     ucx_pair("nobody rc_verbs tag_lat", "rc_verbs,ud_verbs", ["-t", "tag_lat", "-n", "2000"],
              2000, "rc_verbs/softroce0:1", prefix)
@@ -240,8 +211,7 @@ def mpi(name, launcher, binary, np, extra=()):
 
 def case_openmpi():
     if not os.path.exists(mpi_openmpi):
-        print("SKIP: mpi_check was not built (no mpicc.openmpi)")
-        sys.exit(SKIP)
+        skip("mpi_check was not built (no mpicc.openmpi)")
     extra = ["--mca", "pml", "ucx", "-x", "UCX_TLS", "-x", "UCX_LOG_LEVEL"]
     if os.geteuid() == 0:
         extra.append("--allow-run-as-root")
@@ -251,8 +221,7 @@ def case_openmpi():
 
 def case_mpich():
     if not os.path.exists(mpi_mpich):
-        print("SKIP: mpi_check was not built (no mpicc.mpich)")
-        sys.exit(SKIP)
+        skip("mpi_check was not built (no mpicc.mpich)")
     mpi("MPICH 2 ranks", "mpirun.mpich", mpi_mpich, 2)
     mpi("MPICH 4 ranks", "mpirun.mpich", mpi_mpich, 4)
 

@@ -16,22 +16,11 @@ import threading
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import (expect, failures, free_port, wait_connected, wait_for,  # noqa: E402
+                     wait_listening)
+
 softrdma, promtool, case = sys.argv[1:4]
-failures = []
-
-
-def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + str(output)[-3000:] + "\n----------------")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def tool(*args, timeout=30):
@@ -53,7 +42,7 @@ class Pair:
         args = ["ib_write_bw", "-b", "-D", str(seconds), "-s", "65536", "-p", port]
         self.server = subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
-        time.sleep(0.5)
+        wait_listening(port, proc=self.server)
         self.client = subprocess.Popen([softrdma, "run", "--", *args, "127.0.0.1"],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True)
@@ -61,19 +50,7 @@ class Pair:
 
     def wait_connected(self, limit=10):
         """Waits until each side has an RC QP in RTS; returns {pid: qp row}."""
-        deadline = time.time() + limit
-        while time.time() < deadline:
-            rows = {}
-            for pid in self.pids:
-                rc, out, _ = tool("res", "qp", "--json", "-p", str(pid))
-                if rc == 0:
-                    for q in json.loads(out):
-                        if q.get("type") == "RC" and q.get("state") == "RTS":
-                            rows[pid] = q
-            if len(rows) == 2:
-                return rows
-            time.sleep(0.2)
-        return {}
+        return wait_connected(softrdma, self.pids, limit)
 
     def finish(self):
         for p in (self.client, self.server):
@@ -95,8 +72,14 @@ if case == "stat":
     pair = Pair()
     expect(pair.wait_connected(), "both QPs reach RTS")
     first = mine(tool_json("stat"), pair.pids)
-    time.sleep(1)
-    second = mine(tool_json("stat"), pair.pids)
+    second = {}
+
+    def counters_moved():
+        second.update(mine(tool_json("stat"), pair.pids))
+        return all(second.get(pid, {}).get("counters", {}).get(k, 0) >
+                   first.get(pid, {}).get("counters", {}).get(k, 0)
+                   for pid in pair.pids for k in ("sent_pkts", "rcvd_pkts"))
+    wait_for(counters_moved, 10, interval=0.1)
     expect(sorted(first) == sorted(pair.pids), f"stat lists both pids {pair.pids}", first)
     for pid in pair.pids:
         a, b = first.get(pid, {}), second.get(pid, {})
@@ -135,9 +118,12 @@ elif case == "res_qp":
         rows = [r for r in tool_json("res", kind) if r["pid"] in pair.pids]
         expect(len(rows) >= 2, f"res {kind}: rows of both processes", rows)
     # Watched since wait_connected: the CQs measure post-to-poll latency of the WRITEs.
-    time.sleep(0.5)
+    def cqs_of(pid):
+        return [r for r in tool_json("res", "cq") if r["pid"] == pid]
+    wait_for(lambda: all(c["latency-samples"] > 0 for pid in pair.pids for c in cqs_of(pid)),
+             10, interval=0.1)
     for pid in pair.pids:
-        cqs = [r for r in tool_json("res", "cq") if r["pid"] == pid]
+        cqs = cqs_of(pid)
         expect(cqs and all(c["latency-samples"] > 0 and
                            0 < c["latency-p50-ns"] <= c["latency-p99-ns"] for c in cqs),
                f"pid {pid}: its CQ has latency samples, p50 <= p99", cqs)
@@ -154,16 +140,19 @@ elif case == "exporter":
     exp = subprocess.Popen([softrdma, "exporter", "--listen", f"127.0.0.1:{port}"],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        text = None
-        for _ in range(50):
+        text = before = after = None
+
+        def scraped():
+            global text, before, after
             try:
                 before = mine(tool_json("stat"), pair.pids)
                 text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
                                               timeout=5).read().decode()
                 after = mine(tool_json("stat"), pair.pids)
-                break
+                return True
             except OSError:
-                time.sleep(0.1)
+                return False
+        wait_for(scraped, 10, interval=0.1)
         expect(text is not None, "the exporter answers on /metrics")
         if text:
             r = subprocess.run([promtool, "check", "metrics"], input=text, capture_output=True,
@@ -196,12 +185,8 @@ elif case == "killed":
     port = str(free_port())
     srv = subprocess.Popen([softrdma, "run", "--", "ib_write_bw", "-p", port],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    seen = False
-    for _ in range(50):  # it listens for a client; its device starts first
-        if srv.pid in mine(tool_json("stat"), [srv.pid]):
-            seen = True
-            break
-        time.sleep(0.1)
+    # It listens for a client; its device starts first.
+    seen = wait_for(lambda: srv.pid in mine(tool_json("stat"), [srv.pid]), 10, interval=0.1)
     expect(seen, "the waiting server is listed")
     srv.send_signal(signal.SIGKILL)
     srv.wait()

@@ -18,17 +18,17 @@ import time
 
 from veth_pair import VethPair
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import in_netns, skip, wait_for  # noqa: E402
+
 softrdma, name, pairs = sys.argv[1], sys.argv[2], [p.split("/") for p in sys.argv[3:]]
-SKIP = 77
 SUBNET = {"af_packet": 2, "af_xdp": 3, "dpdk": 4}.get(name, 5)
 
 if os.geteuid() != 0:
-    print("SKIP: needs root to create network namespaces and a veth pair")
-    sys.exit(SKIP)
+    skip("needs root to create network namespaces and a veth pair")
 for tool in ("ip", "ibv_rc_pingpong", "ib_write_bw", "ib_read_lat"):
     if shutil.which(tool) is None:
-        print(f"SKIP: {tool} is missing")
-        sys.exit(SKIP)
+        skip(f"{tool} is missing")
 
 PAIR = VethPair(f"sr7-{name}-{os.getpid()}", SUBNET)
 NS, IFACE, ADDR, ADDR6 = PAIR.ns, PAIR.iface, PAIR.addr, PAIR.addr6
@@ -87,7 +87,8 @@ def pair(label, server_kind, client_kind, program, timeout=120):
     """The server in namespace a, the client in b, each on its backend."""
     srv = subprocess.Popen(command("a", server_kind, program), stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
-    time.sleep(1.0)
+    port = program[program.index("-p") + 1]
+    wait_for(lambda: in_netns(NS["a"], "tcp_listening", port), 30, interval=0.1, proc=srv)
     try:
         # The programs exchange their GIDs over TCP to the server's IPv4 address, whatever
         # the devices' family (their servers listen on IPv4 only).
@@ -115,8 +116,7 @@ try:
         for side, kind in (("a", server_kind), ("b", client_kind)):
             why = probe(side, kind)
             if why is not None and any(w in why for w in ENVIRONMENTAL):
-                print(f"SKIP: {kind} cannot start here: {why}")
-                sys.exit(SKIP)
+                skip(f"{kind} cannot start here: {why}")
             if why is not None:
                 print(f"FAIL: {kind} does not start: {why}")
                 sys.exit(1)
@@ -131,9 +131,8 @@ try:
         for label, program in programs.items():
             pair(f"{label} {server_kind}/{client_kind}", server_kind, client_kind, program)
 except subprocess.CalledProcessError as e:
-    print(f"SKIP: cannot set up the namespaces: {' '.join(e.cmd)}: {e.stderr.strip()}")
     cleanup()
-    sys.exit(SKIP)
+    skip(f"cannot set up the namespaces: {' '.join(e.cmd)}: {e.stderr.strip()}")
 finally:
     cleanup()
 

@@ -1,8 +1,10 @@
-// Test helpers for netdev: valid RoCEv2 datagrams with a recognisable payload, and receive
-// buffers.
+// Test helpers for netdev: valid RoCEv2 datagrams with a recognisable payload, receive
+// buffers, and whether a descriptor is readable. A test takes them all with `using namespace
+// test;`.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <poll.h>
 
 #include <cstdint>
 #include <cstring>
@@ -62,6 +64,12 @@ struct OwnedPacket {
     pkt.cap = pkt.len;
   }
 };
+
+// True when `fd` becomes readable within `timeout_ms` (0: is now).
+inline bool readable(int fd, int timeout_ms = 0) {
+  pollfd p{fd, POLLIN, 0};
+  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
 
 // Receive buffers for a batch of `n` packets.
 struct RecvBatch {

@@ -14,16 +14,7 @@
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
-
-bool readable(int fd, int timeout_ms = 0) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
+using namespace test;  // helpers.h
 
 // Sends datagrams seq [first, first+count) from `from` to `to`, in one batch.
 std::size_t send_seq(Netdev& from, const IpAddr& to, std::uint32_t first, std::uint32_t count,
@@ -315,7 +306,7 @@ TEST(MemoryFaults, ReorderSwapsWithTheNextPacket) {
   for (std::uint32_t i = 0; i < 1000; i += 10) send_seq(a, ip("10.0.0.2"), i, 10);
   // Whatever is still held comes out by service() within about a millisecond.
   EXPECT_LE(a.next_timeout_ms(), 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time itself: the hold runs out
   a.service();
   EXPECT_EQ(a.next_timeout_ms(), -1);
   auto got = drain(b);
@@ -337,7 +328,7 @@ TEST(MemoryFaults, ReorderAloneIsReleasedByService) {
   const int t = a.next_timeout_ms();
   EXPECT_GE(t, 0);
   EXPECT_LE(t, 1);
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time itself: the hold runs out
   a.service();
   EXPECT_EQ(drain(b), (std::vector<std::uint32_t>{7}));
 }
@@ -378,12 +369,12 @@ TEST(MemoryFaults, DelayedPacketsGoOutWithLaterSends) {
   EXPECT_LT(delayed, 80u);
   auto got = drain(b);
   EXPECT_EQ(got.size(), 100u - delayed);
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));
-  send_seq(a, ip("10.0.0.2"), 100, 1);  // releases what is due before it
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time itself: the delay runs out
+  send_seq(a, ip("10.0.0.2"), 100, 1);                        // releases what is due before it
   auto more = drain(b);
   EXPECT_GE(more.size(), delayed);
   got.insert(got.end(), more.begin(), more.end());
-  std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  std::this_thread::sleep_for(std::chrono::milliseconds(3));  // time itself: the delay runs out
   a.service();
   more = drain(b);
   got.insert(got.end(), more.begin(), more.end());
@@ -404,7 +395,7 @@ TEST(MemoryFaults, ConcurrentSendersLoseNothing) {
     });
   }
   for (auto& th : threads) th.join();
-  std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2));  // time itself: the holds run out
   a.service();
   auto got = drain(b);
   EXPECT_EQ(got.size(), 2000u + a.counters().fault_duplicated);

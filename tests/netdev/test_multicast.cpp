@@ -16,20 +16,12 @@
 #include "netdev/memory.h"
 #include "netdev/trace.h"
 #include "netdev/udp.h"
+#include "tests/run_command.h"
 
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
-
-bool readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
+using namespace test;  // helpers.h
 
 // Sends datagrams seq [first, first+count) to `to`; returns how many were accepted.
 std::size_t send_seq(Netdev& from, const IpAddr& to, std::uint32_t first, std::uint32_t count) {
@@ -150,7 +142,7 @@ TEST(UdpMulticast, RefusesWhatIsNotAGroupOfItsFamily) {
 // --- UDP over lo in a network namespace of our own
 
 bool run(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  return softrdma::test::succeeds(cmd);
 }
 
 // The scenario, run inside the namespace: two devices on 127.0.0.1 and 127.0.0.2 (port 4791,

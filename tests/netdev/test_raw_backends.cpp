@@ -26,15 +26,12 @@
 #include "netdev/dpdk.h"
 #endif
 #include "netdev/udp.h"
+#include "tests/run_command.h"
 
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
+using namespace test;  // helpers.h
 
 constexpr const char* kAddrA = "10.97.1.1";
 constexpr const char* kAddrB = "10.97.1.2";
@@ -59,7 +56,7 @@ std::uint16_t port_of(std::uint32_t i) {
 }
 
 bool run(const std::string& cmd) {
-  return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  return softrdma::test::succeeds(cmd);
 }
 
 // Two namespaces, "<prefix>-a" and "<prefix>-b", with veth0 (10.97.1.1/24) in a and veth1

@@ -15,16 +15,14 @@
 #include "netdev/icrc_pseudo.h"
 #include "netdev/shm_ring.h"
 #include "netdev/udp.h"
+#include "tests/wait_until.h"
 
 namespace softrdma::netdev {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
+using softrdma::test::wait_until;
+using namespace test;  // helpers.h
 
 std::uint16_t test_port(int k) {
   return static_cast<std::uint16_t>(20000 + (getpid() * 11 + k * 5) % 20000);
@@ -125,7 +123,7 @@ TEST(ShmLink, TheFirstDatagramOfARingWaitsForWhatTheSocketHolds) {
   const auto until = Clock::now() + ShmLinks::kSettle * 3;
   while (Clock::now() < until) {
     ASSERT_EQ(b->recv_batch(rb.span()), 0u);
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // time itself: a quiet window
   }
   ASSERT_EQ(b->host_local()->inbound(), 1u);
   ASSERT_FALSE(b->host_local()->settling());
@@ -146,7 +144,8 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
   for (std::uint32_t s = 0; s < 300; ++s) {
     auto p = datagram(s, 1000, "127.0.0.1", "127.0.0.2", pb);
     ASSERT_TRUE(send_one(*a, p));
-    if (s % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));
+    // Spread over the time the receiver takes to map the ring.
+    if (s % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(300));  // time itself
     if (s == 0) {
       EXPECT_EQ(receive(*b, 1, 2000), std::vector<std::uint32_t>{0});
     }
@@ -260,15 +259,13 @@ TEST(ShmLink, TheIcrcIsLeftOutUnlessATraceWantsIt) {
   ASSERT_TRUE(link_up(*a, *b, pb));
   auto recv_one = [&](std::uint32_t seq) {
     RecvBatch rb(4);
-    for (int i = 0; i < 2000; ++i) {
-      if (b->recv_batch(rb.span()) == 1) {
-        EXPECT_EQ(seq_of(rb.ptrs[0]->data), seq);
-        return check_icrc(*rb.ptrs[0]);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (!wait_until([&] { return b->recv_batch(rb.span()) == 1; }, std::chrono::seconds(10),
+                    std::chrono::milliseconds(1))) {
+      ADD_FAILURE() << "datagram " << seq << " did not arrive";
+      return false;
     }
-    ADD_FAILURE() << "datagram " << seq << " did not arrive";
-    return false;
+    EXPECT_EQ(seq_of(rb.ptrs[0]->data), seq);
+    return check_icrc(*rb.ptrs[0]);
   };
   auto p1 = datagram(1, 100, "127.0.0.1", "127.0.0.2", pb);  // its ICRC bytes are zero
   ASSERT_TRUE(send_one(*a, p1));
@@ -342,7 +339,8 @@ TEST(ShmLink, AWindowShowsTheReceiversDirectoryAndIsWaitedFor) {
     b->quiesce_peer_writes();
     done = true;
   });
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  std::this_thread::sleep_for(
+      std::chrono::milliseconds(50));  // time itself: it does not return meanwhile
   EXPECT_FALSE(done);
   w.close();
   t.join();

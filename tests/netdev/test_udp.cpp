@@ -30,16 +30,7 @@
 namespace softrdma::netdev {
 namespace {
 
-using test::ip;
-using test::make_datagram;
-using test::OwnedPacket;
-using test::RecvBatch;
-using test::seq_of;
-
-bool readable(int fd, int timeout_ms) {
-  pollfd p{fd, POLLIN, 0};
-  return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
-}
+using namespace test;  // helpers.h
 
 // A port of our own, so that tests running in parallel processes do not collide.
 std::uint16_t test_port(int k = 0) {

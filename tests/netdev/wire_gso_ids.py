@@ -27,20 +27,19 @@ import time
 
 from veth_pair import VethPair
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import in_netns, skip, wait_for  # noqa: E402
+
 softrdma = sys.argv[1]
-SKIP = 77
 if os.geteuid() != 0:
-    print("SKIP: needs root to create network namespaces and a veth pair")
-    sys.exit(SKIP)
+    skip("needs root to create network namespaces and a veth pair")
 for tool in ("ip", "ibv_rc_pingpong", "dumpcap"):
     if shutil.which(tool) is None:
-        print(f"SKIP: {tool} is missing")
-        sys.exit(SKIP)
+        skip(f"{tool} is missing")
 try:
     from scapy.all import IP, UDP, rdpcap  # noqa: E402
 except ImportError:
-    print("SKIP: python3-scapy is missing")
-    sys.exit(SKIP)
+    skip("python3-scapy is missing")
 
 PAIR = VethPair(f"sr15-gso-{os.getpid()}", 6)
 NS, IFACE, ADDR = PAIR.ns, PAIR.iface, PAIR.addr
@@ -60,7 +59,7 @@ def pingpong(port, trace=None):
         return ["ip", "netns", "exec", NS[side], softrdma, "run", *opts, "--", "timeout", "30",
                 "ibv_rc_pingpong", "-g", "1", "-p", str(port), "-s", "16384", "-n", "40", *extra]
     srv = subprocess.Popen(cmd("a"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.7)
+    wait_for(lambda: in_netns(NS["a"], "tcp_listening", port), 30, interval=0.1, proc=srv)
     cli = subprocess.run(cmd("b", ADDR["a"]), capture_output=True, text=True, timeout=60)
     out_srv = srv.communicate(timeout=60)[0]
     check(f"ibv_rc_pingpong pair on port {port} exits 0", srv.returncode == 0 and cli.returncode == 0,
@@ -90,12 +89,10 @@ def main():
     cap = subprocess.Popen(["ip", "netns", "exec", NS["b"], "dumpcap", "-q", "-i", IFACE["b"], "-f",
                             "udp port 4791", "-w", wire_cap], stdout=subprocess.DEVNULL,
                            stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while not os.path.exists(wire_cap) and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(0.5)
+    # dumpcap writes its file once it has opened the interface with its filter.
+    wait_for(lambda: os.path.exists(wire_cap), 10, interval=0.1, proc=cap)
     srv, cli = pingpong(18731, trace)
-    time.sleep(0.5)
+    time.sleep(0.5)  # a moment for dumpcap to write out what it caught: nothing to poll for
     cap.send_signal(signal.SIGINT)
     cap.wait(timeout=10)
     check("no ICRC errors counted by either side (segmented on the way)",

@@ -12,8 +12,11 @@
 
 #include "netdev/memory.h"
 #include "rxe/device.h"
+#include "tests/wait_until.h"
 
 namespace softrdma::rxe::test {
+
+using softrdma::test::wait_until;
 
 inline netdev::IpAddr addr(int host) {
   return netdev::IpAddr::v4(0xC0000200u | host);
@@ -142,16 +145,17 @@ inline void connect(Node& a, Qp* qa, Node& b, Qp* qb, const ConnectOptions& o = 
 inline std::vector<Wc> wait_wc(Cq* cq, std::size_t n,
                                std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
   std::vector<Wc> out;
-  const auto end = std::chrono::steady_clock::now() + timeout;
   Wc buf[64];
-  while (out.size() < n && std::chrono::steady_clock::now() < end) {
-    const int got = cq->poll(std::span<Wc>(buf, std::min<std::size_t>(64, n - out.size())));
-    if (got > 0) {
-      out.insert(out.end(), buf, buf + got);
-    } else {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-    }
-  }
+  wait_until(
+      [&] {
+        while (out.size() < n) {
+          const int got = cq->poll(std::span<Wc>(buf, std::min<std::size_t>(64, n - out.size())));
+          if (got <= 0) break;
+          out.insert(out.end(), buf, buf + got);
+        }
+        return out.size() >= n;
+      },
+      timeout, std::chrono::microseconds(50));
   return out;
 }
 
@@ -181,6 +185,18 @@ class Pair : public ::testing::Test {
   }
   std::shared_ptr<netdev::MemoryFabric> fabric;
   std::unique_ptr<Node> a, b;
+};
+
+// A Pair with a QP of one type on each node, qa on a and qb on b, still in RESET.
+template <QpType kType>
+class QpPair : public Pair {
+ protected:
+  void SetUp() override {
+    Pair::SetUp();
+    qa = make_qp(*a, kType);
+    qb = make_qp(*b, kType);
+  }
+  Qp *qa = nullptr, *qb = nullptr;
 };
 
 }  // namespace softrdma::rxe::test

@@ -123,12 +123,13 @@ TEST(Congestion, ACnpFloodHoldsTheRateAtItsFloorAndTheQpKeepsSending) {
   }
   for (int round = 0; round < 20000 / 64; ++round) {
     ASSERT_EQ(flooder.send_batch(ptrs), ptrs.size());
-    if (round % 16 == 0) std::this_thread::sleep_for(1ms);  // within the fabric's queue
+    // Paced so that a burst stays within the fabric's queue.
+    if (round % 16 == 0) std::this_thread::sleep_for(1ms);  // time itself: pacing
   }
   auto handled = [&] {
     return counters(a).at("rp_cnp_handled") + counters(a).at("rp_cnp_ignored");
   };
-  for (int i = 0; i < 500 && handled() < 20000 / 64 * 64; ++i) std::this_thread::sleep_for(10ms);
+  wait_until([&] { return handled() >= 20000 / 64 * 64; }, 10s, 10ms);
   EXPECT_EQ(handled(), 20000u / 64 * 64);
   EXPECT_GE(counters(a).at("rp_cnp_ignored"), 1u);  // within the rate-reduce period
   const QpInfo ia = info(qa);
@@ -208,7 +209,7 @@ Incast incast(int n, bool dcqcn) {
         ++outstanding[static_cast<std::size_t>(i)];
       }
     }
-    std::this_thread::sleep_for(200us);
+    std::this_thread::sleep_for(200us);  // time itself: the incast runs for a while
     if (std::getenv("CC_DEBUG") && now - last_print > 10ms) {
       last_print = now;
       const auto rc = counters(b);

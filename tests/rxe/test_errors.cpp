@@ -5,13 +5,8 @@
 namespace softrdma::rxe::test {
 namespace {
 
-class RcErrors : public Pair {
+class RcErrors : public QpPair<QpType::kRc> {
  protected:
-  void SetUp() override {
-    Pair::SetUp();
-    qa = make_qp(*a, QpType::kRc);
-    qb = make_qp(*b, QpType::kRc);
-  }
   void up(ConnectOptions o = {}) { connect(*a, qa, *b, qb, o); }
   // Posts a WRITE of `len` bytes to (addr, rkey) and returns its completion status.
   WcStatus write(std::uint64_t addr, std::uint32_t rkey, std::uint32_t len) {
@@ -24,7 +19,16 @@ class RcErrors : public Pair {
     auto wc = wait_wc(a->cq, 1);
     return wc.empty() ? WcStatus::kGeneralErr : wc[0].status;
   }
-  Qp *qa = nullptr, *qb = nullptr;
+  // Posts a receive of `rs` on B, then a SEND of `ss` from A; the (sender's, receiver's)
+  // completion statuses.
+  std::pair<WcStatus, WcStatus> send(const Sge& rs, const Sge& ss) {
+    EXPECT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
+    EXPECT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
+    const auto swc = wait_wc(a->cq, 1);
+    const auto rwc = wait_wc(b->cq, 1);
+    return {swc.empty() ? WcStatus::kGeneralErr : swc[0].status,
+            rwc.empty() ? WcStatus::kGeneralErr : rwc[0].status};
+  }
   std::unique_ptr<Buffer> src;
 };
 
@@ -84,7 +88,8 @@ TEST_F(RcErrors, ExactBoundsSucceed) {
   EXPECT_EQ(write(reinterpret_cast<std::uint64_t>(mem.data() + 4096), mr->rkey, 4096),
             WcStatus::kSuccess);
   EXPECT_TRUE(std::all_of(mem.begin(), mem.begin() + 4096, [](auto x) { return x == 0x44; }));
-  EXPECT_TRUE(std::all_of(mem.begin() + 4096, mem.begin() + 8192, [](auto x) { return x == 0xEE; }));
+  EXPECT_TRUE(
+      std::all_of(mem.begin() + 4096, mem.begin() + 8192, [](auto x) { return x == 0xEE; }));
   EXPECT_TRUE(std::all_of(mem.begin() + 8192, mem.end(), [](auto x) { return x == 0x44; }));
 }
 
@@ -151,16 +156,8 @@ TEST_F(RcErrors, ReceiveBufferTooSmall) {
   up();
   Buffer s(*a, 4096, kAllAccess);
   Buffer d(*b, 4096, kAllAccess);
-  const Sge rs = d.sge(0, 100);
-  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
-  const Sge ss = s.sge(0, 101);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  auto swc = wait_wc(a->cq, 1);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kRemInvReqErr);
-  EXPECT_EQ(rwc[0].status, WcStatus::kLocLenErr);
+  EXPECT_EQ(send(d.sge(0, 100), s.sge(0, 101)),
+            std::pair(WcStatus::kRemInvReqErr, WcStatus::kLocLenErr));
 }
 
 TEST_F(RcErrors, BadLocalKeyIsLocalProtectionError) {
@@ -191,9 +188,7 @@ TEST_F(RcErrors, PeerGoneGivesRetryExceeded) {
   EXPECT_EQ(qa->counters().retransmits, 3u);  // retry_cnt retries, then the error
   // The first send and three resends reach B, which has no such QP (the last may still
   // be on its way when the error completes).
-  for (int i = 0; i < 200 && b->dev->counters().rx_unknown_qp < 4; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  wait_until([&] { return b->dev->counters().rx_unknown_qp >= 4; });
   EXPECT_EQ(b->dev->counters().rx_unknown_qp, 4u);
 }
 
@@ -205,9 +200,8 @@ TEST_F(RcErrors, RnrThenSuccessOnceAReceiveIsPosted) {
   Buffer d(*b, 64, kAllAccess);
   const Sge ss = s.sge(0, 64);
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 6, std::span(&ss, 1))), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(30));
+  EXPECT_TRUE(wait_until([&] { return qb->counters().rnr_naks_sent > 0; }));
   EXPECT_EQ(a->cq->count(), 0u);
-  EXPECT_GT(qb->counters().rnr_naks_sent, 0u);
   const Sge rs = d.sge(0, 64);
   ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
   auto wc = wait_wc(a->cq, 1);
@@ -296,15 +290,7 @@ TEST_F(RcErrors, ReceiveBufferWithABadKeyIsRemoteOperationError) {
   Buffer d(*b, 64, kAllAccess, 0x00);
   Sge rs = d.sge(0, 64);
   rs.lkey ^= 0x10;  // the responder cannot place the data
-  ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
-  const Sge ss = s.sge(0, 32);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  auto swc = wait_wc(a->cq, 1);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kRemOpErr);
-  EXPECT_EQ(rwc[0].status, WcStatus::kLocProtErr);
+  EXPECT_EQ(send(rs, s.sge(0, 32)), std::pair(WcStatus::kRemOpErr, WcStatus::kLocProtErr));
   EXPECT_TRUE(all_equal(d.bytes, 0x00));
 }
 
@@ -320,8 +306,7 @@ TEST_F(RcErrors, PacketsFromAnotherPeerAreDroppedAndCounted) {
   ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
   const Sge ss = s.sge(0, 64);
   ASSERT_EQ(qc->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  EXPECT_GT(qb->counters().dropped_wrong_peer, 0u);
+  EXPECT_TRUE(wait_until([&] { return qb->counters().dropped_wrong_peer > 0; }));
   EXPECT_EQ(b->cq->count(), 0u);
 }
 

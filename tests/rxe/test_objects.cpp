@@ -61,8 +61,8 @@ TEST_F(Objects, IovaBasedRegistrationAndReregistration) {
   EXPECT_EQ(mem[100], 0x9A);
   EXPECT_EQ(mem[116], 0);
   // Re-registered read-only: writes are now refused.
-  ASSERT_TRUE(b->dev->mrs().rereg(mr->lkey, nullptr, nullptr, 0, 0,
-                                  kAccessLocalWrite | kAccessRemoteRead));
+  ASSERT_TRUE(
+      b->dev->mrs().rereg(mr->lkey, nullptr, nullptr, 0, 0, kAccessLocalWrite | kAccessRemoteRead));
   ASSERT_EQ(qa->post_send(w), 0);
   wc = wait_wc(a->cq, 1);
   ASSERT_EQ(wc.size(), 1u);
@@ -89,7 +89,8 @@ TEST_F(Objects, CqNotificationNextAndSolicited) {
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
   ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
   EXPECT_EQ(fired.load(), 0);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 3, std::span(&ss, 1), kSendSignaled | kSendSolicited)), 0);
+  ASSERT_EQ(
+      qa->post_send(wr(WrOpcode::kSend, 3, std::span(&ss, 1), kSendSignaled | kSendSolicited)), 0);
   ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
   EXPECT_EQ(fired.load(), 1);
   // Next completion: fires once, then disarms.
@@ -117,16 +118,15 @@ TEST_F(Objects, CqOverflowRaisesAnAsyncError) {
   const Sge rs = d.sge(0, 64);
   const Sge ss = s.sge(0, 8);
   for (int i = 0; i < 3; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
+  for (int i = 0; i < 3; ++i)
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
   ASSERT_EQ(wait_wc(a->cq, 3).size(), 3u);
   // The receiver's completions (and so the overflow) follow the ACK the sender just saw.
-  for (int i = 0; i < 2000 && cq_errors.load() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+  wait_until([&] { return cq_errors.load() != 0; });
   EXPECT_GE(cq_errors.load(), 1);
   Wc buf[4];
-  EXPECT_EQ(small->poll(buf), 2);   // what fitted
-  EXPECT_EQ(small->poll(buf), -1);  // then the CQ reports its error
+  EXPECT_EQ(small->poll(buf), 2);               // what fitted
+  EXPECT_EQ(small->poll(buf), -1);              // then the CQ reports its error
   EXPECT_EQ(b->dev->destroy_cq(small), EBUSY);  // still used by a QP
 }
 
@@ -154,7 +154,7 @@ TEST_F(Objects, SrqIsSharedAndRaisesItsLimitEvent) {
     ASSERT_EQ(srq->post(r), 0);
   }
   EXPECT_EQ(post_recv(qb1, 1, std::span(&rs[0], 1)), EINVAL);  // receives go to the SRQ
-  ASSERT_EQ(srq->modify(std::nullopt, 8), 0);  // arm: fire below 8 WQEs
+  ASSERT_EQ(srq->modify(std::nullopt, 8), 0);                  // arm: fire below 8 WQEs
   Buffer s(*a, 64, kAllAccess);
   const Sge ss = s.sge(0, 32);
   ASSERT_EQ(qa1->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
@@ -212,7 +212,8 @@ TEST_F(Objects, HwCountersSumOverQpsAndSurviveDestruction) {
   const Sge rs = d.sge(0, 64);
   const Sge ss = s.sge(0, 8);
   for (int i = 0; i < 5; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
+  for (int i = 0; i < 5; ++i)
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
   ASSERT_EQ(wait_wc(a->cq, 5).size(), 5u);
   ASSERT_EQ(wait_wc(b->cq, 5).size(), 5u);
   auto get = [](Device& dev, const std::string& name) {
@@ -240,9 +241,7 @@ TEST_F(Objects, SqdRaisesSqDrainedWhenAsked) {
   attr.qp_state = QpState::kSqd;
   attr.en_sqd_async_notify = true;
   ASSERT_EQ(qa->modify(attr, kQpState | kQpEnSqdAsyncNotify), 0);
-  for (int i = 0; i < 100 && drained.load() == 0; ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(2));
-  }
+  wait_until([&] { return drained.load() != 0; });
   EXPECT_EQ(drained.load(), 1);
   EXPECT_EQ(qa->state(), QpState::kSqd);
   attr.qp_state = QpState::kRts;
@@ -274,8 +273,8 @@ TEST(UdpPair, RcSendWriteReadAtomicOverLoopback) {
   for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 7);
   auto ma = da.reg_mr(pa, src.data(), src.size(), reinterpret_cast<std::uint64_t>(src.data()),
                       kAllAccess, &err);
-  auto mback = da.reg_mr(pa, back.data(), back.size(),
-                         reinterpret_cast<std::uint64_t>(back.data()), kAllAccess, &err);
+  auto mback = da.reg_mr(pa, back.data(), back.size(), reinterpret_cast<std::uint64_t>(back.data()),
+                         kAllAccess, &err);
   auto mb = db.reg_mr(pb, dst.data(), dst.size(), reinterpret_cast<std::uint64_t>(dst.data()),
                       kAllAccess, &err);
   // SEND 1 MiB.

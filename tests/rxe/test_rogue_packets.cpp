@@ -173,9 +173,8 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
       }
       inj->inject(peer, std::move(pkt));
     }
-    for (int spin = 0; spin < 2000 && inj->pending() > 0; ++spin) {
-      std::this_thread::sleep_for(std::chrono::microseconds(200));
-    }
+    wait_until([&] { return inj->pending() == 0; }, std::chrono::seconds(10),
+               std::chrono::microseconds(200));
     ASSERT_EQ(inj->pending(), 0u) << "the device stopped receiving";
     Wc wc[256];
     while (cq->poll(wc) > 0) {
@@ -329,10 +328,7 @@ TEST_F(InjectedRcQp, AQpTakesItsOwnPartitionWithOneFullMember) {
   EXPECT_EQ(region[kSlot], 0x01);
   EXPECT_EQ(counter("drop_bad_pkey"), 2u);
   std::vector<std::uint16_t> pkeys;  // the ACKs
-  for (int i = 0; i < 200 && pkeys.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    pkeys = inj->sent_pkeys();
-  }
+  wait_until([&] { return !(pkeys = inj->sent_pkeys()).empty(); });
   ASSERT_FALSE(pkeys.empty());
   for (std::uint16_t k : pkeys) EXPECT_EQ(k, 0x8001);
 }

@@ -14,6 +14,7 @@
 
 #include "netdev/netdev.h"
 #include "pcap/pcapng_reader.h"
+#include "tests/run_command.h"
 #include "wire/roce_headers.h"
 #include "wire/roce_opcode.h"
 
@@ -33,20 +34,9 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-struct CmdResult {
-  int status = -1;  // exit status, or -1
-  std::string out;  // stdout and stderr
-};
+using CmdResult = test::CommandResult;
 inline CmdResult run(const std::string& cmd) {
-  CmdResult r;
-  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return test::run_command(cmd);
 }
 
 // The softrdma binary: SOFTRDMA_BIN (the build's bin directory) when set, else beside this

@@ -9,37 +9,23 @@ and softrdma's annotations (dir=tx, retrans=1). Bad input exits 2."""
 import collections
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import expect, failures, free_port, wait_listening  # noqa: E402
+
 softrdma, tshark = sys.argv[1:3]
-failures = []
-
-
-def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + str(output)[-3000:] + "\n----------------")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return str(s.getsockname()[1])
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    port = free_port()
+    port = str(free_port())
     opts = ["--pcap", os.path.join(tmp, "t%p.pcapng"), "--pcap-filter", "snaplen=96"]
     args = ["ib_write_bw", "-s", "16384", "-n", "200", "-p", port]
     srv = subprocess.Popen([softrdma, "run", "--faults", "drop=0.02,seed=3", *opts, "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    import time
-    time.sleep(0.5)
+    wait_listening(port, proc=srv)
     cli = subprocess.run([softrdma, "run", "--faults", "drop=0.02,seed=4", *opts, "--", *args,
                           "127.0.0.1"], capture_output=True, text=True, timeout=120)
     sout, _ = srv.communicate(timeout=120)

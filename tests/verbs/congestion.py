@@ -8,28 +8,15 @@ usage: congestion.py SOFTRDMA CASE
   ud_unpaced    the same over UD: < 10% lost, and less than with --cc none
   switch_q4     ib_write_bw -q 4 into a --switch port: no switch drops with DCQCN, drops and
                 retransmissions with --cc none"""
+import os
 import re
-import socket
 import subprocess
 import sys
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import expect, failures, free_port, wait_listening  # noqa: E402
 
 softrdma, case = sys.argv[1:3]
-failures = []
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + output[-3000:] + "\n----------------")
 
 
 def stats(text):
@@ -41,7 +28,7 @@ def stats(text):
 def pair(server, client, server_opts=(), client_opts=(), timeout=120):
     srv = subprocess.Popen([softrdma, "run", "--stats", *server_opts, "--", *server],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    wait_listening(server[server.index("-p") + 1], proc=srv)
     try:
         c = subprocess.run([softrdma, "run", "--stats", *client_opts, "--", *client],
                            capture_output=True, text=True, timeout=timeout)

@@ -6,19 +6,14 @@ Each CASE runs a server and a client (or one program) on this host, checks both
 exit codes and what they print. Servers listen on a free TCP port of our own."""
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import expect, failures, free_port, wait_listening  # noqa: E402
 
 softrdma, case = sys.argv[1:3]
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def run_one(args, timeout=60, env=None):
@@ -27,11 +22,12 @@ def run_one(args, timeout=60, env=None):
     return r.returncode, r.stdout + r.stderr
 
 
-def pair(server, client, timeout=120, delay=0.5, run_opts=()):
-    """Starts `server`, then `client` with the server's address; returns both results."""
+def pair(server, client, timeout=120, run_opts=()):
+    """Starts `server`, then, once it listens on its TCP port (`-p`), `client` with the
+    server's address; returns both results."""
     srv = subprocess.Popen([softrdma, "run", *run_opts, "--", *server], stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
-    time.sleep(delay)
+    wait_listening(server[server.index("-p") + 1], proc=srv)
     try:
         c = subprocess.run([softrdma, "run", *run_opts, "--", *client], capture_output=True,
                            text=True, timeout=timeout)
@@ -43,21 +39,10 @@ def pair(server, client, timeout=120, delay=0.5, run_opts=()):
     return (srv.returncode, s_out), (c.returncode, c.stdout + c.stderr)
 
 
-failures = []
-
-
 def stats(text):
     """The counters of a `softrdma run --stats` line in `text`, or None."""
     m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
-
-
-def expect(cond, what, output=""):
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
-        if output:
-            print("---- output ----\n" + output[-3000:] + "\n----------------")
 
 
 def check_pair(name, server, client, patterns, client_only=False, **kw):
@@ -216,7 +201,7 @@ elif case == "pkeys":
     args = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "20", "--pkey_index=1"]
     srv = subprocess.Popen([softrdma, "run", "--stats", "--pkeys", "0xffff,0x8001", "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    wait_listening(port, proc=srv)
     rc, cout = run_one(["--pkeys", "0xffff,0x8002", "--", *args, "127.0.0.1"], timeout=120)
     try:
         sout, _ = srv.communicate(timeout=60)
@@ -279,7 +264,7 @@ elif case == "local_kernel":
     args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "2000"]
     srv = subprocess.Popen([softrdma, "run", "--local", "kernel", "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    wait_listening(port, proc=srv)
     rc, out = run_one(["--", *args, "127.0.0.1"], timeout=60)
     s_out, _ = srv.communicate(timeout=60)
     expect(rc == 0 and srv.returncode == 0 and re.search(r"2000 iters in", out),
@@ -291,7 +276,7 @@ elif case == "stats":
     args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "300"]
     srv = subprocess.Popen([softrdma, "run", "--stats", "--faults", "drop=0.05,seed=7", "--", *args],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    wait_listening(port, proc=srv)
     # The client also traces: the counters come from the backend under the trace.
     with tempfile.TemporaryDirectory(prefix="softrdma-stats-") as d:
         rc, out = run_one(["--stats", "--pcap", os.path.join(d, "c.pcapng"), "--", *args,
@@ -352,7 +337,8 @@ elif case == "multi_process":
     for args in progs:
         procs.append(subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
                                       stderr=subprocess.STDOUT, text=True))
-    time.sleep(0.6)
+    for port, srv in zip(ports, procs):
+        wait_listening(port, proc=srv)
     for args in progs:
         procs.append(subprocess.Popen([softrdma, "run", "--", *args, "127.0.0.1"],
                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
@@ -367,7 +353,7 @@ elif case == "qperf":
     port = str(free_port())
     srv = subprocess.Popen([softrdma, "run", "--", "qperf", "-lp", port],
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    time.sleep(0.5)
+    wait_listening(port, proc=srv)
     failed = False
     try:
         for test in QPERF:

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <string>
 
+#include "tests/run_command.h"
 #include "verbs/engine.h"
 
 namespace softrdma::verbs {
@@ -120,20 +121,9 @@ TEST_F(ConfigFile, AMissingFileIsAnError) {
   EXPECT_EQ(error, "SOFTRDMA_CONFIG: cannot read " + path_);
 }
 
-struct Result {
-  int status = -1;
-  std::string out;
-};
+using Result = softrdma::test::CommandResult;
 Result shell(const std::string& cmd) {
-  Result r;
-  std::FILE* p = popen((cmd + " 2>&1").c_str(), "r");
-  if (!p) return r;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
+  return softrdma::test::run_command(cmd);
 }
 
 TEST_F(ConfigFile, SoftrdmaRunRefusesABadFileWithExit2) {

@@ -23,6 +23,7 @@ extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf,
 namespace {
 
 using namespace std::chrono_literals;
+using softrdma::verbs::test::Loop;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
 
@@ -122,69 +123,15 @@ TEST_F(GidTable, TheSysfsViewAgrees) {
   EXPECT_EQ(sysfs("ports/1/gid_attrs/types/2"), "<none>");
 }
 
-// Two RC QPs of the device, each addressed to the other through the GRH.
-struct Pair {
-  ibv_context* ctx;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp[2] = {};
-  std::vector<char> buf = std::vector<char>(8192);
-  ibv_mr* mr = nullptr;
-
-  explicit Pair(ibv_context* c) : ctx(c) {
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    mr = ibv_reg_mr(pd, buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE);
-    for (auto& q : qp) {
-      ibv_qp_init_attr a{};
-      a.send_cq = a.recv_cq = cq;
-      a.qp_type = IBV_QPT_RC;
-      a.cap.max_send_wr = a.cap.max_recv_wr = 8;
-      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-      q = ibv_create_qp(pd, &a);
-    }
+// Two RC QPs of the fixture's device, each addressed to the other through the GRH.
+struct Pair : Loop {
+  explicit Pair(ibv_context* c) {
+    qp_access = 0;
+    open(c);
   }
   ~Pair() {
-    for (auto& q : qp) {
-      if (q) ibv_destroy_qp(q);
-    }
-    if (mr) ibv_dereg_mr(mr);
-    if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
-  }
-  bool init(int i) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_INIT;
-    a.port_num = 1;
-    return ibv_modify_qp(qp[i], &a,
-                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
-  }
-  int rtr(int i, const ibv_gid& dgid, std::uint8_t sgid_index) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTR;
-    a.path_mtu = IBV_MTU_1024;
-    a.dest_qp_num = qp[1 - i]->qp_num;
-    a.max_dest_rd_atomic = 1;
-    a.min_rnr_timer = 1;
-    a.ah_attr.is_global = 1;
-    a.ah_attr.grh.dgid = dgid;
-    a.ah_attr.grh.sgid_index = sgid_index;
-    a.ah_attr.grh.hop_limit = 64;
-    a.ah_attr.port_num = 1;
-    return ibv_modify_qp(qp[i], &a,
-                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
-  }
-  bool rts(int i) {
-    ibv_qp_attr a{};
-    a.qp_state = IBV_QPS_RTS;
-    a.timeout = 14;
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
-    a.max_rd_atomic = 1;
-    return ibv_modify_qp(qp[i], &a,
-                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+    ctx = nullptr;  // the fixture's, closed by it
+    close();
   }
 };
 
@@ -214,25 +161,14 @@ TEST_F(GidTable, TrafficGoesThroughIndexOneAndIndexZeroIsRefusedAtRtr) {
   EXPECT_EQ(qa.ah_attr.grh.sgid_index, 1);
   EXPECT_EQ(std::memcmp(qa.ah_attr.grh.dgid.raw, v4.raw, 16), 0);
 
-  std::strcpy(p.buf.data(), "through GID index 1");
-  ibv_sge rs{reinterpret_cast<std::uintptr_t>(p.buf.data() + 4096), 4096, p.mr->lkey};
-  ibv_recv_wr rw{};
-  rw.sg_list = &rs;
-  rw.num_sge = 1;
-  ibv_recv_wr* bad_r = nullptr;
-  ASSERT_EQ(ibv_post_recv(p.qp[1], &rw, &bad_r), 0);
-  ibv_sge ss{reinterpret_cast<std::uintptr_t>(p.buf.data()), 64, p.mr->lkey};
-  ibv_send_wr sw{};
-  sw.sg_list = &ss;
-  sw.num_sge = 1;
-  sw.opcode = IBV_WR_SEND;
-  sw.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad_s = nullptr;
-  ASSERT_EQ(ibv_post_send(p.qp[0], &sw, &bad_s), 0);
+  char* const text = reinterpret_cast<char*>(p.buf.data());
+  std::strcpy(text, "through GID index 1");
+  ASSERT_EQ(p.post_recv(1, 0, 4096, 4096), 0);
+  ASSERT_EQ(p.send(0, 0, 0, 64), 0);
   const auto wcs = poll_n(p.cq, 2);
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
   EXPECT_EQ(wcs.size(), 2u);
-  EXPECT_STREQ(p.buf.data() + 4096, "through GID index 1");
+  EXPECT_STREQ(text + 4096, "through GID index 1");
 }
 
 TEST_F(GidTable, AnAddressHandleFromTheLinkLocalGidIsRefused) {
@@ -307,18 +243,11 @@ TEST_F(GidTable, AnAddressVectorFromACompletionSendsFromIndexOne) {
   ASSERT_EQ(ibv_post_send(qp, &sw, &bad_s), 0);
   ibv_wc recv{};
   bool have = false;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!have && std::chrono::steady_clock::now() < deadline) {
-    ibv_wc wc[2];
-    const int n = ibv_poll_cq(cq, 2, wc);
-    ASSERT_GE(n, 0);
-    for (int i = 0; i < n; ++i) {
-      if (wc[i].opcode == IBV_WC_RECV) {
-        recv = wc[i];
-        have = true;
-      }
+  for (const ibv_wc& wc : poll_n(cq, 2)) {  // the send's and the receive's
+    if (wc.opcode == IBV_WC_RECV) {
+      recv = wc;
+      have = true;
     }
-    if (!n) std::this_thread::sleep_for(100us);
   }
   ASSERT_TRUE(have);
   ASSERT_EQ(recv.status, IBV_WC_SUCCESS);

@@ -22,6 +22,7 @@ using namespace std::chrono_literals;
 using softrdma::verbs::test::Loop;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::wait_until;
 
 TEST(VerbsApi, QueryDeviceExRepeatsThePlainFields) {
   for (const char* name : {"softroce0", "softiwarp0"}) {
@@ -117,7 +118,7 @@ void expect_last_wqe_event(const char* device) {
       events.push_back(ev);
       ibv_ack_async_event(&ev);
     } else {
-      std::this_thread::sleep_for(10ms);
+      std::this_thread::sleep_for(10ms);  // time itself: a window for a second event
     }
   }
   ASSERT_EQ(events.size(), 1u) << device;
@@ -249,11 +250,9 @@ TEST(VerbsApi, IwarpQpsStartInInit) {
 
 // Waits for `pid` for up to 30 s (then kills it); its exit status, or -1.
 int wait_child(pid_t pid) {
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
   int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-    std::this_thread::sleep_for(10ms);
+  if (wait_until([&] { return waitpid(pid, &status, WNOHANG) == pid; }, 30s, 10ms)) {
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   }
   kill(pid, SIGKILL);
   waitpid(pid, &status, 0);

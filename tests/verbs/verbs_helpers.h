@@ -9,7 +9,11 @@
 #include <thread>
 #include <vector>
 
+#include "../wait_until.h"
+
 namespace softrdma::verbs::test {
+
+using softrdma::test::wait_until;
 
 // The device named `name`, opened; nullptr when there is none.
 inline ibv_context* open_by_name(const char* name) {
@@ -27,14 +31,14 @@ inline ibv_context* open_by_name(const char* name) {
 inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
   using namespace std::chrono_literals;
   std::vector<ibv_wc> got;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
-    ibv_wc wc[16];
-    const int n = ibv_poll_cq(cq, 16, wc);
-    if (n < 0) break;
-    got.insert(got.end(), wc, wc + n);
-    if (n == 0) std::this_thread::sleep_for(100us);
-  }
+  wait_until(
+      [&] {
+        ibv_wc wc[16];
+        const int n = ibv_poll_cq(cq, 16, wc);
+        if (n > 0) got.insert(got.end(), wc, wc + n);
+        return n < 0 || got.size() >= want;
+      },
+      10s);
   return got;
 }
 
@@ -67,46 +71,54 @@ struct Loop {
     return mr != nullptr;
   }
 
+  // QP i: RESET -> INIT on port 1 with `qp_access`.
+  bool init(int i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_INIT;
+    a.port_num = 1;
+    a.qp_access_flags = qp_access;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0;
+  }
+  // QP i: INIT -> RTR towards the other QP at `dgid`, from GID `sgid_index`; ibv_modify_qp's
+  // result.
+  int rtr(int i, const ibv_gid& dgid, std::uint8_t sgid_index) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTR;
+    a.path_mtu = IBV_MTU_1024;
+    a.dest_qp_num = qp[1 - i]->qp_num;
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.is_global = 1;
+    a.ah_attr.grh.dgid = dgid;
+    a.ah_attr.grh.sgid_index = sgid_index;
+    a.ah_attr.grh.hop_limit = 64;
+    a.ah_attr.port_num = 1;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                             IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  }
+  // QP i: RTR -> RTS.
+  bool rts(int i) {
+    ibv_qp_attr a{};
+    a.qp_state = IBV_QPS_RTS;
+    a.timeout = 14;
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return ibv_modify_qp(qp[i], &a,
+                         IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                             IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC) == 0;
+  }
+
+  // Both QPs to RTS, each addressed to the other through the device's address (GID index 1;
+  // 0 is the link-local default GID).
   bool connect() {
-    ibv_gid gid;  // index 1: the device's address (0 is the link-local default GID)
+    ibv_gid gid;
     if (ibv_query_gid(ctx, 1, 1, &gid)) return false;
     for (int i = 0; i < 2; ++i) {
-      ibv_qp_attr a{};
-      a.qp_state = IBV_QPS_INIT;
-      a.port_num = 1;
-      a.qp_access_flags = qp_access;
-      if (ibv_modify_qp(qp[i], &a,
-                        IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
-        return false;
-      }
-      a = {};
-      a.qp_state = IBV_QPS_RTR;
-      a.path_mtu = IBV_MTU_1024;
-      a.dest_qp_num = qp[1 - i]->qp_num;
-      a.rq_psn = 0;
-      a.max_dest_rd_atomic = 1;
-      a.min_rnr_timer = 1;
-      a.ah_attr.is_global = 1;
-      a.ah_attr.grh.dgid = gid;
-      a.ah_attr.grh.sgid_index = 1;
-      a.ah_attr.grh.hop_limit = 64;
-      a.ah_attr.port_num = 1;
-      if (ibv_modify_qp(qp[i], &a,
-                        IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                            IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
-        return false;
-      }
-      a = {};
-      a.qp_state = IBV_QPS_RTS;
-      a.timeout = 14;
-      a.retry_cnt = 7;
-      a.rnr_retry = 7;
-      a.max_rd_atomic = 1;
-      if (ibv_modify_qp(qp[i], &a,
-                        IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
-                            IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC)) {
-        return false;
-      }
+      if (!init(i) || rtr(i, gid, 1) != 0 || !rts(i)) return false;
     }
     return true;
   }

@@ -17,11 +17,13 @@
 #include <thread>
 #include <vector>
 
+#include "tests/wait_until.h"
 #include "verbs/iwarp_cm.h"
 
 namespace {
 
 using namespace std::chrono_literals;
+using softrdma::test::wait_until;
 
 struct Tcp {
   int client = -1, server = -1;
@@ -189,10 +191,7 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
                           con = r.kind == softrdma::iwarp::ConnectResult::Kind::kAccepted ? 0 : 1;
                         }),
             0);
-  const auto end = std::chrono::steady_clock::now() + 10s;
-  while ((acc < 0 || con < 0) && std::chrono::steady_clock::now() < end) {
-    std::this_thread::sleep_for(1ms);
-  }
+  wait_until([&] { return acc >= 0 && con >= 0; });
   ASSERT_EQ(req_err.load(), 0);
   ASSERT_EQ(con.load(), 0);
   ASSERT_EQ(acc.load(), 0);
@@ -261,10 +260,7 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   EXPECT_EQ(b.buf[500000], a.buf[0]);
 
   ASSERT_EQ(cm->disconnect(a.qp), 0);
-  const auto end2 = std::chrono::steady_clock::now() + 5s;
-  while (disconnected == 0 && std::chrono::steady_clock::now() < end2) {
-    std::this_thread::sleep_for(1ms);
-  }
+  wait_until([&] { return disconnected != 0; });
   EXPECT_EQ(disconnected.load(), 1);
   EXPECT_EQ(b.qp->state, IBV_QPS_ERR);
   a.destroy();
