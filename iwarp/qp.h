@@ -1,9 +1,10 @@
-// An iWARP RC queue pair: RDMAP over DDP over MPA on one connected TCP socket. It owns the
-// MPA negotiation on that socket (request/reply, RFC 6581 RTR), the send queue (segmented
-// into FPDUs sized to the MSS, written many per sendmsg straight from registered memory),
-// the receive path (FPDU framing, markers, CRC, tagged placement after STag/PD/access/bounds
-// checks, untagged queues 0/1/2 with MSN and MO) and TERMINATE on any error. All work runs
-// under the QP's mutex; callbacks and events are delivered by the device outside it.
+// An iWARP RC queue pair: RDMAP over DDP over MPA on one byte stream (byte_stream.h; a
+// connected TCP socket). It owns the MPA negotiation on that stream (request/reply, RFC 6581
+// RTR), the send queue (segmented into FPDUs sized to the MSS, written many per stream send
+// straight from registered memory), the receive path (FPDU framing, markers, CRC, tagged
+// placement after STag/PD/access/bounds checks, untagged queues 0/1/2 with MSN and MO) and
+// TERMINATE on any error. All work runs under the QP's mutex; callbacks and events are
+// delivered by the device outside it.
 #pragma once
 
 #include <sys/uio.h>
@@ -19,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "iwarp/byte_stream.h"
 #include "iwarp/params.h"
 #include "iwarp/stream_trace.h"
 #include "iwarp/terminate.h"
@@ -90,7 +92,6 @@ class Qp {
   Cq* recv_cq() const { return recv_cq_; }
   Srq* srq() const { return srq_; }
   QpState state() const;
-  int fd() const { return fd_; }
   QpCounters counters() const;
   std::uint16_t ird() const;  // negotiated
   std::uint16_t ord() const;
@@ -124,9 +125,11 @@ class Qp {
   };
 
   // ---- device interface (all lock mu_)
-  int start_active(int fd, const MpaParams& local, ConnectCallback cb);
-  int start_passive(int fd, const MpaParams& local, const wire::MpaFrame& request,
-                    std::span<const std::uint8_t> request_bytes, AcceptCallback cb);
+  // On success the QP takes `stream` (moved from); on failure it stays with the caller.
+  int start_active(std::unique_ptr<ByteStream>& stream, const MpaParams& local, ConnectCallback cb);
+  int start_passive(std::unique_ptr<ByteStream>& stream, const MpaParams& local,
+                    const wire::MpaFrame& request, std::span<const std::uint8_t> request_bytes,
+                    AcceptCallback cb);
   void on_readable();
   void on_writable();
   void on_timer(Clock::time_point now);
@@ -136,13 +139,17 @@ class Qp {
   void close_abortive();
   // Callbacks collected under mu_, run by the device after releasing it.
   std::vector<std::function<void()>> take_callbacks();
-  // Registers the socket for the events it now needs (readable; writable with bytes pending).
+  // Registers the stream for the events it now needs (readable; writable with bytes pending).
   void sync_epoll();
+  // Drops the stream's registration with the device's epoll.
+  void unwatch();
+  // The connection goes back to the CM, which closes it (a reject, a failed negotiation).
+  void release_stream();
 
   // ---- MPA (qp_mpa.cpp)
-  // Sends our MPA request (active) or reply on `fd`; when tracing, starts the connection's
+  // Sends our MPA request (active) or reply on `s`; when tracing, starts the connection's
   // stream trace with the peer's request (`received`, passive side) and our frame.
-  int send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes received);
+  int send_mpa(ByteStream& s, const wire::MpaFrame& f, bool active, wire::Bytes received);
   void read_reply();
   void finish_active(const wire::MpaFrame& reply);
   void established();
@@ -155,7 +162,6 @@ class Qp {
   // never spends long sending a large message on the application's thread).
   void pump_tx(int budget = 16);
   bool flush_pending();
-  void commit_wqe_completions();
   void queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req);
   void queue_control(const wire::DdpHeader& h, wire::Bytes body);  // RTR, zero reads
 
@@ -214,8 +220,8 @@ class Qp {
   };
   QpState state_ = QpState::kInit;
   Phase phase_ = Phase::kIdle;
-  int fd_ = -1;
-  std::uint32_t epoll_events_ = 0;  // registered with the device's epoll (0: not)
+  std::unique_ptr<ByteStream> stream_;  // null: no connection
+  std::uint32_t epoll_events_ = 0;      // registered with the device's epoll (0: not)
   rxe::QpCap cap_;
   QpEventCallback on_event_;
   std::vector<std::function<void()>> callbacks_;

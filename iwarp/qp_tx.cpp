@@ -1,9 +1,8 @@
 // The transmit half of a QP: read responses and send-queue work cut into FPDUs sized to the
-// MSS (or the configured FPDU size), written many per sendmsg, payload straight from the
+// MSS (or the configured FPDU size), written many per stream send, payload straight from the
 // registered memory (gathered into a staging buffer only when markers or fault injection
 // need the bytes). Progress is committed per FPDU: a short write keeps the cut FPDU's tail
 // in `pending_` and regenerates the FPDUs that did not go.
-#include <sys/socket.h>
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -81,19 +80,18 @@ static void gather_iov(const iovec* iov, std::size_t n, std::size_t skip,
 
 bool Qp::flush_pending() {
   while (pending_off_ < pending_.size()) {
-    const ssize_t n = ::send(fd_, pending_.data() + pending_off_, pending_.size() - pending_off_,
-                             MSG_DONTWAIT | MSG_NOSIGNAL);
+    const StreamIo r =
+        stream_->send_buffer(pending_.data() + pending_off_, pending_.size() - pending_off_);
     ++counters_.sendmsg_calls;
-    if (n > 0) {
-      pending_off_ += static_cast<std::size_t>(n);
+    if (r.bytes > 0) {
+      pending_off_ += r.bytes;
       continue;
     }
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+    if (r.error == EAGAIN) {
       tx_blocked_ = true;
       return false;
     }
-    conn_error(n < 0 ? errno : EPIPE);
+    conn_error(r.error ? r.error : EPIPE);
     return false;
   }
   pending_.clear();
@@ -143,7 +141,7 @@ void Qp::queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req
 }
 
 void Qp::pump_tx(int budget) {
-  if (fd_ < 0) return;
+  if (!stream_) return;
   const std::uint32_t max_fpdu =
       std::min<std::uint32_t>(dev_.cfg_.tx.max_fpdu ? dev_.cfg_.tx.max_fpdu : mss_, 65535);
   // Payload per FPDU: the FPDU (markers included) fits max_fpdu.
@@ -387,23 +385,16 @@ void Qp::pump_tx(int budget) {
     // Send the batch.
     std::size_t sent = 0;
     if (b.niov > 0) {
-      msghdr mh{};
-      mh.msg_iov = b.iov;
-      mh.msg_iovlen = b.niov;
-      ssize_t n;
-      do {
-        n = ::sendmsg(fd_, &mh, MSG_DONTWAIT | MSG_NOSIGNAL);
-      } while (n < 0 && errno == EINTR);
+      const StreamIo r = stream_->send(std::span<const iovec>(b.iov, b.niov));
       ++counters_.sendmsg_calls;
-      if (n < 0) {
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
-          conn_error(errno);
+      if (r.error != 0) {
+        if (r.error != EAGAIN) {
+          conn_error(r.error);
           return;
         }
         tx_blocked_ = true;
-        n = 0;
       }
-      sent = static_cast<std::size_t>(n);
+      sent = r.bytes;
     }
     // FPDUs that went out whole or in part are committed; a cut one leaves its tail pending.
     std::size_t at = 0, ncommit = 0;
@@ -491,7 +482,7 @@ void Qp::pump_tx(int budget) {
   }
   if (fin_after_drain_ && phase_ == Phase::kClosing && !fin_sent_ && sq_next_ == sq_.size() &&
       inbound_.empty() && pending_.empty() && control_.empty()) {
-    ::shutdown(fd_, SHUT_WR);
+    stream_->shutdown_send();
     fin_sent_ = true;
     if (trace_) trace_->tx_fin();
   }
