@@ -34,6 +34,11 @@
 namespace softrdma::iwarp {
 
 class Device;
+struct TxBatch;
+struct TxCursor;
+struct TxDesc;
+struct TxSegment;
+enum class TxStep : std::uint8_t;
 using Clock = std::chrono::steady_clock;
 using rxe::Cq;
 using rxe::Pd;
@@ -161,6 +166,30 @@ class Qp {
   // gone; with work left, it asks for EPOLLOUT so the progress thread carries on (a post
   // never spends long sending a large message on the application's thread).
   void pump_tx(int budget = 16);
+  // pump_tx's steps (qp_tx_batch.cpp, qp_tx.cpp), in order:
+  // The payload of one FPDU at most (MSS or configured FPDU size, markers taken off).
+  std::size_t tx_max_payload() const;
+  // Cuts one batch from the read responses and the send queue; false when it holds nothing
+  // (then `c` tells of a failure that stopped it, if any).
+  bool build_batch(TxBatch& b, TxCursor& c, std::size_t max_pay);
+  // The next segment's descriptor, header and payload source: a read response first, then
+  // the send queue.
+  TxStep next_segment(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  TxStep next_read_response(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  TxStep next_sq_segment(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  // The segment's iovecs: header slot, payload, pad and CRC (staged when markers or a fault
+  // need its bytes). False on a local protection error in its SGEs (recorded in `c`).
+  bool put_fpdu_iov(TxBatch& b, TxCursor& c, TxDesc& d, const TxSegment& seg);
+  bool put_sge_iov(TxBatch& b, TxCursor& c, const TxSegment& seg, std::uint32_t& crc);
+  void stage_fpdu(TxBatch& b, TxCursor& c, TxDesc& d, std::size_t pad);
+  // Writes the batch with one stream send; false when the connection failed.
+  bool write_batch(TxBatch& b, std::size_t& sent);
+  // Traces what went and keeps a cut FPDU's tail pending; the descriptors to commit.
+  std::size_t account_sent(TxBatch& b, std::size_t sent, bool& short_write);
+  // Takes the progress of the committed descriptors; false when a LOCAL_INV failed.
+  bool commit_sent(const TxBatch& b, std::size_t ncommit);
+  // Our FIN once a graceful close has nothing left to send.
+  void fin_when_drained();
   bool flush_pending();
   void queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req);
   void queue_control(const wire::DdpHeader& h, wire::Bytes body);  // RTR, zero reads
