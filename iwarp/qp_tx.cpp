@@ -134,7 +134,6 @@ void Qp::pump_tx(int budget) {
   fin_when_drained();
 }
 
-// One stream send of the whole batch; false when the connection failed.
 bool Qp::write_batch(TxBatch& b, std::size_t& sent) {
   sent = 0;
   if (b.niov == 0) return true;
@@ -151,8 +150,7 @@ bool Qp::write_batch(TxBatch& b, std::size_t& sent) {
   return true;
 }
 
-// FPDUs that went out whole or in part are committed (and traced); a cut one leaves its tail
-// pending. How many descriptors are committed.
+// FPDUs that went out whole or in part are committed; a cut one leaves its tail pending.
 std::size_t Qp::account_sent(TxBatch& b, std::size_t sent, bool& short_write) {
   std::size_t at = 0, ncommit = 0;
   short_write = false;
@@ -181,8 +179,6 @@ std::size_t Qp::account_sent(TxBatch& b, std::size_t sent, bool& short_write) {
   return ncommit;
 }
 
-// The sequence numbers, marker offset, counters and WQE progress of the first `ncommit`
-// descriptors; false when a LOCAL_INV failed.
 bool Qp::commit_sent(const TxBatch& b, std::size_t ncommit) {
   std::size_t resp_popped = 0;
   bool local_failed = false;
