@@ -1,18 +1,15 @@
 #include "iwarp/device.h"
 
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 #include <cerrno>
 
+#include "iwarp/kernel_tcp_stream.h"
 #include "pcap/pcapng_writer.h"
 
 namespace softrdma::iwarp {
@@ -20,17 +17,7 @@ namespace softrdma::iwarp {
 namespace {
 
 constexpr std::uint64_t kKickTag = 0;
-
-int prepare_socket(int fd) {
-  int type = 0;
-  socklen_t len = sizeof type;
-  if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_STREAM) return EBADF;
-  const int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0) return errno;
-  const int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-  return 0;
-}
+constexpr std::uint32_t kRequestEvents = EPOLLIN | EPOLLRDHUP;
 
 }  // namespace
 
@@ -42,7 +29,7 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
   if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.name, 1 /* Ethernet */, 0);
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epoll_add(kick_fd_, kKickTag, EPOLLIN);
+  watch(kick_fd_, kKickTag, 0, EPOLLIN);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "softrdma-iwarp");  // as top -H and perf show it
     progress_loop();
@@ -56,7 +43,7 @@ Device::~Device() {
   {
     std::lock_guard lock(progress_mu_);
     qps_.clear();
-    for (auto& [tag, p] : pending_) epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+    for (auto& [tag, p] : pending_) watch(p.stream->wait_fd(), tag, kRequestEvents, 0);
   }
   if (cfg_.trace) cfg_.trace->flush();
   ::close(kick_fd_);
@@ -71,11 +58,15 @@ core::Gid Device::gid() const {
   return g;
 }
 
-void Device::epoll_add(int fd, std::uint64_t tag, std::uint32_t events) {
+void Device::watch(int fd, std::uint64_t tag, std::uint32_t was, std::uint32_t want) {
+  if (want == 0) {
+    epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+    return;
+  }
   epoll_event ev{};
-  ev.events = events;
+  ev.events = want;
   ev.data.u64 = tag;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev);
+  epoll_ctl(epoll_fd_, was == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd, &ev);
 }
 
 void Device::kick() {
@@ -167,23 +158,26 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() {
 // ---- connection management
 
 int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) {
-  if (const int rc = prepare_socket(fd)) return rc;
+  std::unique_ptr<ByteStream> stream;
+  if (const int rc = open_kernel_tcp_stream(fd, stream)) return rc;
   std::lock_guard lock(progress_mu_);
   Qp::AppLock qlock(*qp);
-  const int rc = qp->start_active(fd, local, std::move(cb));
+  const int rc = qp->start_active(stream, local, std::move(cb));
   kick();  // the progress thread recomputes its sleep (the reply's deadline)
   return rc;
 }
 
 int Device::read_request(int fd, std::chrono::milliseconds timeout, RequestCallback cb) {
-  if (const int rc = prepare_socket(fd)) return rc;
+  std::unique_ptr<ByteStream> stream;
+  if (const int rc = open_kernel_tcp_stream(fd, stream)) return rc;
   std::lock_guard lock(progress_mu_);
   const std::uint64_t tag = next_tag_++;
   PendingRequest& p = pending_[tag];
   p.fd = fd;
+  p.stream = std::move(stream);
   p.deadline = Clock::now() + timeout;
   p.cb = std::move(cb);
-  epoll_add(fd, tag, EPOLLIN | EPOLLRDHUP);
+  watch(p.stream->wait_fd(), tag, 0, kRequestEvents);
   kick();  // the progress thread recomputes its sleep
   return 0;
 }
@@ -213,18 +207,16 @@ void Device::read_pending(std::uint64_t tag) {
     }
     const std::size_t have = p.buf.size();
     p.buf.resize(need);
-    const ssize_t n = ::recv(p.fd, &p.buf[have], need - have, MSG_DONTWAIT);
-    if (n > 0) {
-      p.buf.resize(have + static_cast<std::size_t>(n));
+    const StreamIo r = p.stream->recv(std::span(p.buf).subspan(have));
+    if (r.bytes > 0) {
+      p.buf.resize(have + r.bytes);
       continue;
     }
     p.buf.resize(have);
-    if (n == 0) {
+    if (r.error == 0) {
       err = ECONNRESET;
-    } else if (errno == EINTR) {
-      continue;
-    } else if (errno != EAGAIN && errno != EWOULDBLOCK) {
-      err = errno;
+    } else if (r.error != EAGAIN) {
+      err = r.error;
     } else {
       return;  // wait for more
     }
@@ -248,11 +240,11 @@ void Device::read_pending(std::uint64_t tag) {
       r.ird = f->ird_ord.ird;
       r.ord = f->ird_ord.ord;
       r.private_data.assign(f->private_data.begin(), f->private_data.end());
-      requests_[p.fd].bytes = p.buf;
     }
   }
   res.error = err;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, p.fd, nullptr);
+  watch(p.stream->wait_fd(), tag, kRequestEvents, 0);
+  if (err == 0) requests_[p.fd] = ReadRequestDone{std::move(p.buf), std::move(p.stream)};
   callbacks_.push_back([cb = std::move(p.cb), res] { cb(res); });
   pending_.erase(it);
 }
@@ -266,7 +258,7 @@ int Device::accept(Qp* qp, int fd, const MpaParams& local, AcceptCallback cb) {
   int rc;
   {
     Qp::AppLock qlock(*qp);
-    rc = qp->start_passive(fd, local, *f, it->second.bytes, std::move(cb));
+    rc = qp->start_passive(it->second.stream, local, *f, it->second.bytes, std::move(cb));
   }
   if (rc == 0) requests_.erase(it);
   kick();
@@ -289,14 +281,15 @@ int Device::reject(int fd, std::span<const std::uint8_t> private_data) {
   std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
   const auto n = wire::build_mpa(buf, f);
   if (!n) return EINVAL;
+  const std::unique_ptr<ByteStream> stream = std::move(it->second.stream);
   requests_.erase(it);
-  const ssize_t sent = ::send(fd, buf.data(), *n, MSG_NOSIGNAL | MSG_DONTWAIT);
-  return sent == static_cast<ssize_t>(*n) ? 0 : (sent < 0 ? errno : EIO);
+  const StreamIo r = stream->send_buffer(buf.data(), *n);
+  return r.bytes == *n ? 0 : (r.error ? r.error : EIO);
 }
 
 int Device::disconnect(Qp* qp) {
   Qp::AppLock qlock(*qp);
-  if (qp->fd_ < 0) return EINVAL;
+  if (!qp->stream_) return EINVAL;
   qp->close_graceful();
   qp->sync_epoll();
   return 0;
@@ -304,7 +297,7 @@ int Device::disconnect(Qp* qp) {
 
 int Device::abort(Qp* qp) {
   Qp::AppLock qlock(*qp);
-  if (qp->fd_ < 0) return EINVAL;
+  if (!qp->stream_) return EINVAL;
   qp->close_abortive();
   return 0;
 }
@@ -333,7 +326,7 @@ void Device::run_timers() {
     if (it->second.deadline <= now) {
       RequestResult res;
       res.error = ETIMEDOUT;
-      epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, it->second.fd, nullptr);
+      watch(it->second.stream->wait_fd(), it->first, kRequestEvents, 0);
       callbacks_.push_back([cb = std::move(it->second.cb), res] { cb(res); });
       it = pending_.erase(it);
     } else {

@@ -1,6 +1,7 @@
 // The iWARP device (softiwarp0): the verbs objects of core/ (PD, MR, CQ, SRQ), RC QPs running
-// RDMAP/DDP/MPA over TCP sockets, and a progress thread sleeping in epoll on the QPs' sockets,
-// a kick eventfd and the MPA timers.
+// RDMAP/DDP/MPA over byte streams (kernel TCP sockets, see kernel_tcp_stream.h), and a
+// progress thread sleeping in epoll on the streams' wait fds, a kick eventfd and the MPA
+// timers.
 //
 // Contract with the CM layer, which owns connect/listen/accept of the TCP sockets:
 //  - active:  connect(qp, fd, params, cb) on a connected socket sends the MPA request; cb gets
@@ -10,7 +11,8 @@
 //  - passive: read_request(fd, timeout, cb) reads the MPA request; then accept(qp, fd, params,
 //             cb) sends the reply (cb(0) once established, after the RTR when there is one) or
 //             reject(fd, private_data) sends a reply with the Reject bit.
-//  - After connect/accept the QP owns the socket (closes it when destroyed). disconnect() is
+//  - connect/read_request wrap the socket in a kernel TCP stream (nonblocking, TCP_NODELAY).
+//    After connect/accept the QP owns the socket (closes it when destroyed). disconnect() is
 //    graceful (FIN once queued work is on the wire), abort() closes with SO_LINGER 0 (RST).
 //  - Each QP's event handler reports established / disconnected / fatal (TERMINATE sent or
 //    received, with layer/type/code; connection error).
@@ -88,12 +90,14 @@ class Device : public core::Objects {
  private:
   struct PendingRequest {
     int fd = -1;
+    std::unique_ptr<ByteStream> stream;
     Clock::time_point deadline;
     RequestCallback cb;
     std::vector<std::uint8_t> buf;
   };
   struct ReadRequestDone {
-    std::vector<std::uint8_t> bytes;  // the request as read
+    std::vector<std::uint8_t> bytes;     // the request as read
+    std::unique_ptr<ByteStream> stream;  // its connection, for the reply
   };
   bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const override;
   bool ah_reachable(const core::AhAttr&) const override { return false; }  // iWARP has no AHs
@@ -106,7 +110,9 @@ class Device : public core::Objects {
   void run_timers();
   void read_pending(std::uint64_t id);
   int next_timeout_ms();
-  void epoll_add(int fd, std::uint64_t tag, std::uint32_t events);
+  // Changes what the progress loop waits for on `fd` from `was` to `want` events (0: not
+  // registered), reported with `tag`.
+  void watch(int fd, std::uint64_t tag, std::uint32_t was, std::uint32_t want);
 
   DeviceConfig cfg_;
   std::uint32_t trace_iface_ = 0;

@@ -1,8 +1,6 @@
 #include "iwarp/qp.h"
 
 #include <sys/epoll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
@@ -31,9 +29,9 @@ Qp::Qp(Device& dev, std::uint32_t qpn, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* sr
 }
 
 Qp::~Qp() {
-  if (fd_ >= 0) {
-    if (epoll_events_ != 0) epoll_ctl(dev_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
-    ::close(fd_);
+  if (stream_) {
+    unwatch();
+    stream_->close();
   }
 }
 
@@ -84,25 +82,28 @@ void Qp::event(QpEvent ev) {
 }
 
 void Qp::sync_epoll() {
-  if (fd_ < 0) return;
+  if (!stream_) return;
   std::uint32_t want = 0;
   if (phase_ != Phase::kIdle && phase_ != Phase::kDead) want = EPOLLIN | EPOLLRDHUP;
   if (phase_ == Phase::kDead && !peer_fin_) want = EPOLLIN | EPOLLRDHUP;  // notice the close
   if (wants_writable()) want |= EPOLLOUT;
   if (want == epoll_events_) return;
-  epoll_event ev{};
-  ev.events = want;
-  ev.data.u64 = qpn_;
-  if (want == 0) {
-    epoll_ctl(dev_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
-  } else {
-    epoll_ctl(dev_.epoll_fd_, epoll_events_ == 0 ? EPOLL_CTL_ADD : EPOLL_CTL_MOD, fd_, &ev);
-  }
+  dev_.watch(stream_->wait_fd(), qpn_, epoll_events_, want);
   epoll_events_ = want;
 }
 
+void Qp::unwatch() {
+  if (stream_ && epoll_events_ != 0) dev_.watch(stream_->wait_fd(), qpn_, epoll_events_, 0);
+  epoll_events_ = 0;
+}
+
+void Qp::release_stream() {
+  unwatch();
+  stream_.reset();
+}
+
 bool Qp::wants_writable() const {
-  return fd_ >= 0 && (tx_blocked_ || pending_off_ < pending_.size() || !control_.empty());
+  return stream_ && (tx_blocked_ || pending_off_ < pending_.size() || !control_.empty());
 }
 
 int Qp::post_send(std::span<const core::SendWr> wrs, std::size_t* bad) {
@@ -223,7 +224,7 @@ int Qp::modify_state(QpState to) {
     case QpState::kReset:
     case QpState::kInit:
     case QpState::kRtr:
-      if (phase_ != Phase::kIdle || fd_ >= 0) return EINVAL;
+      if (phase_ != Phase::kIdle || stream_) return EINVAL;
       if (to == QpState::kReset) {
         if (send_cq_) send_cq_->remove_qp(qpn_);
         if (recv_cq_ && recv_cq_ != send_cq_) recv_cq_->remove_qp(qpn_);
@@ -360,26 +361,23 @@ void Qp::peer_closed() {
 }
 
 void Qp::close_graceful() {
-  if (fd_ < 0) return;
+  if (!stream_) return;
   if (phase_ == Phase::kRunning) {
     phase_ = Phase::kClosing;
     fin_after_drain_ = true;
     pump_tx();
   } else if (!fin_after_drain_) {
     fin_after_drain_ = true;
-    ::shutdown(fd_, SHUT_WR);
+    stream_->shutdown_send();
     if (trace_) trace_->tx_fin();
   }
 }
 
 void Qp::close_abortive() {
-  if (fd_ < 0) return;
-  linger l{1, 0};
-  setsockopt(fd_, SOL_SOCKET, SO_LINGER, &l, sizeof l);
-  if (epoll_events_ != 0) epoll_ctl(dev_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
-  epoll_events_ = 0;
-  ::close(fd_);
-  fd_ = -1;
+  if (!stream_) return;
+  unwatch();
+  stream_->abort();
+  stream_.reset();
   to_error(WcStatus::kWrFlushErr);
   phase_ = Phase::kDead;
 }

@@ -1,9 +1,10 @@
-// An iWARP RC queue pair: RDMAP over DDP over MPA on one connected TCP socket. It owns the
-// MPA negotiation on that socket (request/reply, RFC 6581 RTR), the send queue (segmented
-// into FPDUs sized to the MSS, written many per sendmsg straight from registered memory),
-// the receive path (FPDU framing, markers, CRC, tagged placement after STag/PD/access/bounds
-// checks, untagged queues 0/1/2 with MSN and MO) and TERMINATE on any error. All work runs
-// under the QP's mutex; callbacks and events are delivered by the device outside it.
+// An iWARP RC queue pair: RDMAP over DDP over MPA on one byte stream (byte_stream.h; a
+// connected TCP socket). It owns the MPA negotiation on that stream (request/reply, RFC 6581
+// RTR), the send queue (segmented into FPDUs sized to the MSS, written many per stream send
+// straight from registered memory), the receive path (FPDU framing, markers, CRC, tagged
+// placement after STag/PD/access/bounds checks, untagged queues 0/1/2 with MSN and MO) and
+// TERMINATE on any error. All work runs under the QP's mutex; callbacks and events are
+// delivered by the device outside it.
 #pragma once
 
 #include <sys/uio.h>
@@ -23,6 +24,7 @@
 #include "core/mr.h"
 #include "core/srq.h"
 #include "core/types.h"
+#include "iwarp/byte_stream.h"
 #include "iwarp/params.h"
 #include "iwarp/stream_trace.h"
 #include "iwarp/terminate.h"
@@ -32,6 +34,11 @@
 namespace softrdma::iwarp {
 
 class Device;
+struct TxBatch;
+struct TxCursor;
+struct TxDesc;
+struct TxSegment;
+enum class TxStep : std::uint8_t;
 using Clock = std::chrono::steady_clock;
 using core::Cq;
 using core::Pd;
@@ -90,7 +97,6 @@ class Qp {
   Cq* recv_cq() const { return recv_cq_; }
   Srq* srq() const { return srq_; }
   QpState state() const;
-  int fd() const { return fd_; }
   QpCounters counters() const;
   std::uint16_t ird() const;  // negotiated
   std::uint16_t ord() const;
@@ -124,9 +130,11 @@ class Qp {
   };
 
   // ---- device interface (all lock mu_)
-  int start_active(int fd, const MpaParams& local, ConnectCallback cb);
-  int start_passive(int fd, const MpaParams& local, const wire::MpaFrame& request,
-                    std::span<const std::uint8_t> request_bytes, AcceptCallback cb);
+  // On success the QP takes `stream` (moved from); on failure it stays with the caller.
+  int start_active(std::unique_ptr<ByteStream>& stream, const MpaParams& local, ConnectCallback cb);
+  int start_passive(std::unique_ptr<ByteStream>& stream, const MpaParams& local,
+                    const wire::MpaFrame& request, std::span<const std::uint8_t> request_bytes,
+                    AcceptCallback cb);
   void on_readable();
   void on_writable();
   void on_timer(Clock::time_point now);
@@ -136,13 +144,17 @@ class Qp {
   void close_abortive();
   // Callbacks collected under mu_, run by the device after releasing it.
   std::vector<std::function<void()>> take_callbacks();
-  // Registers the socket for the events it now needs (readable; writable with bytes pending).
+  // Registers the stream for the events it now needs (readable; writable with bytes pending).
   void sync_epoll();
+  // Drops the stream's registration with the device's epoll.
+  void unwatch();
+  // The connection goes back to the CM, which closes it (a reject, a failed negotiation).
+  void release_stream();
 
   // ---- MPA (qp_mpa.cpp)
-  // Sends our MPA request (active) or reply on `fd`; when tracing, starts the connection's
+  // Sends our MPA request (active) or reply on `s`; when tracing, starts the connection's
   // stream trace with the peer's request (`received`, passive side) and our frame.
-  int send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes received);
+  int send_mpa(ByteStream& s, const wire::MpaFrame& f, bool active, wire::Bytes received);
   void read_reply();
   void finish_active(const wire::MpaFrame& reply);
   void established();
@@ -154,8 +166,31 @@ class Qp {
   // gone; with work left, it asks for EPOLLOUT so the progress thread carries on (a post
   // never spends long sending a large message on the application's thread).
   void pump_tx(int budget = 16);
+  // pump_tx's steps (qp_tx_batch.cpp, qp_tx.cpp), in order:
+  // The payload of one FPDU at most (MSS or configured FPDU size, markers taken off).
+  std::size_t tx_max_payload() const;
+  // Cuts one batch from the read responses and the send queue; false when it holds nothing
+  // (then `c` tells of a failure that stopped it, if any).
+  bool build_batch(TxBatch& b, TxCursor& c, std::size_t max_pay);
+  // The next segment's descriptor, header and payload source: a read response first, then
+  // the send queue.
+  TxStep next_segment(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  TxStep next_read_response(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  TxStep next_sq_segment(TxCursor& c, TxDesc& d, TxSegment& seg, std::size_t max_pay);
+  // The segment's iovecs: header slot, payload, pad and CRC (staged when markers or a fault
+  // need its bytes). False on a local protection error in its SGEs (recorded in `c`).
+  bool put_fpdu_iov(TxBatch& b, TxCursor& c, TxDesc& d, const TxSegment& seg);
+  bool put_sge_iov(TxBatch& b, TxCursor& c, const TxSegment& seg, std::uint32_t& crc);
+  void stage_fpdu(TxBatch& b, TxCursor& c, TxDesc& d, std::size_t pad);
+  // Writes the batch with one stream send; false when the connection failed.
+  bool write_batch(TxBatch& b, std::size_t& sent);
+  // Traces what went and keeps a cut FPDU's tail pending; the descriptors to commit.
+  std::size_t account_sent(TxBatch& b, std::size_t sent, bool& short_write);
+  // Takes the progress of the committed descriptors; false when a LOCAL_INV failed.
+  bool commit_sent(const TxBatch& b, std::size_t ncommit);
+  // Our FIN once a graceful close has nothing left to send.
+  void fin_when_drained();
   bool flush_pending();
-  void commit_wqe_completions();
   void queue_terminate(RxError e, wire::Bytes ddp_header, wire::Bytes read_req);
   void queue_control(const wire::DdpHeader& h, wire::Bytes body);  // RTR, zero reads
 
@@ -214,8 +249,8 @@ class Qp {
   };
   QpState state_ = QpState::kInit;
   Phase phase_ = Phase::kIdle;
-  int fd_ = -1;
-  std::uint32_t epoll_events_ = 0;  // registered with the device's epoll (0: not)
+  std::unique_ptr<ByteStream> stream_;  // null: no connection
+  std::uint32_t epoll_events_ = 0;      // registered with the device's epoll (0: not)
   core::QpCap cap_;
   QpEventCallback on_event_;
   std::vector<std::function<void()>> callbacks_;

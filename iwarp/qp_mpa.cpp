@@ -1,10 +1,5 @@
 // MPA negotiation of a QP (RFC 5044 §7.1, RFC 6581): the request or reply it sends, the
 // reply it reads, CRC and marker choices, IRD/ORD, and the peer-to-peer RTR exchange.
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/epoll.h>
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -28,36 +23,28 @@ void set_rtr_bits(wire::MpaIrdOrd& w, RtrType t) {
   w.zero_send_rtr = t == RtrType::kZeroSend;
 }
 
-std::uint32_t tcp_mss(int fd) {
-  int mss = 0;
-  socklen_t len = sizeof mss;
-  if (getsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &len) != 0 || mss < 536) return 1460;
-  return static_cast<std::uint32_t>(mss);
-}
-
 // Writes a small frame on a fresh connection (it always fits the socket buffer).
-int send_all(int fd, wire::Bytes b) {
+int send_all(ByteStream& s, wire::Bytes b) {
   std::size_t off = 0;
   while (off < b.size()) {
-    const ssize_t n = ::send(fd, b.data() + off, b.size() - off, MSG_NOSIGNAL | MSG_DONTWAIT);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return n < 0 ? errno : EIO;
-    off += static_cast<std::size_t>(n);
+    const StreamIo r = s.send_buffer(b.data() + off, b.size() - off);
+    if (r.bytes == 0) return r.error ? r.error : EIO;
+    off += r.bytes;
   }
   return 0;
 }
 
 }  // namespace
 
-int Qp::send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes received) {
+int Qp::send_mpa(ByteStream& s, const wire::MpaFrame& f, bool active, wire::Bytes received) {
   std::array<std::uint8_t, wire::kMpaHeaderLen + wire::kMpaMaxPrivateData> buf{};
   const auto n = wire::build_mpa(buf, f);
   if (!n) return EINVAL;
   const wire::Bytes frame(buf.data(), *n);
-  if (const int rc = send_all(fd, frame)) return rc;
+  if (const int rc = send_all(s, frame)) return rc;
   if (dev_.cfg_.trace) {
     TcpEndpoint a, b;
-    if (tcp_endpoints(fd, a, b)) {
+    if (s.endpoints(a, b)) {
       trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,
                                              active);
       if (!received.empty()) trace_->rx(received);
@@ -67,8 +54,9 @@ int Qp::send_mpa(int fd, const wire::MpaFrame& f, bool active, wire::Bytes recei
   return 0;
 }
 
-int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
-  if (phase_ != Phase::kIdle || fd_ >= 0 || !valid_params(local)) return EINVAL;
+int Qp::start_active(std::unique_ptr<ByteStream>& stream, const MpaParams& local,
+                     ConnectCallback cb) {
+  if (phase_ != Phase::kIdle || stream_ || !valid_params(local)) return EINVAL;
   if (state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kRtr) {
     return EINVAL;
   }
@@ -83,11 +71,11 @@ int Qp::start_active(int fd, const MpaParams& local, ConnectCallback cb) {
   f.ird_ord.peer_to_peer = f.enhanced && local.rtr != RtrType::kNone;
   if (f.ird_ord.peer_to_peer) set_rtr_bits(f.ird_ord, local.rtr);
   f.private_data = local.private_data;
-  if (const int rc = send_mpa(fd, f, true, {})) return rc;
-  fd_ = fd;
+  if (const int rc = send_mpa(*stream, f, true, {})) return rc;
+  stream_ = std::move(stream);
   local_ = local;
   connect_cb_ = std::move(cb);
-  mss_ = tcp_mss(fd);
+  mss_ = stream_->mss();
   hs_buf_.clear();
   phase_ = Phase::kWaitReply;
   deadline_ = Clock::now() + local.timeout;
@@ -123,18 +111,17 @@ void Qp::read_reply() {
     }
     const std::size_t have = hs_buf_.size();
     hs_buf_.resize(need);
-    const ssize_t n = ::recv(fd_, &hs_buf_[have], need - have, MSG_DONTWAIT);
-    if (n > 0) {
-      hs_buf_.resize(have + static_cast<std::size_t>(n));
+    const StreamIo r = stream_->recv(std::span(hs_buf_).subspan(have));
+    if (r.bytes > 0) {
+      hs_buf_.resize(have + r.bytes);
       continue;
     }
     hs_buf_.resize(have);
-    if (n == 0) {
+    if (r.error == 0) {
       fail_connect(ECONNRESET);
       return;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) fail_connect(errno);
+    if (r.error != EAGAIN) fail_connect(r.error);
     return;
   }
 }
@@ -146,10 +133,7 @@ void Qp::finish_active(const wire::MpaFrame& reply) {
     res.kind = ConnectResult::Kind::kRejected;
     if (connect_cb_) callbacks_.push_back([cb = std::move(connect_cb_), res] { cb(res); });
     connect_cb_ = nullptr;
-    // The socket goes back to the CM, which closes it.
-    if (epoll_events_) epoll_ctl(dev_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
-    epoll_events_ = 0;
-    fd_ = -1;
+    release_stream();  // the CM closes it
     trace_.reset();
     phase_ = Phase::kIdle;
     dev_.kick();
@@ -213,9 +197,10 @@ void Qp::finish_active(const wire::MpaFrame& reply) {
   pump_tx();
 }
 
-int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& request,
-                      std::span<const std::uint8_t> request_bytes, AcceptCallback cb) {
-  if (phase_ != Phase::kIdle || fd_ >= 0 || !valid_params(local)) return EINVAL;
+int Qp::start_passive(std::unique_ptr<ByteStream>& stream, const MpaParams& local,
+                      const wire::MpaFrame& request, std::span<const std::uint8_t> request_bytes,
+                      AcceptCallback cb) {
+  if (phase_ != Phase::kIdle || stream_ || !valid_params(local)) return EINVAL;
   if (state_ != QpState::kReset && state_ != QpState::kInit && state_ != QpState::kRtr) {
     return EINVAL;
   }
@@ -254,13 +239,13 @@ int Qp::start_passive(int fd, const MpaParams& local, const wire::MpaFrame& requ
     }
   }
   f.private_data = local.private_data;
-  if (const int rc = send_mpa(fd, f, false, request_bytes)) return rc;
-  fd_ = fd;
+  if (const int rc = send_mpa(*stream, f, false, request_bytes)) return rc;
+  stream_ = std::move(stream);
   local_ = local;
   crc_ = f.crc;
   markers_tx_ = request.markers;
   markers_rx_ = local.markers;
-  mss_ = tcp_mss(fd);
+  mss_ = stream_->mss();
   accept_cb_ = std::move(cb);
   if (rtr_ != RtrType::kNone) {
     phase_ = Phase::kWaitRtr;
@@ -330,10 +315,7 @@ void Qp::fail_connect(int err) {
   if (accept_cb_) callbacks_.push_back([cb = std::move(accept_cb_), err] { cb(err); });
   connect_cb_ = nullptr;
   accept_cb_ = nullptr;
-  // The socket goes back to the CM, which closes it.
-  if (fd_ >= 0 && epoll_events_) epoll_ctl(dev_.epoll_fd_, EPOLL_CTL_DEL, fd_, nullptr);
-  epoll_events_ = 0;
-  fd_ = -1;
+  release_stream();  // the CM closes it
   phase_ = Phase::kIdle;
   to_error(WcStatus::kWrFlushErr);
   dev_.kick();

@@ -3,8 +3,6 @@
 // STag, PD, access and bounds checks; untagged queue 0 (Send) into posted receives by MSN
 // and MO, queue 1 (Read Request) within IRD, queue 2 (Terminate). Any error sends a
 // TERMINATE and moves the QP to error; nothing is written outside a registered region.
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <array>
 #include <cerrno>
@@ -62,33 +60,32 @@ RxError header_error(wire::DdpIssue i) {
 }  // namespace
 
 void Qp::on_readable() {
-  if (fd_ < 0) return;
+  if (!stream_) return;
   if (phase_ == Phase::kWaitReply) {
     read_reply();
     if (phase_ != Phase::kRunning) return;
   }
   // Bounded: a peer streaming without pause does not hold the QP forever.
-  for (int round = 0; round < 16 && fd_ >= 0; ++round) {
+  for (int round = 0; round < 16 && stream_; ++round) {
     if (round > 0 && app_waiting_.load(std::memory_order_relaxed) > 0) break;
     if (direct_.active && direct_.left > 0) {
       if (!recv_direct()) break;
       if (direct_.left > 0) continue;
     }
     if (rx_len_ == rx_.size()) break;  // cannot happen: a wire FPDU is < 67 KB
-    const ssize_t n = ::recv(fd_, rx_.data() + rx_len_, rx_.size() - rx_len_, MSG_DONTWAIT);
-    if (n > 0) {
-      counters_.rx_bytes += static_cast<std::uint64_t>(n);
+    const StreamIo r = stream_->recv(std::span(rx_).subspan(rx_len_));
+    if (r.bytes > 0) {
+      counters_.rx_bytes += r.bytes;
       if (phase_ == Phase::kDead || phase_ == Phase::kIdle) continue;  // discarded
-      rx_len_ += static_cast<std::size_t>(n);
+      rx_len_ += r.bytes;
       parse_rx();
       continue;
     }
-    if (n == 0) {
+    if (r.error == 0) {
       if (!peer_fin_) peer_closed();
       break;
     }
-    if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) conn_error(errno);
+    if (r.error != EAGAIN) conn_error(r.error);
     break;
   }
   pump_tx();  // read responses, ORD slots freed, terminates
@@ -251,9 +248,9 @@ bool Qp::recv_direct() {
     direct_.active = false;
     return fail_rx(tagged_error(c), direct_.hdr);
   }
-  const ssize_t n = ::recv(fd_, host, direct_.left, MSG_DONTWAIT);
-  if (n > 0) {
-    const auto got = static_cast<std::size_t>(n);
+  const StreamIo r = stream_->recv(std::span(host, direct_.left));
+  if (r.bytes > 0) {
+    const std::size_t got = r.bytes;
     if (crc_) direct_.crc = wire::crc32c(direct_.crc, wire::Bytes(host, got));
     direct_.to += got;
     direct_.left -= got;
@@ -261,12 +258,11 @@ bool Qp::recv_direct() {
     counters_.rx_direct_bytes += got;
     return true;
   }
-  if (n == 0) {
+  if (r.error == 0) {
     if (!peer_fin_) peer_closed();
     return false;
   }
-  if (errno == EINTR) return true;
-  if (errno != EAGAIN && errno != EWOULDBLOCK) conn_error(errno);
+  if (r.error != EAGAIN) conn_error(r.error);
   return false;
 }
 

@@ -1,9 +1,5 @@
 #include "iwarp/stream_trace.h"
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstring>
 #include <string>
 
@@ -26,25 +22,6 @@ wire::MacAddr mac_of(std::uint32_t addr) {
           static_cast<std::uint8_t>(addr)};
 }
 
-bool endpoint_of(const sockaddr_storage& ss, TcpEndpoint& out) {
-  if (ss.ss_family == AF_INET) {
-    const auto& a = reinterpret_cast<const sockaddr_in&>(ss);
-    out.addr = ntohl(a.sin_addr.s_addr);
-    out.port = ntohs(a.sin_port);
-    return true;
-  }
-  if (ss.ss_family == AF_INET6) {
-    const auto& a = reinterpret_cast<const sockaddr_in6&>(ss);
-    if (!IN6_IS_ADDR_V4MAPPED(&a.sin6_addr)) return false;
-    std::uint32_t v4;
-    std::memcpy(&v4, &a.sin6_addr.s6_addr[12], 4);
-    out.addr = ntohl(v4);
-    out.port = ntohs(a.sin6_port);
-    return true;
-  }
-  return false;
-}
-
 // The ISN a direction's trace starts at: a hash of its 4-tuple (the real one is not visible
 // from userspace). Both ends of a connection -- two processes, or two QPs of one -- thus
 // write the same sequence numbers, and their traces merge into one consistent stream, each
@@ -62,19 +39,6 @@ std::uint32_t initial_seq(const TcpEndpoint& from, const TcpEndpoint& to) {
 }
 
 }  // namespace
-
-bool tcp_endpoints(int fd, TcpEndpoint& local, TcpEndpoint& remote) {
-  sockaddr_storage ss{};
-  socklen_t len = sizeof ss;
-  if (getsockname(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || !endpoint_of(ss, local)) {
-    return false;
-  }
-  len = sizeof ss;
-  if (getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0 || !endpoint_of(ss, remote)) {
-    return false;
-  }
-  return true;
-}
 
 StreamTrace::StreamTrace(std::shared_ptr<pcap::PcapngWriter> writer, std::uint32_t iface,
                          std::string_view dev, TcpEndpoint local, TcpEndpoint remote, bool active)

@@ -11,6 +11,7 @@
 #include <string_view>
 #include <vector>
 
+#include "iwarp/tcp_endpoint.h"
 #include "wire/bytes.h"
 
 namespace softrdma::pcap {
@@ -18,11 +19,6 @@ class PcapngWriter;
 }
 
 namespace softrdma::iwarp {
-
-struct TcpEndpoint {
-  std::uint32_t addr = 0;  // IPv4, host order
-  std::uint16_t port = 0;
-};
 
 class StreamTrace {
  public:
@@ -47,9 +43,5 @@ class StreamTrace {
   std::uint16_t ip_id_local_ = 1, ip_id_remote_ = 1;
   std::vector<std::uint8_t> frame_;
 };
-
-// Local and peer IPv4 endpoints of a connected TCP socket; false when not IPv4 (a v4-mapped
-// IPv6 socket counts as IPv4).
-bool tcp_endpoints(int fd, TcpEndpoint& local, TcpEndpoint& remote);
 
 }  // namespace softrdma::iwarp
