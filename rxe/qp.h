@@ -1,7 +1,8 @@
-// A queue pair: attributes, the state machine, the send queue with each WQE's
-// progress, and the requester, responder and completer state of the RoCEv2
-// transport (RC, UC, UD). All protocol work runs on the device's progress thread
-// under the QP's mutex; applications only post WQEs and change state.
+// A queue pair: attributes, the state machine, the send and receive queues with each
+// WQE's progress, and the RoCEv2 transport's three engines (RC, UC, UD): requester,
+// responder and completer, each with its own state (rxe/*_state.h). All protocol work runs
+// on the device's progress thread under the QP's mutex; applications only post WQEs and
+// change state.
 #pragma once
 
 #include <array>
@@ -13,9 +14,12 @@
 #include <vector>
 
 #include "rxe/cc.h"
+#include "rxe/completer_state.h"
 #include "rxe/cq.h"
 #include "rxe/dcqcn.h"
 #include "rxe/mr.h"
+#include "rxe/requester_state.h"
+#include "rxe/responder_state.h"
 #include "rxe/srq.h"
 #include "rxe/types.h"
 #include "wire/roce_headers.h"
@@ -24,7 +28,6 @@ namespace softrdma::rxe {
 
 class Device;
 struct QpInfo;
-using Clock = std::chrono::steady_clock;
 
 struct SendWqe {
   std::uint64_t wr_id = 0;
@@ -65,22 +68,6 @@ struct SendWqe {
   bool is_local() const { return opcode == WrOpcode::kLocalInv || opcode == WrOpcode::kBindMw; }
 };
 
-// A READ being answered, or an atomic's result kept for duplicates.
-struct RespResource {
-  enum class Kind : std::uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
-  std::uint32_t first_psn = 0, last_psn = 0;
-  // READ
-  std::uint64_t va = 0;
-  std::uint32_t rkey = 0;
-  std::uint64_t length = 0;
-  std::uint64_t sent = 0;  // bytes answered so far
-  std::uint32_t next_psn = 0;
-  bool active = false;     // responses still to build
-  bool duplicate = false;  // answering a duplicate request (a resend)
-  // ATOMIC
-  std::uint64_t orig = 0;
-};
-
 struct QpCounters {
   std::uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, duplicate_requests = 0,
                 out_of_sequence = 0, seq_naks_sent = 0, rnr_naks_sent = 0, rnr_naks_received = 0,
@@ -95,7 +82,9 @@ struct QpCounters {
                 rp_cnp_ignored = 0;
 };
 
-class Qp {
+// Each protocol engine's state is a base of its own (rxe/requester_state.h,
+// rxe/responder_state.h, rxe/completer_state.h); the rest is the QP's own.
+class Qp : private RequesterState, private ResponderState, private CompleterState {
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
   Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
@@ -205,16 +194,6 @@ class Qp {
 
   // Send queue: WQEs from head (oldest not yet completed) on.
   std::deque<SendWqe> sq_;
-  std::size_t req_idx_ = 0;        // index in sq_ of the WQE the requester works on
-  std::uint32_t req_psn_ = 0;      // next PSN to send
-  std::uint32_t sent_psn_ = 0;     // one past the highest PSN sent: below it is a resend
-  std::uint32_t unacked_psn_ = 0;  // oldest PSN not yet acknowledged
-  std::uint32_t outstanding_rd_atomic_ = 0;
-  std::uint32_t pkts_since_ackreq_ = 0;
-  int retry_left_ = 0;
-  int rnr_retry_left_ = 0;
-  Clock::time_point retransmit_deadline_ = Clock::time_point::max();
-  Clock::time_point rnr_deadline_ = Clock::time_point::max();
   // Congestion control: the reaction point and its pacer, and the notification point's last CNP.
   const bool cc_on_;
   const bool pace_line_;  // paced at line rate too (CcConfig::pace_line_rate)
@@ -223,35 +202,12 @@ class Qp {
   Clock::time_point pace_deadline_ = Clock::time_point::max();  // paced: run again then
   Clock::time_point last_cnp_sent_{};
   bool cnp_sent_ = false;
-  std::uint32_t rnr_psn_ = 0;
-  bool sqd_notified_ = false;       // SQ_DRAINED sent for this SQD period
   bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)
   bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
   std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
 
-  // Receive side
+  // Receive queue (the responder takes from it, or from the SRQ).
   RecvQueue rq_;
-  std::uint32_t epsn_ = 0;  // expected PSN
-  std::uint32_t msn_ = 0;
-  bool nak_sent_ = false;    // a sequence-error NAK was sent for epsn_
-  bool in_message_ = false;  // between FIRST and LAST of a SEND or WRITE
-  bool uc_drop_ = false;     // UC: dropping the rest of a damaged message
-  bool cur_is_send_ = false;
-  bool have_wqe_ = false;
-  RecvWqe cur_wqe_;  // the RQ/SRQ WQE a SEND is filling
-  std::uint64_t cur_offset_ = 0;
-  std::uint64_t write_va_ = 0;
-  std::uint32_t write_rkey_ = 0;
-  std::uint64_t write_len_ = 0;  // RETH DMA length
-  struct Response {
-    std::uint8_t syndrome;
-    std::uint32_t psn;
-    bool atomic;
-    std::uint64_t orig;
-  };
-  std::deque<Response> responses_;  // responder answers not yet sent, in order
-  std::vector<RespResource> resources_;
-  std::size_t next_resource_ = 0;
 };
 
 }  // namespace softrdma::rxe
