@@ -28,6 +28,7 @@ namespace softrdma::rxe {
 
 class Device;
 struct QpInfo;
+struct RequestPacket;  // rxe/requester.h
 
 struct SendWqe {
   std::uint64_t wr_id = 0;
@@ -123,6 +124,12 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   void send_to_peer(netdev::Packet* p);
   // --- requester (requester.cpp)
   bool build_next_packet(SendWqe& w, Clock::time_point now);
+  // The next packet's headers, opcode from the tables (rxe/request_opcode.h); false when the
+  // transport has no opcode for it.
+  bool compose_request(const SendWqe& w, RequestPacket& rp) const;
+  void set_ack_req(RequestPacket& rp);
+  void transmit_request(const SendWqe& w, netdev::Packet* p);
+  bool fail_wqe(SendWqe& w, WcStatus status);  // a local error building it: false
   // LOCAL_INV and BIND_MW, done in send-queue order; false (w.status set) when it failed.
   bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
