@@ -11,6 +11,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "rxe/cc.h"
@@ -28,6 +29,8 @@ namespace softrdma::rxe {
 
 class Device;
 struct QpInfo;
+struct InboundRequest;  // rxe/responder.h
+enum class RxVerdict : std::uint8_t;
 struct RequestPacket;  // rxe/requester.h
 
 struct SendWqe {
@@ -134,8 +137,35 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
   void arm_retransmit(Clock::time_point now);
-  // --- responder (responder.cpp)
+  // --- responder (responder.cpp: the checks; responder_execute.cpp; responder_reply.cpp;
+  // ud_responder.cpp). A request runs the checks in order, each returning a verdict.
   void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  RxVerdict check_psn(const InboundRequest& rq);
+  RxVerdict check_uc_psn(const InboundRequest& rq);
+  void duplicate_request(const InboundRequest& rq);
+  RxVerdict check_opcode_sequence(const InboundRequest& rq);
+  RxVerdict check_length(const InboundRequest& rq);
+  RxVerdict check_target(const InboundRequest& rq);  // RETH/AtomicETH: access, rkey, bounds
+  RxVerdict check_write_target(const InboundRequest& rq);
+  RxVerdict check_read_target(const InboundRequest& rq);
+  RxVerdict check_resources(const InboundRequest& rq);  // a receive WQE, or an RNR NAK
+  RxVerdict execute_request(const InboundRequest& rq);
+  RxVerdict execute_send(const InboundRequest& rq);
+  RxVerdict execute_write(const InboundRequest& rq);
+  RxVerdict execute_read(const InboundRequest& rq);
+  RxVerdict execute_atomic(const InboundRequest& rq);
+  // The one place the expected PSN moves, and the ACK a request asked for.
+  void finish_request(const InboundRequest& rq, RxVerdict v);
+  // RC: NAK and fail the QP. UC: drop the packet (and, drop_rest, its message's rest).
+  RxVerdict fail_request(const InboundRequest& rq, std::uint8_t syndrome,
+                         WcStatus recv_status = WcStatus::kSuccess);
+  RxVerdict uc_discard(bool drop_rest);
+  RxVerdict refuse(const InboundRequest& rq, std::uint8_t syndrome, bool drop_rest);
+  RxVerdict fail_placement(const InboundRequest& rq, std::uint8_t syndrome, WcStatus recv_status);
+  MrCheck check_remote(std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                       std::uint32_t access);
+  RespResource& claim_resource();
+  RespResource& start_read(std::uint32_t psn, const wire::Reth& reth);
   void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Read responses, ACKs, NAKs and atomic ACKs leave in PSN order: a response
   // never overtakes the responses owed to an earlier read. Returns true if
@@ -147,7 +177,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
                std::uint64_t orig = 0);
   void send_ack(std::uint8_t syndrome, std::uint32_t psn);
   void send_atomic_ack(std::uint32_t psn, std::uint64_t orig);
+  void send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
+                        std::optional<std::uint64_t> atomic_orig);
   void responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status);
+  void fail_recv_wqe(WcStatus status);  // completes the receive WQE held in error
   bool take_recv_wqe();
   // --- completer (completer.cpp)
   void rc_response(const wire::RocePacket& pkt);
