@@ -184,6 +184,14 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool take_recv_wqe();
   // --- completer (completer.cpp)
   void rc_response(const wire::RocePacket& pkt);
+  // Each returns false when the response ends there (no completion pass, no timer change).
+  bool on_acknowledge(const wire::RocePacket& pkt, Clock::time_point now);
+  bool on_read_or_atomic_response(const wire::RocePacket& pkt);
+  // The WQE a read response or atomic ACK at `psn` answers (completing those it acknowledges
+  // implicitly), or none.
+  SendWqe* response_target(std::uint32_t psn);
+  bool place_response(SendWqe& w, std::uint64_t offset, const std::uint8_t* data, std::uint32_t n);
+  bool spend_retry();  // one retry, or (none left) the QP fails: false
   void complete_ready();
   void complete_send(SendWqe& w);
   void ack_through(std::uint32_t psn, bool implicit);
