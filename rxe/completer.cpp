@@ -1,6 +1,7 @@
 // The completer: consumes ACKs, NAKs, read responses and atomic ACKs, completes
 // send-queue WQEs in order, and drives retries (timeouts, sequence-error NAKs,
 // RNR NAKs with the IB timer table).
+#include <algorithm>
 #include <cstring>
 
 #include "core/payload.h"
@@ -15,20 +16,41 @@ namespace {
 
 // IBTA table 45: RNR NAK timer codes, in microseconds.
 constexpr std::uint32_t kRnrTimerUs[32] = {
-    655360, 10,    20,    30,    40,    60,    80,     120,    160,    240,   320,
-    480,    640,   960,   1280,  1920,  2560,  3840,   5120,   7680,   10240, 15360,
+    655360, 10,    20,    30,    40,    60,     80,     120,    160,    240,   320,
+    480,    640,   960,   1280,  1920,  2560,   3840,   5120,   7680,   10240, 15360,
     20480,  30720, 40960, 61440, 81920, 122880, 163840, 245760, 327680, 491520};
 
 WcOpcode wc_opcode(WrOpcode op) {
   switch (op) {
     case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: return WcOpcode::kRdmaWrite;
-    case WrOpcode::kRdmaRead: return WcOpcode::kRdmaRead;
-    case WrOpcode::kAtomicCmpAndSwp: return WcOpcode::kCompSwap;
-    case WrOpcode::kAtomicFetchAndAdd: return WcOpcode::kFetchAdd;
-    case WrOpcode::kLocalInv: return WcOpcode::kLocalInv;
-    case WrOpcode::kBindMw: return WcOpcode::kBindMw;
-    default: return WcOpcode::kSend;
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCmpAndSwp:
+      return WcOpcode::kCompSwap;
+    case WrOpcode::kAtomicFetchAndAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInv:
+      return WcOpcode::kLocalInv;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
+// The send completion status a NAK (other than a PSN sequence error) reports.
+WcStatus nak_status(std::uint8_t syndrome) {
+  switch (syndrome) {
+    case wire::syndrome::kNakInvalidRequest:
+      return WcStatus::kRemInvReqErr;
+    case wire::syndrome::kNakRemoteAccess:
+      return WcStatus::kRemAccessErr;
+    case wire::syndrome::kNakInvalidRdRequest:
+      return WcStatus::kRemInvRdReqErr;
+    default:
+      return WcStatus::kRemOpErr;
   }
 }
 
@@ -80,12 +102,7 @@ void Qp::fail_head(WcStatus status) {
 
 bool Qp::retry_responses(SendWqe& w) {
   if (w.gap_retried) return true;  // the timer covers a retry that is lost too
-  if (retry_left_ == 0) {
-    ++counters_.retry_exceeded;
-    fail_head(WcStatus::kRetryExcErr);
-    return false;
-  }
-  --retry_left_;
+  if (!spend_retry()) return false;
   w.gap_retried = true;
   retry_from(w.resp_psn);
   return true;
@@ -119,117 +136,13 @@ void Qp::ack_through(std::uint32_t psn, bool implicit) {
 void Qp::rc_response(const wire::RocePacket& pkt) {
   using wire::OpKind;
   const auto now = Clock::now();
-  const std::uint32_t psn = pkt.hdr.bth.psn;
-  const wire::RoceOpcodeInfo& info = *pkt.info;
   // A response for nothing outstanding is a stale duplicate.
-  if (psn_cmp(psn, req_psn_) >= 0) return;
-
-  if (info.kind == OpKind::kAck) {
-    const std::uint8_t syn = pkt.hdr.aeth->syndrome;
-    switch (wire::aeth_kind(syn)) {
-      case wire::AethKind::kAck:
-        ack_through(psn, false);
-        break;
-      case wire::AethKind::kRnrNak:
-        ++counters_.rnr_naks_received;
-        ack_through(psn_add(psn, kPsnMask), true);
-        if (rnr_retry_left_ == 0) {
-          ++counters_.rnr_retry_exceeded;
-          fail_head(WcStatus::kRnrRetryExcErr);
-          return;
-        }
-        if (attr_.rnr_retry != 7) --rnr_retry_left_;
-        rnr_psn_ = psn;
-        rnr_deadline_ = now + std::chrono::microseconds(kRnrTimerUs[syn & 0x1F]);
-        retransmit_deadline_ = Clock::time_point::max();
-        break;
-      case wire::AethKind::kNak: {
-        if (syn == wire::syndrome::kNakPsnSeqErr) {
-          ack_through(psn_add(psn, kPsnMask), true);
-          if (retry_left_ == 0) {
-            ++counters_.retry_exceeded;
-            fail_head(WcStatus::kRetryExcErr);
-            return;
-          }
-          --retry_left_;
-          retry_from(psn);
-          break;
-        }
-        ack_through(psn_add(psn, kPsnMask), true);
-        complete_ready();
-        WcStatus st = WcStatus::kRemOpErr;
-        if (syn == wire::syndrome::kNakInvalidRequest) st = WcStatus::kRemInvReqErr;
-        if (syn == wire::syndrome::kNakRemoteAccess) st = WcStatus::kRemAccessErr;
-        if (syn == wire::syndrome::kNakInvalidRdRequest) st = WcStatus::kRemInvRdReqErr;
-        fail_head(st);
-        return;
-      }
-      default:
-        return;
-    }
-  } else if (info.kind == OpKind::kReadResponse || info.kind == OpKind::kAtomicAck) {
-    SendWqe* target = nullptr;
-    for (SendWqe& w : sq_) {
-      if (!w.started) break;
-      if (w.done) continue;
-      if (psn_cmp(w.last_psn, psn) < 0) {
-        if (w.is_read_or_atomic()) {
-          retry_responses(w);  // responses of an earlier read/atomic are missing
-          return;
-        }
-        w.done = true;  // implicitly acknowledged
-        continue;
-      }
-      if (psn_cmp(w.first_psn, psn) <= 0) target = &w;
-      break;
-    }
-    if (!target) return;
-    SendWqe& w = *target;
-    const bool atomic_ack = info.kind == OpKind::kAtomicAck;
-    if (atomic_ack != (w.opcode != WrOpcode::kRdmaRead) || !w.is_read_or_atomic()) {
-      fail_head(WcStatus::kBadRespErr);
-      return;
-    }
-    if (psn != w.resp_psn) {
-      if (psn_cmp(psn, w.resp_psn) > 0) retry_responses(w);
-      return;  // a duplicate, or a gap being retried
-    }
-    w.gap_retried = false;
-    WcStatus err = WcStatus::kSuccess;
-    if (atomic_ack) {
-      const std::uint64_t orig = pkt.hdr.atomic_ack_eth->orig;
-      std::uint8_t buf[8];
-      std::memcpy(buf, &orig, 8);  // host order into the local buffer, as verbs expects
-      if (!scatter(dev_.mrs(), pd_, w.sge, 0, buf, 8, err)) {
-        w.done = true;
-        w.status = err;
-        complete_ready();
-        enter_error();
-        return;
-      }
-      w.done = true;
-      w.resp_psn = psn_add(psn, 1);
-    } else {
-      const auto n = static_cast<std::uint32_t>(pkt.payload.size());
-      const std::uint64_t want = std::min<std::uint64_t>(mtu_, w.length - w.resp_bytes);
-      const bool last = info.seg == wire::Seg::kLast || info.seg == wire::Seg::kOnly;
-      if (n != want || last != (w.resp_bytes + n == w.length)) {
-        fail_head(WcStatus::kBadRespErr);
-        return;
-      }
-      if (n && !scatter(dev_.mrs(), pd_, w.sge, w.resp_bytes, pkt.payload.data(), n, err)) {
-        w.done = true;
-        w.status = err;
-        complete_ready();
-        enter_error();
-        return;
-      }
-      w.resp_bytes += n;
-      w.resp_psn = psn_add(psn, 1);
-      if (last) w.done = true;
-    }
-    if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) unacked_psn_ = psn_add(psn, 1);
-    retry_left_ = attr_.retry_cnt;
+  if (psn_cmp(pkt.hdr.bth.psn, req_psn_) >= 0) return;
+  const OpKind kind = pkt.info->kind;
+  if (kind == OpKind::kAck) {
+    if (!on_acknowledge(pkt, now)) return;
+  } else if (kind == OpKind::kReadResponse || kind == OpKind::kAtomicAck) {
+    if (!on_read_or_atomic_response(pkt)) return;
   } else {
     return;
   }
@@ -239,6 +152,118 @@ void Qp::rc_response(const wire::RocePacket& pkt) {
   } else if (rnr_deadline_ == Clock::time_point::max()) {
     arm_retransmit(now);
   }
+}
+
+bool Qp::on_acknowledge(const wire::RocePacket& pkt, Clock::time_point now) {
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  const std::uint8_t syn = pkt.hdr.aeth->syndrome;
+  switch (wire::aeth_kind(syn)) {
+    case wire::AethKind::kAck:
+      ack_through(psn, false);
+      return true;
+    case wire::AethKind::kRnrNak:
+      ++counters_.rnr_naks_received;
+      ack_through(psn_add(psn, kPsnMask), true);
+      if (rnr_retry_left_ == 0) {
+        ++counters_.rnr_retry_exceeded;
+        fail_head(WcStatus::kRnrRetryExcErr);
+        return false;
+      }
+      if (attr_.rnr_retry != 7) --rnr_retry_left_;
+      rnr_psn_ = psn;
+      rnr_deadline_ = now + std::chrono::microseconds(kRnrTimerUs[syn & 0x1F]);
+      retransmit_deadline_ = Clock::time_point::max();
+      return true;
+    case wire::AethKind::kNak:
+      ack_through(psn_add(psn, kPsnMask), true);
+      if (syn == wire::syndrome::kNakPsnSeqErr) {
+        if (!spend_retry()) return false;
+        retry_from(psn);
+        return true;
+      }
+      complete_ready();
+      fail_head(nak_status(syn));
+      return false;
+    default:
+      return false;
+  }
+}
+
+bool Qp::on_read_or_atomic_response(const wire::RocePacket& pkt) {
+  const std::uint32_t psn = pkt.hdr.bth.psn;
+  SendWqe* target = response_target(psn);
+  if (!target) return false;
+  SendWqe& w = *target;
+  const bool atomic_ack = pkt.info->kind == wire::OpKind::kAtomicAck;
+  if (atomic_ack != (w.opcode != WrOpcode::kRdmaRead) || !w.is_read_or_atomic()) {
+    fail_head(WcStatus::kBadRespErr);
+    return false;
+  }
+  if (psn != w.resp_psn) {
+    if (psn_cmp(psn, w.resp_psn) > 0) retry_responses(w);
+    return false;  // a duplicate, or a gap being retried
+  }
+  w.gap_retried = false;
+  if (atomic_ack) {
+    const std::uint64_t orig = pkt.hdr.atomic_ack_eth->orig;
+    std::uint8_t buf[8];
+    std::memcpy(buf, &orig, 8);  // host order into the local buffer, as verbs expects
+    if (!place_response(w, 0, buf, 8)) return false;
+    w.done = true;
+  } else {
+    const auto n = static_cast<std::uint32_t>(pkt.payload.size());
+    const std::uint64_t want = std::min<std::uint64_t>(mtu_, w.length - w.resp_bytes);
+    const bool last = pkt.info->seg == wire::Seg::kLast || pkt.info->seg == wire::Seg::kOnly;
+    if (n != want || last != (w.resp_bytes + n == w.length)) {
+      fail_head(WcStatus::kBadRespErr);
+      return false;
+    }
+    if (n && !place_response(w, w.resp_bytes, pkt.payload.data(), n)) return false;
+    w.resp_bytes += n;
+    if (last) w.done = true;
+  }
+  w.resp_psn = psn_add(psn, 1);
+  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) unacked_psn_ = psn_add(psn, 1);
+  retry_left_ = attr_.retry_cnt;
+  return true;
+}
+
+SendWqe* Qp::response_target(std::uint32_t psn) {
+  for (SendWqe& w : sq_) {
+    if (!w.started) break;
+    if (w.done) continue;
+    if (psn_cmp(w.last_psn, psn) < 0) {
+      if (w.is_read_or_atomic()) {
+        retry_responses(w);  // responses of an earlier read/atomic are missing
+        return nullptr;
+      }
+      w.done = true;  // implicitly acknowledged
+      continue;
+    }
+    return psn_cmp(w.first_psn, psn) <= 0 ? &w : nullptr;
+  }
+  return nullptr;
+}
+
+bool Qp::place_response(SendWqe& w, std::uint64_t offset, const std::uint8_t* data,
+                        std::uint32_t n) {
+  WcStatus err = WcStatus::kSuccess;
+  if (scatter(dev_.mrs(), pd_, w.sge, offset, data, n, err)) return true;
+  w.done = true;
+  w.status = err;
+  complete_ready();
+  enter_error();
+  return false;
+}
+
+bool Qp::spend_retry() {
+  if (retry_left_ == 0) {
+    ++counters_.retry_exceeded;
+    fail_head(WcStatus::kRetryExcErr);
+    return false;
+  }
+  --retry_left_;
+  return true;
 }
 
 bool Qp::has_outstanding() const {
@@ -269,12 +294,7 @@ bool Qp::run_timers(Clock::time_point now) {
       retransmit_deadline_ = Clock::time_point::max();
       return resend;
     }
-    if (retry_left_ == 0) {
-      ++counters_.retry_exceeded;
-      fail_head(WcStatus::kRetryExcErr);
-      return false;
-    }
-    --retry_left_;
+    if (!spend_retry()) return false;
     for (SendWqe& w : sq_) w.gap_retried = false;
     retry_from(unacked_psn_);
     arm_retransmit(now);

@@ -267,15 +267,7 @@ void Qp::flush_queues() {
     post_recv_completion(wc, false);
     rq_.pop();
   }
-  if (have_wqe_) {
-    Wc wc;
-    wc.wr_id = cur_wqe_.wr_id;
-    wc.status = WcStatus::kWrFlushErr;
-    wc.opcode = WcOpcode::kRecv;
-    wc.qp_num = qpn_;
-    post_recv_completion(wc, false);
-    have_wqe_ = false;
-  }
+  if (have_wqe_) fail_recv_wqe(WcStatus::kWrFlushErr);
 }
 
 void Qp::publish_receiving(QpState state) {

@@ -1,7 +1,8 @@
-// A queue pair: attributes, the state machine, the send queue with each WQE's
-// progress, and the requester, responder and completer state of the RoCEv2
-// transport (RC, UC, UD). All protocol work runs on the device's progress thread
-// under the QP's mutex; applications only post WQEs and change state.
+// A queue pair: attributes, the state machine, the send and receive queues with each
+// WQE's progress, and the RoCEv2 transport's three engines (RC, UC, UD): requester,
+// responder and completer, each with its own state (rxe/*_state.h). All protocol work runs
+// on the device's progress thread under the QP's mutex; applications only post WQEs and
+// change state.
 #pragma once
 
 #include <array>
@@ -10,22 +11,28 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
+#include "rxe/cc.h"
+#include "rxe/completer_state.h"
 #include "core/cq.h"
+#include "rxe/dcqcn.h"
 #include "core/mr.h"
+#include "rxe/requester_state.h"
+#include "rxe/responder_state.h"
 #include "core/srq.h"
 #include "core/types.h"
-#include "rxe/cc.h"
-#include "rxe/dcqcn.h"
-#include "rxe/uses_core.h"
 #include "wire/roce_headers.h"
+#include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
 
 class Device;
 struct QpInfo;
-using Clock = std::chrono::steady_clock;
+struct InboundRequest;  // rxe/responder.h
+enum class RxVerdict : std::uint8_t;
+struct RequestPacket;  // rxe/requester.h
 
 struct SendWqe {
   std::uint64_t wr_id = 0;
@@ -66,22 +73,6 @@ struct SendWqe {
   bool is_local() const { return opcode == WrOpcode::kLocalInv || opcode == WrOpcode::kBindMw; }
 };
 
-// A READ being answered, or an atomic's result kept for duplicates.
-struct RespResource {
-  enum class Kind : std::uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
-  std::uint32_t first_psn = 0, last_psn = 0;
-  // READ
-  std::uint64_t va = 0;
-  std::uint32_t rkey = 0;
-  std::uint64_t length = 0;
-  std::uint64_t sent = 0;  // bytes answered so far
-  std::uint32_t next_psn = 0;
-  bool active = false;     // responses still to build
-  bool duplicate = false;  // answering a duplicate request (a resend)
-  // ATOMIC
-  std::uint64_t orig = 0;
-};
-
 struct QpCounters {
   std::uint64_t tx_packets = 0, rx_packets = 0, retransmits = 0, duplicate_requests = 0,
                 out_of_sequence = 0, seq_naks_sent = 0, rnr_naks_sent = 0, rnr_naks_received = 0,
@@ -96,7 +87,9 @@ struct QpCounters {
                 rp_cnp_ignored = 0;
 };
 
-class Qp {
+// Each protocol engine's state is a base of its own (rxe/requester_state.h,
+// rxe/responder_state.h, rxe/completer_state.h); the rest is the QP's own.
+class Qp : private RequesterState, private ResponderState, private CompleterState {
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
   Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
@@ -135,12 +128,45 @@ class Qp {
   void send_to_peer(netdev::Packet* p);
   // --- requester (requester.cpp)
   bool build_next_packet(SendWqe& w, Clock::time_point now);
+  // The next packet's headers, opcode from the tables (rxe/request_opcode.h); false when the
+  // transport has no opcode for it.
+  bool compose_request(const SendWqe& w, RequestPacket& rp) const;
+  void set_ack_req(RequestPacket& rp);
+  void transmit_request(const SendWqe& w, netdev::Packet* p);
+  bool fail_wqe(SendWqe& w, WcStatus status);  // a local error building it: false
   // LOCAL_INV and BIND_MW, done in send-queue order; false (w.status set) when it failed.
   bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
   void arm_retransmit(Clock::time_point now);
-  // --- responder (responder.cpp)
+  // --- responder (responder.cpp: the checks; responder_execute.cpp; responder_reply.cpp;
+  // ud_responder.cpp). A request runs the checks in order, each returning a verdict.
   void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  RxVerdict check_psn(const InboundRequest& rq);
+  RxVerdict check_uc_psn(const InboundRequest& rq);
+  void duplicate_request(const InboundRequest& rq);
+  RxVerdict check_opcode_sequence(const InboundRequest& rq);
+  RxVerdict check_length(const InboundRequest& rq);
+  RxVerdict check_target(const InboundRequest& rq);  // RETH/AtomicETH: access, rkey, bounds
+  RxVerdict check_write_target(const InboundRequest& rq);
+  RxVerdict check_read_target(const InboundRequest& rq);
+  RxVerdict check_resources(const InboundRequest& rq);  // a receive WQE, or an RNR NAK
+  RxVerdict execute_request(const InboundRequest& rq);
+  RxVerdict execute_send(const InboundRequest& rq);
+  RxVerdict execute_write(const InboundRequest& rq);
+  RxVerdict execute_read(const InboundRequest& rq);
+  RxVerdict execute_atomic(const InboundRequest& rq);
+  // The one place the expected PSN moves, and the ACK a request asked for.
+  void finish_request(const InboundRequest& rq, RxVerdict v);
+  // RC: NAK and fail the QP. UC: drop the packet (and, drop_rest, its message's rest).
+  RxVerdict fail_request(const InboundRequest& rq, std::uint8_t syndrome,
+                         WcStatus recv_status = WcStatus::kSuccess);
+  RxVerdict uc_discard(bool drop_rest);
+  RxVerdict refuse(const InboundRequest& rq, std::uint8_t syndrome, bool drop_rest);
+  RxVerdict fail_placement(const InboundRequest& rq, std::uint8_t syndrome, WcStatus recv_status);
+  MrCheck check_remote(std::uint32_t rkey, std::uint64_t va, std::uint64_t len,
+                       std::uint32_t access);
+  RespResource& claim_resource();
+  RespResource& start_read(std::uint32_t psn, const wire::Reth& reth);
   void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Read responses, ACKs, NAKs and atomic ACKs leave in PSN order: a response
   // never overtakes the responses owed to an earlier read. Returns true if
@@ -152,10 +178,21 @@ class Qp {
                std::uint64_t orig = 0);
   void send_ack(std::uint8_t syndrome, std::uint32_t psn);
   void send_atomic_ack(std::uint32_t psn, std::uint64_t orig);
+  void send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
+                        std::optional<std::uint64_t> atomic_orig);
   void responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status);
+  void fail_recv_wqe(WcStatus status);  // completes the receive WQE held in error
   bool take_recv_wqe();
   // --- completer (completer.cpp)
   void rc_response(const wire::RocePacket& pkt);
+  // Each returns false when the response ends there (no completion pass, no timer change).
+  bool on_acknowledge(const wire::RocePacket& pkt, Clock::time_point now);
+  bool on_read_or_atomic_response(const wire::RocePacket& pkt);
+  // The WQE a read response or atomic ACK at `psn` answers (completing those it acknowledges
+  // implicitly), or none.
+  SendWqe* response_target(std::uint32_t psn);
+  bool place_response(SendWqe& w, std::uint64_t offset, const std::uint8_t* data, std::uint32_t n);
+  bool spend_retry();  // one retry, or (none left) the QP fails: false
   void complete_ready();
   void complete_send(SendWqe& w);
   void ack_through(std::uint32_t psn, bool implicit);
@@ -206,16 +243,6 @@ class Qp {
 
   // Send queue: WQEs from head (oldest not yet completed) on.
   std::deque<SendWqe> sq_;
-  std::size_t req_idx_ = 0;        // index in sq_ of the WQE the requester works on
-  std::uint32_t req_psn_ = 0;      // next PSN to send
-  std::uint32_t sent_psn_ = 0;     // one past the highest PSN sent: below it is a resend
-  std::uint32_t unacked_psn_ = 0;  // oldest PSN not yet acknowledged
-  std::uint32_t outstanding_rd_atomic_ = 0;
-  std::uint32_t pkts_since_ackreq_ = 0;
-  int retry_left_ = 0;
-  int rnr_retry_left_ = 0;
-  Clock::time_point retransmit_deadline_ = Clock::time_point::max();
-  Clock::time_point rnr_deadline_ = Clock::time_point::max();
   // Congestion control: the reaction point and its pacer, and the notification point's last CNP.
   const bool cc_on_;
   const bool pace_line_;  // paced at line rate too (CcConfig::pace_line_rate)
@@ -224,35 +251,12 @@ class Qp {
   Clock::time_point pace_deadline_ = Clock::time_point::max();  // paced: run again then
   Clock::time_point last_cnp_sent_{};
   bool cnp_sent_ = false;
-  std::uint32_t rnr_psn_ = 0;
-  bool sqd_notified_ = false;       // SQ_DRAINED sent for this SQD period
   bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)
   bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
   std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
 
-  // Receive side
+  // Receive queue (the responder takes from it, or from the SRQ).
   RecvQueue rq_;
-  std::uint32_t epsn_ = 0;  // expected PSN
-  std::uint32_t msn_ = 0;
-  bool nak_sent_ = false;    // a sequence-error NAK was sent for epsn_
-  bool in_message_ = false;  // between FIRST and LAST of a SEND or WRITE
-  bool uc_drop_ = false;     // UC: dropping the rest of a damaged message
-  bool cur_is_send_ = false;
-  bool have_wqe_ = false;
-  RecvWqe cur_wqe_;  // the RQ/SRQ WQE a SEND is filling
-  std::uint64_t cur_offset_ = 0;
-  std::uint64_t write_va_ = 0;
-  std::uint32_t write_rkey_ = 0;
-  std::uint64_t write_len_ = 0;  // RETH DMA length
-  struct Response {
-    std::uint8_t syndrome;
-    std::uint32_t psn;
-    bool atomic;
-    std::uint64_t orig;
-  };
-  std::deque<Response> responses_;  // responder answers not yet sent, in order
-  std::vector<RespResource> resources_;
-  std::size_t next_resource_ = 0;
 };
 
 }  // namespace softrdma::rxe

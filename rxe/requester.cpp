@@ -1,13 +1,17 @@
 // The requester: turns send-queue WQEs into request packets (segmentation by
 // the path MTU, PSNs, AckReq), limits the window and the read/atomic depth, and
 // rewinds for go-back-N retransmission.
+#include "rxe/requester.h"
+
 #include <algorithm>
 #include <cstring>
 
-#include "core/payload.h"
 #include "rxe/device.h"
+#include "core/payload.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
+#include "rxe/request_opcode.h"
+#include "rxe/segment.h"
 #include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
@@ -16,10 +20,6 @@ namespace {
 
 constexpr std::uint32_t kAckReqEvery = 32;  // AckReq on every Nth packet of long messages
 constexpr int kBudget = 64;                 // packets per QP per progress step
-
-std::uint32_t packets_for(std::uint64_t len, std::uint32_t mtu) {
-  return len == 0 ? 1 : static_cast<std::uint32_t>((len + mtu - 1) / mtu);
-}
 
 }  // namespace
 
@@ -164,135 +164,40 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
     dev_.tx_send_now();
   }
   netdev::Packet* p = dev_.tx_packet();
-  RoceHeaders h;
-  h.bth.dest_qp = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qp_num;
-  h.bth.psn = w.next_psn;
-  h.bth.pkey = pkey();
-  std::uint64_t off = w.sent;
-  std::uint32_t n = 0;
-  const std::uint8_t base = type_ == QpType::kUc ? op::kUcBase : 0;
-  bool last = true;
-  switch (w.opcode) {
-    case WrOpcode::kSend:
-    case WrOpcode::kSendWithImm:
-    case WrOpcode::kSendWithInv:
-    case WrOpcode::kRdmaWrite:
-    case WrOpcode::kRdmaWriteWithImm: {
-      const std::uint64_t remaining = w.length - off;
-      n = static_cast<std::uint32_t>(
-          type_ == QpType::kUd ? remaining : std::min<std::uint64_t>(mtu_, remaining));
-      const bool first = off == 0;
-      last = off + n == w.length;
-      const bool send = w.opcode == WrOpcode::kSend || w.opcode == WrOpcode::kSendWithImm ||
-                        w.opcode == WrOpcode::kSendWithInv;
-      const bool imm =
-          w.opcode == WrOpcode::kSendWithImm || w.opcode == WrOpcode::kRdmaWriteWithImm;
-      const bool inv = w.opcode == WrOpcode::kSendWithInv;
-      std::uint8_t opc;
-      if (type_ == QpType::kUd) {
-        opc = imm ? op::kUdSendOnlyImm : op::kUdSendOnly;
-        h.deth = Deth{w.remote_qkey, 0, qpn_};
-      } else if (send) {
-        if (first && last)
-          opc = inv ? op::kRcSendOnlyInv : imm ? op::kRcSendOnlyImm : op::kRcSendOnly;
-        else if (first)
-          opc = op::kRcSendFirst;
-        else if (!last)
-          opc = op::kRcSendMiddle;
-        else
-          opc = inv ? op::kRcSendLastInv : imm ? op::kRcSendLastImm : op::kRcSendLast;
-        opc = static_cast<std::uint8_t>(opc + base);
-      } else {
-        if (first && last)
-          opc = imm ? op::kRcWriteOnlyImm : op::kRcWriteOnly;
-        else if (first)
-          opc = op::kRcWriteFirst;
-        else if (!last)
-          opc = op::kRcWriteMiddle;
-        else
-          opc = imm ? op::kRcWriteLastImm : op::kRcWriteLast;
-        opc = static_cast<std::uint8_t>(opc + base);
-        if (first) h.reth = Reth{w.remote_addr, w.rkey, static_cast<std::uint32_t>(w.length)};
-      }
-      h.bth.opcode = opc;
-      if (last && imm) h.imm = w.imm;
-      if (last && inv) h.inv_rkey = w.invalidate_rkey;
-      h.bth.se = last && (w.flags & kSendSolicited);
-      break;
-    }
-    case WrOpcode::kRdmaRead:
-      h.bth.opcode = op::kRcReadRequest;
-      h.reth = Reth{w.remote_addr + off, w.rkey, static_cast<std::uint32_t>(w.length - off)};
-      break;
-    case WrOpcode::kAtomicCmpAndSwp:
-    case WrOpcode::kAtomicFetchAndAdd:
-      h.bth.opcode = w.opcode == WrOpcode::kAtomicCmpAndSwp ? op::kRcCompareSwap : op::kRcFetchAdd;
-      h.atomic_eth =
-          AtomicEth{w.remote_addr, w.rkey,
-                    w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add, w.compare_add};
-      break;
-    default:
-      break;
-  }
-  if (type_ == QpType::kRc) {
-    // Also on the packet that fills the send window: the requester stops after it, and the
-    // responder ACKs only what asks for it (or a message's end). Without, a window shorter than
-    // a message waited for the retransmission timer.
-    const bool fills_window =
-        psn_cmp(psn_add(h.bth.psn, 1), psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0;
-    h.bth.ack_req = last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window;
-    if (h.bth.ack_req) pkts_since_ackreq_ = 0;
-  }
-  auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
-  if (!hl) {
-    w.done = true;
-    w.status = WcStatus::kLocQpOpErr;
-    send_queue_error();
-    return false;
-  }
-  if (n) {
+  RequestPacket rp;
+  if (!compose_request(w, rp)) return fail_wqe(w, WcStatus::kLocQpOpErr);
+  if (type_ == QpType::kRc) set_ack_req(rp);
+  auto hl = build_roce_header(MutBytes(p->data, p->cap), rp.h, rp.n);
+  if (!hl) return fail_wqe(w, WcStatus::kLocQpOpErr);
+  if (rp.n) {
     WcStatus err = WcStatus::kSuccess;
     if (w.is_inline) {
-      std::memcpy(p->data + *hl, w.inline_data.data() + off, n);
-    } else if (!gather(dev_.mrs(), pd_, w.sge, off, p->data + *hl, n, err)) {
-      w.done = true;
-      w.status = err;
-      send_queue_error();
-      return false;
+      std::memcpy(p->data + *hl, w.inline_data.data() + rp.off, rp.n);
+    } else if (!gather(dev_.mrs(), pd_, w.sge, rp.off, p->data + *hl, rp.n, err)) {
+      return fail_wqe(w, err);
     }
   }
-  const std::uint8_t pad = roce_pad(n);
-  std::memset(p->data + *hl + n, 0, pad + kIcrcLen);
-  p->len = static_cast<std::uint32_t>(*hl + n + pad + kIcrcLen);
+  const std::uint8_t pad = roce_pad(rp.n);
+  std::memset(p->data + *hl + rp.n, 0, pad + kIcrcLen);
+  p->len = static_cast<std::uint32_t>(*hl + rp.n + pad + kIcrcLen);
   if (type_ == QpType::kRc) {
     // Traces mark go-back-N resends.
-    if (psn_cmp(h.bth.psn, sent_psn_) < 0) {
+    if (psn_cmp(rp.h.bth.psn, sent_psn_) < 0) {
       p->retrans = true;
     } else {
-      sent_psn_ = psn_add(h.bth.psn, 1);
+      sent_psn_ = psn_add(rp.h.bth.psn, 1);
     }
   }
   // Direct placement: the oldest outstanding WQE only (an earlier SEND, READ or atomic is then not
   // still on its way, so the data cannot overtake it) and never a resend.
-  if (n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !p->retrans &&
+  if (rp.n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !p->retrans &&
       dev_.placing() && &sq_.front() == &w &&
       dev_.place_write(peer_, attr_.dest_qp_num, type_, qpn_, local_, w.rkey, w.remote_addr,
-                       w.length, off, p->data + *hl, n, pkey())) {
+                       w.length, rp.off, p->data + *hl, rp.n, pkey())) {
     p->placed = true;
     ++counters_.placed_sent;
   }
-  if (type_ == QpType::kUd) {
-    dev_.gid_to_ip(w.av.dgid, p->dst);
-    p->src = dev_.source_address(w.av.sgid_index);
-    p->src_port = src_port_;
-    p->dst_port = dev_.netdev().roce_port();
-    p->traffic_class = w.av.traffic_class;
-    p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
-    dev_.tx_commit();
-    ++counters_.tx_packets;
-  } else {
-    send_to_peer(p);
-  }
+  transmit_request(w, p);
   if (cc_on_) {
     // ECN-capable transport, ECT(0), on data (the packet still waits in the TX batch).
     p->traffic_class = static_cast<std::uint8_t>((p->traffic_class & ~kEcnMask) | kEcnEct0);
@@ -305,11 +210,80 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   } else if (w.is_read_or_atomic()) {
     w.all_sent = true;
   } else {
-    w.sent = off + n;
+    w.sent = rp.off + rp.n;
     w.next_psn = psn_add(w.next_psn, 1);
-    w.all_sent = last;
+    w.all_sent = rp.last;
   }
   return true;
+}
+
+bool Qp::compose_request(const SendWqe& w, RequestPacket& rp) const {
+  using namespace wire;
+  RoceHeaders& h = rp.h;
+  h.bth.dest_qp = type_ == QpType::kUd ? w.remote_qpn : attr_.dest_qp_num;
+  h.bth.psn = w.next_psn;
+  h.bth.pkey = pkey();
+  rp.off = w.sent;
+  const OpKind kind = request_kind(w.opcode);
+  const bool segmented = kind == OpKind::kSend || kind == OpKind::kWrite;
+  bool first = true;
+  if (segmented) {
+    const std::uint64_t remaining = w.length - rp.off;
+    rp.n = static_cast<std::uint32_t>(
+        type_ == QpType::kUd ? remaining : std::min<std::uint64_t>(mtu_, remaining));
+    first = rp.off == 0;
+    rp.last = rp.off + rp.n == w.length;
+  }
+  const auto opcode = request_opcode(type_, w.opcode, first, rp.last);
+  if (!opcode) return false;
+  h.bth.opcode = *opcode;
+  // The extended headers are those the opcode table names for it.
+  const std::uint8_t ext = roce_opcode_info(*opcode).headers;
+  if (ext & kDeth) h.deth = Deth{w.remote_qkey, 0, qpn_};
+  if (ext & kReth) {  // a WRITE's first packet (off 0), or a READ from what is still missing
+    h.reth = Reth{w.remote_addr + rp.off, w.rkey, static_cast<std::uint32_t>(w.length - rp.off)};
+  }
+  if (ext & kAtomicEth) {
+    h.atomic_eth =
+        AtomicEth{w.remote_addr, w.rkey,
+                  w.opcode == WrOpcode::kAtomicCmpAndSwp ? w.swap : w.compare_add, w.compare_add};
+  }
+  if (ext & kImmDt) h.imm = w.imm;
+  if (ext & kIeth) h.inv_rkey = w.invalidate_rkey;
+  if (segmented) h.bth.se = rp.last && (w.flags & kSendSolicited);
+  return true;
+}
+
+void Qp::set_ack_req(RequestPacket& rp) {
+  // Also on the packet that fills the send window: the requester stops after it, and the
+  // responder ACKs only what asks for it (or a message's end). Without, a window shorter than
+  // a message waited for the retransmission timer.
+  const bool fills_window =
+      psn_cmp(psn_add(rp.h.bth.psn, 1), psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0;
+  rp.h.bth.ack_req = rp.last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window;
+  if (rp.h.bth.ack_req) pkts_since_ackreq_ = 0;
+}
+
+void Qp::transmit_request(const SendWqe& w, netdev::Packet* p) {
+  if (type_ != QpType::kUd) {
+    send_to_peer(p);
+    return;
+  }
+  dev_.gid_to_ip(w.av.dgid, p->dst);
+  p->src = dev_.source_address(w.av.sgid_index);
+  p->src_port = src_port_;
+  p->dst_port = dev_.netdev().roce_port();
+  p->traffic_class = w.av.traffic_class;
+  p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
+  dev_.tx_commit();
+  ++counters_.tx_packets;
+}
+
+bool Qp::fail_wqe(SendWqe& w, WcStatus status) {
+  w.done = true;
+  w.status = status;
+  send_queue_error();
+  return false;
 }
 
 }  // namespace softrdma::rxe

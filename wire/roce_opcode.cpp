@@ -73,6 +73,34 @@ constexpr std::array<RoceOpcodeInfo, 256> make_table() {
 
 constexpr std::array<RoceOpcodeInfo, 256> kTable = make_table();
 
+// segment_opcode's index: transport, kind, seg and suffix (none, ImmDt, IETH).
+constexpr std::size_t kTransports = 5, kKinds = 9, kSegs = 5, kSuffixes = 3;
+constexpr std::uint8_t kNoOpcode = 0xFF;  // undefined in the table
+
+constexpr std::size_t suffix_index(std::uint8_t headers) {
+  return (headers & kImmDt) ? 1 : (headers & kIeth) ? 2 : 0;
+}
+
+constexpr std::size_t shape_index(T t, K k, S s, std::size_t suffix) {
+  return ((static_cast<std::size_t>(t) * kKinds + static_cast<std::size_t>(k)) * kSegs +
+          static_cast<std::size_t>(s)) *
+             kSuffixes +
+         suffix;
+}
+
+constexpr std::array<std::uint8_t, kTransports * kKinds * kSegs * kSuffixes> make_shapes() {
+  std::array<std::uint8_t, kTransports * kKinds * kSegs * kSuffixes> t{};
+  for (auto& o : t) o = kNoOpcode;
+  for (const auto& r : kRows) {
+    if (r.info.kind == K::kAtomic) continue;
+    t[shape_index(r.info.transport, r.info.kind, r.info.seg, suffix_index(r.info.headers))] =
+        r.opcode;
+  }
+  return t;
+}
+
+constexpr auto kShapes = make_shapes();
+
 }  // namespace
 
 std::size_t ext_header_len(std::uint8_t ext) {
@@ -94,6 +122,14 @@ std::size_t RoceOpcodeInfo::header_len() const {
 
 const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode) {
   return kTable[opcode];
+}
+
+std::optional<std::uint8_t> segment_opcode(Transport transport, OpKind kind, Seg seg,
+                                           std::uint8_t suffix) {
+  if (suffix & ~(kImmDt | kIeth)) return std::nullopt;
+  const std::uint8_t op = kShapes[shape_index(transport, kind, seg, suffix_index(suffix))];
+  if (op == kNoOpcode) return std::nullopt;
+  return op;
 }
 
 }  // namespace softrdma::wire

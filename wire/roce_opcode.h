@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 namespace softrdma::wire {
@@ -54,6 +55,12 @@ struct RoceOpcodeInfo {
 };
 
 const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode);
+
+// The table read the other way: the opcode of a packet of `kind` at place `seg` in its
+// message, on `transport`, carrying the suffix header `suffix` (0, kImmDt or kIeth); none
+// where IBTA defines no such packet. Atomics (two opcodes of one shape) are not found here.
+std::optional<std::uint8_t> segment_opcode(Transport transport, OpKind kind, Seg seg,
+                                           std::uint8_t suffix = 0);
 std::size_t ext_header_len(std::uint8_t ext_bits);
 
 // Named opcodes used across the code base.

@@ -161,11 +161,11 @@ struct Side {
     return qp->post_send(std::span<const core::SendWr>(&wr, 1));
   }
   // Waits for one completion on `cq`.
-  std::optional<rxe::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
-    rxe::Wc wc;
+  std::optional<core::Wc> wait_wc(Cq* cq, std::chrono::milliseconds t = 10s) {
+    core::Wc wc;
     const bool got = wait_until(
         [&] {
-          if (cq->poll(std::span<rxe::Wc>(&wc, 1)) == 1) return true;
+          if (cq->poll(std::span<core::Wc>(&wc, 1)) == 1) return true;
           dev->poll_progress();
           return false;
         },

@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "rxe/types.h"
+#include "core/types.h"
 
 namespace softrdma::rxe::test::ibta {
 
