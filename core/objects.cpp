@@ -152,4 +152,19 @@ bool Objects::find_ah(std::uint32_t ah, AhAttr& out) const {
   return true;
 }
 
+int Objects::admit_qp(const Pd* pd, const Cq* send_cq, const Cq* recv_cq, const Srq* srq,
+                      QpCap& cap) const {
+  if (!pd || !send_cq || !recv_cq || cap.max_send_wr > attr_.max_qp_wr ||
+      cap.max_recv_wr > attr_.max_qp_wr || cap.max_send_sge > attr_.max_sge ||
+      cap.max_recv_sge > attr_.max_sge || cap.max_inline_data > attr_.max_inline_data) {
+    return EINVAL;
+  }
+  cap.max_send_wr = std::max<std::uint32_t>(cap.max_send_wr, 1);
+  cap.max_recv_wr = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_wr, 1);
+  cap.max_send_sge = std::max<std::uint32_t>(cap.max_send_sge, 1);
+  cap.max_recv_sge = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_sge, 1);
+  cap.max_inline_data = attr_.max_inline_data;
+  return 0;
+}
+
 }  // namespace softrdma::core

@@ -49,6 +49,11 @@ class Objects {
   std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
   int destroy_ah(std::uint32_t ah);
   bool find_ah(std::uint32_t ah, AhAttr& out) const;
+  // The checks of a new QP common to both transports (a PD and both CQs, capabilities within
+  // the limits), and the capabilities it really gets, written back: at least one of each, and
+  // no receive queue of its own when it takes from an SRQ. 0 or EINVAL.
+  int admit_qp(const Pd* pd, const Cq* send_cq, const Cq* recv_cq, const Srq* srq,
+               QpCap& cap) const;
 
  protected:
   Objects();

@@ -94,16 +94,7 @@ Qp* Device::create_qp(Pd* pd, core::QpType type, Cq* send_cq, Cq* recv_cq, Srq* 
     return nullptr;
   };
   if (type != core::QpType::kRc) return fail(EOPNOTSUPP);
-  if (!pd || !send_cq || !recv_cq) return fail(EINVAL);
-  if (cap.max_send_wr > attr_.max_qp_wr || cap.max_recv_wr > attr_.max_qp_wr ||
-      cap.max_send_sge > attr_.max_sge || cap.max_recv_sge > attr_.max_sge ||
-      cap.max_inline_data > attr_.max_inline_data) {
-    return fail(EINVAL);
-  }
-  cap.max_send_wr = std::max<std::uint32_t>(cap.max_send_wr, 1);
-  cap.max_send_sge = std::max<std::uint32_t>(cap.max_send_sge, 1);
-  cap.max_recv_sge = std::max<std::uint32_t>(cap.max_recv_sge, 1);
-  cap.max_inline_data = attr_.max_inline_data;
+  if (const int e = admit_qp(pd, send_cq, recv_cq, srq, cap)) return fail(e);
   std::lock_guard lock(progress_mu_);
   const std::uint32_t qpn = next_qpn_++;
   auto qp = std::make_unique<Qp>(*this, qpn, pd, send_cq, recv_cq, srq, cap, sq_sig_all);

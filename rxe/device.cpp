@@ -124,18 +124,7 @@ void Device::object_event(AsyncEventType type, Cq* cq, Srq* srq) {
 
 Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
                       bool sq_sig_all, int* err, std::uint32_t wanted_qpn) {
-  if (!pd || !send_cq || !recv_cq || cap.max_send_wr > attr_.max_qp_wr ||
-      cap.max_recv_wr > attr_.max_qp_wr || cap.max_send_sge > attr_.max_sge ||
-      cap.max_recv_sge > attr_.max_sge || cap.max_inline_data > attr_.max_inline_data) {
-    *err = EINVAL;
-    return nullptr;
-  }
-  // Report what we really give (at least one of each).
-  cap.max_send_wr = std::max<std::uint32_t>(cap.max_send_wr, 1);
-  cap.max_recv_wr = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_wr, 1);
-  cap.max_send_sge = std::max<std::uint32_t>(cap.max_send_sge, 1);
-  cap.max_recv_sge = srq ? 0 : std::max<std::uint32_t>(cap.max_recv_sge, 1);
-  cap.max_inline_data = attr_.max_inline_data;
+  if ((*err = admit_qp(pd, send_cq, recv_cq, srq, cap)) != 0) return nullptr;
   std::unique_lock lock(qps_mutex_);
   if (qps_.size() >= attr_.max_qp) {
     *err = ENOMEM;
