@@ -169,12 +169,6 @@ void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& inf
                core::SendWr& out);
 int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out);
 void convert_wc(const core::Wc& in, ibv_wc& out);
-// ibv_ah_attr -> engine address vector (LID-only vectors resolve through the engine).
-// The GRH's sgid_index names an entry of the port's GID table (verbs/gid_table.h); false (EINVAL)
-// for an index past it or for one the device cannot send from, with a message on stderr.
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out);
 void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out);
-// The GID index of the address softroce0 sends from (1: ::ffff:a.b.c.d for an IPv4 address).
-std::size_t sendable_gid_index(SoftContext* ctx);
 
 }  // namespace softrdma::verbs

@@ -362,51 +362,6 @@ int ibv_detach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
 
 namespace softrdma::verbs {
 
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out) {
-  if (in.port_num > 1) return false;
-  out = core::AhAttr{};
-  if (in.is_global) {
-    std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
-    // The engine's sgid_index is the index of the netdev address to send from.
-    const auto& table = ctx->engine->gid_table();
-    if (in.grh.sgid_index >= table.size()) return false;
-    const PortGid& e = table[in.grh.sgid_index];
-    if (!e.address) {
-      // A NIC would send RoCE v2 from this IPv6 link-local address; this backend has one
-      // address and sends from it only, so nothing is sent from another one in its place.
-      std::fprintf(
-          stderr,
-          "softrdma: sgid_index %u is %s's IPv6 link-local GID %s, which its netdev %s "
-          "cannot send from; use the GID of %s (sgid_index %zu, e.g. -g %zu)\n",
-          in.grh.sgid_index, ctx->engine->config().device_name.c_str(),
-          netdev::IpAddr{e.gid}.str().c_str(), dev(&ctx->vctx.context).netdev().name().c_str(),
-          ctx->engine->address().str().c_str(), sendable_gid_index(ctx), sendable_gid_index(ctx));
-      return false;
-    }
-    out.sgid_index = *e.address;
-    out.hop_limit = in.grh.hop_limit;
-    out.traffic_class = in.grh.traffic_class;
-    out.flow_label = in.grh.flow_label;
-  } else {
-    // No GRH (qperf's IB tests): the LID names a peer in our address space.
-    if (in.dlid == 0) return false;
-    out.dgid = ctx->engine->address_for_lid(in.dlid).bytes;
-    out.is_global = false;
-  }
-  out.dlid = in.dlid;
-  out.sl = in.sl;
-  out.port_num = 1;
-  return true;
-}
-
-std::size_t sendable_gid_index(SoftContext* ctx) {
-  const auto& table = ctx->engine->gid_table();
-  for (std::size_t i = 0; i < table.size(); ++i) {
-    if (table[i].address == 0) return i;
-  }
-  return 0;
-}
-
 void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out) {
   std::memset(&out, 0, sizeof out);
   std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
