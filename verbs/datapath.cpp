@@ -104,7 +104,7 @@ int post_send(ibv_qp* ibqp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   for (; wr; wr = wr->next) {
     core::SendWr w;
     int rc = convert_send_wr(qp, wr, w);
-    if (!rc) rc = qp->iw ? qp->iw->post_send(std::span(&w, 1)) : qp->rxe->post_send(w);
+    if (!rc) rc = provider(ibqp->context).post_send(qp, w);
     if (rc) {
       if (bad_wr) *bad_wr = wr;
       return rc;
@@ -136,12 +136,10 @@ int post_recv(ibv_qp* ibqp, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
     if (bad_wr) *bad_wr = wr;
     return ENODEV;
   }
-  if (iwarp::Qp* q = soft(ibqp)->iw) {
-    return post_recv_chain(wr, bad_wr,
-                           [q](const core::RecvWr& r) { return q->post_recv(std::span(&r, 1)); });
-  }
-  rxe::Qp* qp = soft(ibqp)->rxe;
-  return post_recv_chain(wr, bad_wr, [qp](const core::RecvWr& r) { return qp->post_recv(r); });
+  SoftQp* qp = soft(ibqp);
+  const Provider& p = provider(ibqp->context);
+  return post_recv_chain(wr, bad_wr,
+                         [qp, &p](const core::RecvWr& r) { return p.post_recv(qp, r); });
 }
 
 int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
@@ -156,8 +154,7 @@ int post_srq_recv(ibv_srq* srq, ibv_recv_wr* wr, ibv_recv_wr** bad_wr) {
 // A polling application drives progress itself, on whichever device the CQ belongs to. False
 // when another thread (the progress thread) was in a pass.
 bool drive_progress(ibv_context* ctx) {
-  if (iwarp::Device* d = iw(ctx)) return d->poll_progress();
-  return dev(ctx).poll_progress();
+  return provider(ctx).poll_progress(ctx);
 }
 
 std::int64_t monotonic_ns() {
@@ -302,7 +299,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   for (PendingWr& p : qp->pending) {
     if (rc) break;
     p.wr.sg_list = std::span<const core::Sge>(p.sge);
-    rc = qp->iw ? qp->iw->post_send(std::span(&p.wr, 1)) : qp->rxe->post_send(p.wr);
+    rc = provider(qpx->qp_base.context).post_send(qp, p.wr);
   }
   qp->pending.clear();
   qp->wr_error = 0;
@@ -432,7 +429,7 @@ void fill_context_ops(SoftContext* ctx) {
   o.req_notify_cq = req_notify_cq;
   ctx->vctx.create_cq_ex = create_cq_ex_op;
   install_qp_ops(ctx);
-  fill_mw_ops(ctx);
+  ctx->provider->fill_ops(ctx);  // softroce0: memory windows
 }
 
 void fill_qp_ex_ops(ibv_qp_ex* q) {

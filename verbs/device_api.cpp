@@ -60,105 +60,15 @@ bool is_iwarp_device(ibv_device* device) {
   return d && device == &d->dev;
 }
 
-// The node GUID of softiwarp0: its MAC address (as siw), in the first six bytes.
-std::uint64_t iwarp_node_guid(iwarp::Device& d) {
-  const core::Gid g = d.gid();
-  std::uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v = v << 8 | g[static_cast<std::size_t>(i)];
-  return v;
-}
-
-// The attributes both devices take from their engine's limits.
-void fill_common_attr(const core::DeviceAttr& r, std::uint64_t node_guid, ibv_device_attr& a) {
-  std::memset(&a, 0, sizeof a);
-  std::snprintf(a.fw_ver, sizeof a.fw_ver, "0.1.0");
-  a.node_guid = htobe64(node_guid);
-  a.sys_image_guid = a.node_guid;
-  a.max_mr_size = r.max_mr_size;
-  a.page_size_cap = r.page_size_cap;
-  a.vendor_id = r.vendor_id;
-  a.vendor_part_id = r.vendor_part_id;
-  a.hw_ver = r.hw_ver;
-  a.max_qp = static_cast<int>(r.max_qp);
-  a.max_qp_wr = static_cast<int>(r.max_qp_wr);
-  a.max_sge = static_cast<int>(r.max_sge);
-  a.max_sge_rd = static_cast<int>(r.max_sge_rd);
-  a.max_cq = static_cast<int>(r.max_cq);
-  a.max_cqe = static_cast<int>(r.max_cqe);
-  a.max_mr = static_cast<int>(r.max_mr);
-  a.max_pd = static_cast<int>(r.max_pd);
-  a.max_qp_rd_atom = static_cast<int>(r.max_qp_rd_atom);
-  a.max_qp_init_rd_atom = static_cast<int>(r.max_qp_init_rd_atom);
-  a.max_res_rd_atom = static_cast<int>(r.max_res_rd_atom);
-  a.max_srq = static_cast<int>(r.max_srq);
-  a.max_srq_wr = static_cast<int>(r.max_srq_wr);
-  a.max_srq_sge = static_cast<int>(r.max_srq_sge);
-  a.phys_port_cnt = 1;
-}
-
-void fill_iwarp_device_attr(iwarp::Device& d, ibv_device_attr& a) {
-  fill_common_attr(d.attr(), iwarp_node_guid(d), a);
-  a.vendor_part_id += 1;
-  a.device_cap_flags = IBV_DEVICE_MEM_MGT_EXTENSIONS;
-  a.atomic_cap = IBV_ATOMIC_NONE;  // no RFC 7306
-  a.max_pkeys = 0;
-}
-
-void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
-  const core::DeviceAttr& r = d.attr();
-  fill_common_attr(r, d.node_guid(), a);
-  a.device_cap_flags = IBV_DEVICE_BAD_PKEY_CNTR | IBV_DEVICE_BAD_QKEY_CNTR |
-                       IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
-                       IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
-                       IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_MGT_EXTENSIONS |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
-  a.max_mw = static_cast<int>(r.max_mw);
-  a.max_ee_rd_atom = 0;
-  a.atomic_cap = IBV_ATOMIC_HCA;
-  a.max_mcast_grp = static_cast<int>(r.max_mcast_grp);
-  a.max_mcast_qp_attach = static_cast<int>(r.max_mcast_qp_attach);
-  a.max_total_mcast_qp_attach = static_cast<int>(r.max_total_mcast_qp_attach);
-  a.max_ah = static_cast<int>(r.max_ah);
-  a.max_pkeys = r.max_pkeys;
-  a.local_ca_ack_delay = r.local_ca_ack_delay;
+// The one choice of transport: a device's provider (verbs/provider.h).
+const Provider& provider_for(ibv_device* device) {
+  return is_iwarp_device(device) ? iwarp_provider() : roce_provider();
 }
 
 int query_port_impl(ibv_context* ctx, uint8_t port, ibv_port_attr* attr, size_t len) {
   if (port != 1) return EINVAL;
   ibv_port_attr a{};
-  if (iw(ctx)) {
-    a.state = IBV_PORT_ACTIVE;
-    a.max_mtu = IBV_MTU_4096;
-    a.active_mtu = IBV_MTU_1024;
-    a.gid_tbl_len = 1;
-    a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_DEVICE_MGMT_SUP;
-    a.max_msg_sz = 1u << 31;
-    a.pkey_tbl_len = 1;
-    a.max_vl_num = 1;
-    a.active_width = 2;
-    a.active_speed = 32;
-    a.phys_state = 5;  // LinkUp
-    a.link_layer = IBV_LINK_LAYER_ETHERNET;
-    std::memcpy(attr, &a, std::min(len, sizeof a));
-    return 0;
-  }
-  rxe::Device& d = dev(ctx);
-  const core::PortAttr p = d.port_attr();
-  a.state = IBV_PORT_ACTIVE;
-  a.max_mtu = IBV_MTU_4096;
-  a.active_mtu = static_cast<ibv_mtu>(p.active_mtu);
-  a.gid_tbl_len = static_cast<int>(soft(ctx)->engine->gid_table().size());
-  a.port_cap_flags = IBV_PORT_CM_SUP | IBV_PORT_IP_BASED_GIDS;
-  a.max_msg_sz = 1u << 31;
-  a.pkey_tbl_len = static_cast<std::uint16_t>(d.pkeys().size());
-  a.lid = soft(ctx)->engine->lid();
-  a.sm_lid = 0;
-  a.lmc = 0;
-  a.max_vl_num = 1;
-  a.active_width = 2;   // 4X
-  a.active_speed = 32;  // EDR (25 Gb/s per lane): a nominal figure for a software link
-  a.phys_state = 5;     // LinkUp
-  a.link_layer = IBV_LINK_LAYER_ETHERNET;
+  provider(ctx).query_port(ctx, a);
   std::memcpy(attr, &a, std::min(len, sizeof a));
   return 0;
 }
@@ -168,11 +78,7 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   if (input && input->comp_mask) return EINVAL;
   if (attr_size < sizeof(ibv_device_attr)) return EINVAL;
   ibv_device_attr_ex a{};
-  if (iw(ctx)) {
-    fill_iwarp_device_attr(*iw(ctx), a.orig_attr);
-  } else {
-    fill_device_attr(dev(ctx), a.orig_attr);
-  }
+  provider(ctx).query_device(ctx, a.orig_attr);
   // The extended fields that repeat the plain ones, as rdma-core fills them.
   a.device_cap_flags_ex = static_cast<std::uint64_t>(a.orig_attr.device_cap_flags);
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
@@ -194,19 +100,12 @@ int query_rt_values_impl(ibv_context*, ibv_values_ex* values) {
   return 0;
 }
 
-// softiwarp0 has one GID, derived from its MAC address; softroce0 the table of
-// verbs/gid_table.h (0: the IPv6 link-local default GID, 1: its address), all RoCE v2.
 std::vector<core::Gid> gid_table(ibv_context* context) {
-  if (iw(context)) return {iw(context)->gid()};
-  std::vector<core::Gid> out;
-  for (const PortGid& e : soft(context)->engine->gid_table()) out.push_back(e.gid);
-  return out;
+  return provider(context).gids(context);
 }
 
-// The port's P_Key table: softroce0's (--pkeys); softiwarp0 has the default partition alone.
 const std::vector<std::uint16_t>& pkey_table(ibv_context* context) {
-  static const std::vector<std::uint16_t> kDefault{0xFFFF};
-  return iw(context) ? kDefault : dev(context).pkeys();
+  return provider(context).pkeys(context);
 }
 
 }  // namespace
@@ -245,14 +144,13 @@ const char* ibv_get_device_name(ibv_device* device) {
 }
 
 int ibv_get_device_index(ibv_device* device) {
-  return is_iwarp_device(device) ? 1 : 0;
+  return provider_for(device).device_index();
 }
 
 __be64 ibv_get_device_guid(ibv_device* device) {
   Engine* e = Engine::get();
   if (!e) return 0;
-  if (is_iwarp_device(device)) return htobe64(iwarp_node_guid(e->iwarp_device()));
-  return htobe64(e->device().node_guid());
+  return htobe64(provider_for(device).node_guid(*e));
 }
 
 ibv_context* ibv_open_device(ibv_device* device) {
@@ -279,7 +177,8 @@ ibv_context* ibv_open_device(ibv_device* device) {
   auto* ctx = new SoftContext{};
   ctx->engine = engine;
   ctx->generation = Engine::generation();
-  if (iwarp) ctx->iw = &ctx->engine->iwarp_device();
+  ctx->provider = &provider_for(device);
+  ctx->provider->open(ctx);
   fcntl(fds[1], F_SETFL, O_NONBLOCK);
   ctx->async_write_fd = fds[1];
   ibv_context& c = ctx->vctx.context;
@@ -309,11 +208,7 @@ int ibv_close_device(ibv_context* context) {
 }
 
 int ibv_query_device(ibv_context* context, ibv_device_attr* attr) {
-  if (iw(context)) {
-    fill_iwarp_device_attr(*iw(context), *attr);
-  } else {
-    fill_device_attr(dev(context), *attr);
-  }
+  provider(context).query_device(context, *attr);
   return 0;
 }
 
@@ -364,7 +259,7 @@ int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, uint32_t gid_inde
   std::memcpy(entry->gid.raw, gids[gid_index].data(), 16);
   entry->gid_index = gid_index;
   entry->port_num = 1;
-  entry->gid_type = iw(context) ? IBV_GID_TYPE_IB : IBV_GID_TYPE_ROCE_V2;
+  entry->gid_type = provider(context).roce_v2_gids() ? IBV_GID_TYPE_ROCE_V2 : IBV_GID_TYPE_IB;
   const std::string ndev = interface_name(soft(context)->engine->config());
   entry->ndev_ifindex = ndev.empty() ? 0 : if_nametoindex(ndev.c_str());  // gid_attrs/ndevs/N's
   return 0;
@@ -389,7 +284,7 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
     errno = EINVAL;
     return -1;
   }
-  *type = iw(context) ? 0 : 1;  // IB/RoCE v1 (what iWARP devices report), RoCE v2
+  *type = provider(context).roce_v2_gids() ? 1 : 0;  // RoCE v2, IB/RoCE v1
   return 0;
 }
 

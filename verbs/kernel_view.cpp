@@ -45,18 +45,22 @@ std::string gid_text(const core::Gid& g) {
   return out;
 }
 
+// One device as sysfs shows it: its transport's node type and GID type, and its GIDs (the
+// process's own table, when given) or just how many entries the port has.
 struct Device {
   std::string name;
   int uverbs;
-  bool iwarp;
+  const char* node_type;
+  const char* gid_type;
+  const std::vector<core::Gid>* gids;
+  std::size_t gid_entries;
 };
 
 // The files of one device under /sys/class/infiniband/NAME, relative to it.
 std::vector<std::pair<std::string, std::string>> device_files(const Device& d,
-                                                              const std::string& ndev,
-                                                              const std::vector<core::Gid>* gids) {
+                                                              const std::string& ndev) {
   std::vector<std::pair<std::string, std::string>> f = {
-      {"node_type", d.iwarp ? "4: RNIC" : "1: CA"},
+      {"node_type", d.node_type},
       {"node_desc", node_desc(d.name)},
       {"fw_ver", "0.1.0"},
       {"hw_rev", "1"},
@@ -66,23 +70,22 @@ std::vector<std::pair<std::string, std::string>> device_files(const Device& d,
       {"ports/1/link_layer", "Ethernet"},
       {"ports/1/rate", "100 Gb/sec (4X EDR)"},
   };
-  // Each GID's type: RoCE v2 for every entry of softroce0's table (verbs/gid_table.h), and
-  // what the kernel shows for an iWARP port's one GID. The GIDs themselves are each process's.
-  const std::size_t n = d.iwarp ? 1 : gids ? gids->size() : kRoceGidEntries;
-  for (std::size_t i = 0; i < n; ++i) {
+  for (std::size_t i = 0; i < d.gid_entries; ++i) {
     const std::string ix = std::to_string(i);
-    if (!d.iwarp && gids) {
-      f.emplace_back("ports/1/gids/" + ix, gid_text((*gids)[i]));
-    }
-    f.emplace_back("ports/1/gid_attrs/types/" + ix, d.iwarp ? "IB/RoCE v1" : "RoCE v2");
+    if (d.gids) f.emplace_back("ports/1/gids/" + ix, gid_text((*d.gids)[i]));
+    f.emplace_back("ports/1/gid_attrs/types/" + ix, d.gid_type);
     if (!ndev.empty()) f.emplace_back("ports/1/gid_attrs/ndevs/" + ix, ndev);
   }
   for (auto& [path, text] : f) text += "\n";
   return f;
 }
 
-std::vector<Device> devices(const Config& cfg) {
-  return {{cfg.device_name, kRoceUverbs, false}, {kIwarpDeviceName, kIwarpUverbs, true}};
+// Each GID's type: RoCE v2 for every entry of softroce0's table (verbs/gid_table.h), and
+// what the kernel shows for an iWARP port's one GID. The GIDs themselves are each process's.
+std::vector<Device> devices(const Config& cfg, const std::vector<core::Gid>* roce_gids) {
+  const std::size_t roce_entries = roce_gids ? roce_gids->size() : kRoceGidEntries;
+  return {{cfg.device_name, kRoceUverbs, "1: CA", "RoCE v2", roce_gids, roce_entries},
+          {kIwarpDeviceName, kIwarpUverbs, "4: RNIC", "IB/RoCE v1", nullptr, 1}};
 }
 
 }  // namespace
@@ -92,15 +95,15 @@ std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<core::Gi
   std::vector<ViewEntry> v;
   const std::string ndev = interface_name(cfg);
   v.push_back({K::kDir, "/dev/infiniband", ""});
-  for (const Device& d : devices(cfg)) {
+  for (const Device& d : devices(cfg, roce_gids)) {
     v.push_back({K::kCharDevice, "/dev/infiniband/uverbs" + std::to_string(d.uverbs), ""});
   }
   v.push_back({K::kCharDevice, "/dev/infiniband/rdma_cm", ""});
   v.push_back({K::kDir, "/sys/class/infiniband", ""});
-  for (const Device& d : devices(cfg)) {
+  for (const Device& d : devices(cfg, roce_gids)) {
     const std::string root = "/sys/class/infiniband/" + d.name;
     v.push_back({K::kDir, root, ""});
-    for (const auto& [rel, text] : device_files(d, ndev, roce_gids)) {
+    for (const auto& [rel, text] : device_files(d, ndev)) {
       // Each parent directory once, before the file.
       for (auto slash = rel.find('/'); slash != std::string::npos;
            slash = rel.find('/', slash + 1)) {
@@ -114,7 +117,7 @@ std::vector<ViewEntry> kernel_view(const Config& cfg, const std::vector<core::Gi
   }
   v.push_back({K::kDir, "/sys/class/infiniband_verbs", ""});
   v.push_back({K::kFile, "/sys/class/infiniband_verbs/abi_version", "6\n"});
-  for (const Device& d : devices(cfg)) {
+  for (const Device& d : devices(cfg, roce_gids)) {
     const std::string dir = "/sys/class/infiniband_verbs/uverbs" + std::to_string(d.uverbs);
     v.push_back({K::kDir, dir, ""});
     v.push_back({K::kFile, dir + "/ibdev", d.name + "\n"});

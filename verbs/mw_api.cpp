@@ -1,6 +1,7 @@
 // Memory windows through ibv_context.ops: ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw (type 1),
 // and the BIND_MW work request of type 2 windows (ibv_post_send, ibv_wr_bind_mw). softroce0
-// only; softiwarp0 has none (max_mw 0, EOPNOTSUPP), docs/verbs.md.
+// only, installed by its provider (verbs/provider_roce.cpp); softiwarp0 has none (max_mw 0,
+// EOPNOTSUPP), docs/verbs.md.
 #include <cerrno>
 
 #include "verbs/objects.h"
@@ -12,7 +13,6 @@ namespace {
 
 ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   if (inherited(pd->context)) return fail<ibv_mw>(ENODEV);
-  if (iw(pd->context)) return fail<ibv_mw>(EOPNOTSUPP);
   if (type != IBV_MW_TYPE_1 && type != IBV_MW_TYPE_2) return fail<ibv_mw>(EINVAL);
   int err = 0;
   const std::uint32_t key =
@@ -66,7 +66,6 @@ void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& inf
 }
 
 void fill_mw_ops(SoftContext* ctx) {
-  if (ctx->iw) return;  // left NULL: ibv_alloc_mw says EOPNOTSUPP
   ibv_context_ops& o = ctx->vctx.context.ops;
   o.alloc_mw = alloc_mw;
   o.dealloc_mw = dealloc_mw;

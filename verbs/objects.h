@@ -14,6 +14,7 @@
 
 #include "rxe/device.h"
 #include "verbs/engine.h"
+#include "verbs/provider.h"
 
 namespace softrdma::verbs {
 
@@ -29,8 +30,9 @@ struct SoftContext {
   verbs_context vctx;  // applications see &vctx.context
   Engine* engine;
   int async_write_fd;
-  iwarp::Device* iw = nullptr;  // set for a softiwarp0 context: its objects live there
-  unsigned generation = 0;      // Engine::generation() when opened
+  const Provider* provider = nullptr;  // its transport's verbs, chosen by ibv_open_device
+  iwarp::Device* iw = nullptr;         // set for a softiwarp0 context: its objects live there
+  unsigned generation = 0;             // Engine::generation() when opened
 };
 
 struct SoftPd {
@@ -130,14 +132,17 @@ inline SoftChannel* soft(ibv_comp_channel* c) {
 inline rxe::Device& dev(ibv_context* c) {
   return soft(c)->engine->device();
 }
-// The iWARP device of a softiwarp0 context; nullptr for softroce0.
+// The iWARP device of a softiwarp0 context (its provider's and the CM's); nullptr for softroce0.
 inline iwarp::Device* iw(ibv_context* c) {
   return soft(c)->iw;
 }
+// The context's transport (verbs/provider.h).
+inline const Provider& provider(ibv_context* c) {
+  return *soft(c)->provider;
+}
 // The context's verbs objects (PDs, MRs, CQs, SRQs), whichever its transport.
 inline core::Objects& objects(ibv_context* c) {
-  if (iwarp::Device* d = soft(c)->iw) return *d;
-  return dev(c);
+  return provider(c).objects(c);
 }
 
 // errno = err, and the nullptr a verb that makes an object returns on failure.
@@ -164,12 +169,6 @@ void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& inf
                core::SendWr& out);
 int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out);
 void convert_wc(const core::Wc& in, ibv_wc& out);
-// ibv_ah_attr -> engine address vector (LID-only vectors resolve through the engine).
-// The GRH's sgid_index names an entry of the port's GID table (verbs/gid_table.h); false (EINVAL)
-// for an index past it or for one the device cannot send from, with a message on stderr.
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out);
 void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out);
-// The GID index of the address softroce0 sends from (1: ::ffff:a.b.c.d for an IPv4 address).
-std::size_t sendable_gid_index(SoftContext* ctx);
 
 }  // namespace softrdma::verbs

@@ -8,11 +8,6 @@
 using namespace softrdma;
 using namespace softrdma::verbs;
 
-namespace softrdma::verbs {
-void register_iwarp_qp(SoftQp* s);
-void unregister_iwarp_qp(SoftQp* s);
-}  // namespace softrdma::verbs
-
 namespace {
 
 constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
@@ -45,25 +40,6 @@ void copy_cap(const core::QpCap& cap, ibv_qp_cap& out) {
   out.max_send_sge = cap.max_send_sge;
   out.max_recv_sge = cap.max_recv_sge;
   out.max_inline_data = cap.max_inline_data;
-}
-
-// A softiwarp0 QP: RC only; it starts in INIT, as iWARP QPs do (siw's IDLE, which the kernel
-// reports as INIT), and reaches RTS through the MPA negotiation the CM starts (docs/iwarp.md).
-ibv_qp* create_iwarp_qp(ibv_context* context, iwarp::Device& d, ibv_qp_init_attr_ex* a,
-                        core::QpType type, core::QpCap& cap) {
-  int err = 0;
-  iwarp::Qp* q = d.create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
-                             a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
-  if (!q) return fail<ibv_qp>(err);
-  copy_cap(cap, a->cap);
-  auto* s = new SoftQp{};
-  s->rxe = nullptr;
-  s->iw = q;
-  s->ctx = soft(context);
-  init_ibv_qp(s, context, a, q->qpn());
-  s->qpx.qp_base.state = static_cast<ibv_qp_state>(q->state());
-  register_iwarp_qp(s);
-  return &s->qpx.qp_base;
 }
 
 ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint32_t qpn = 0) {
@@ -102,26 +78,7 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   cap.max_send_sge = a->cap.max_send_sge;
   cap.max_recv_sge = a->cap.max_recv_sge;
   cap.max_inline_data = a->cap.max_inline_data;
-  int err = 0;
-  if (iwarp::Device* d = iw(context)) {
-    if (qpn != 0) return fail<ibv_qp>(EOPNOTSUPP);  // no GSI QP on iWARP
-    if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-        (a->send_ops_flags & IBV_QP_EX_WITH_BIND_MW)) {
-      return fail<ibv_qp>(EOPNOTSUPP);  // no memory windows on softiwarp0
-    }
-    return create_iwarp_qp(context, *d, a, type, cap);
-  }
-  rxe::Qp* q = dev(context).create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe,
-                                      soft(a->recv_cq)->rxe, a->srq ? soft(a->srq)->rxe : nullptr,
-                                      cap, a->sq_sig_all != 0, &err, qpn);
-  if (!q) return fail<ibv_qp>(err);
-  copy_cap(cap, a->cap);
-  auto* s = new SoftQp{};
-  s->rxe = q;
-  s->ctx = soft(context);
-  q->user = s;
-  init_ibv_qp(s, context, a, q->qpn());
-  return &s->qpx.qp_base;
+  return provider(context).create_qp(context, a, type, cap, qpn);
 }
 
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* a) {
@@ -173,56 +130,14 @@ ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
 
 int ibv_modify_qp(ibv_qp* qp, ibv_qp_attr* attr, int mask) {
   if (inherited(qp->context)) return ENODEV;
-  SoftQp* s = soft(qp);
-  if (s->iw) {
-    if (!(mask & IBV_QP_STATE)) return 0;  // attributes of a connection come from the CM
-    const int rc = s->iw->modify_state(static_cast<core::QpState>(attr->qp_state));
-    if (rc) return rc;
-    qp->state = static_cast<ibv_qp_state>(s->iw->state());
-    return 0;
-  }
-  core::QpAttr a;
-  // Fields outside `mask` may hold anything (programs leave them uninitialised): enums
-  // are read only when their bit is set.
-  if (mask & IBV_QP_STATE) a.qp_state = static_cast<core::QpState>(attr->qp_state);
-  if (mask & IBV_QP_CUR_STATE) a.cur_qp_state = static_cast<core::QpState>(attr->cur_qp_state);
-  if (mask & IBV_QP_PATH_MTU) a.path_mtu = static_cast<core::Mtu>(attr->path_mtu);
-  a.qkey = attr->qkey;
-  a.rq_psn = attr->rq_psn;
-  a.sq_psn = attr->sq_psn;
-  a.dest_qp_num = attr->dest_qp_num;
-  a.qp_access_flags = static_cast<uint32_t>(attr->qp_access_flags);
-  a.pkey_index = attr->pkey_index;
-  a.en_sqd_async_notify = attr->en_sqd_async_notify;
-  a.max_rd_atomic = attr->max_rd_atomic;
-  a.max_dest_rd_atomic = attr->max_dest_rd_atomic;
-  a.min_rnr_timer = attr->min_rnr_timer;
-  a.port_num = attr->port_num;
-  a.timeout = attr->timeout;
-  a.retry_cnt = attr->retry_cnt;
-  a.rnr_retry = attr->rnr_retry;
-  if ((mask & IBV_QP_AV) && !convert_ah_attr(s->ctx, attr->ah_attr, a.ah_attr)) return EINVAL;
-  // The engine's mask bits are libibverbs' (static_asserts in tests).
-  const int rc = s->rxe->modify(a, static_cast<uint32_t>(mask));
-  if (rc) return rc;
-  qp->state = static_cast<ibv_qp_state>(s->rxe->state());
-  return 0;
+  return provider(qp->context).modify_qp(soft(qp), *attr, mask);
 }
 
 int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_init_attr* init_attr) {
   if (inherited(qp->context)) return ENODEV;
   core::QpAttr a;
   core::QpCap cap;
-  if (iwarp::Qp* q = soft(qp)->iw) {
-    a.qp_state = q->state();
-    cap = q->cap();
-    a.max_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ord(), 255));
-    a.max_dest_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ird(), 255));
-    a.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
-    a.path_mtu = core::Mtu::k1024;
-  } else {
-    soft(qp)->rxe->query(a, cap);
-  }
+  provider(qp->context).query_qp(soft(qp), a, cap);
   std::memset(attr, 0, sizeof *attr);
   attr->qp_state = static_cast<ibv_qp_state>(a.qp_state);
   attr->cur_qp_state = static_cast<ibv_qp_state>(a.qp_state);
@@ -266,8 +181,7 @@ int ibv_query_qp_data_in_order(ibv_qp*, enum ibv_wr_opcode, uint32_t) {
 int ibv_destroy_qp(ibv_qp* qp) {
   if (inherited(qp->context)) return ENODEV;
   SoftQp* s = soft(qp);
-  if (s->iw) unregister_iwarp_qp(s);
-  const int rc = s->iw ? iw(qp->context)->destroy_qp(s->iw) : dev(qp->context).destroy_qp(s->rxe);
+  const int rc = provider(qp->context).destroy_qp(s);
   if (rc) return rc;
   // Its completions still queued go with it, as mlx5 cleans its CQs when a QP is destroyed:
   // libfabric's rxm reads its CQ after closing an endpoint and would take them for live ones.
@@ -289,6 +203,15 @@ int ibv_set_ece(ibv_qp*, ibv_ece*) {
 }  // extern "C"
 
 namespace softrdma::verbs {
+
+SoftQp* new_soft_qp(ibv_context* context, ibv_qp_init_attr_ex* a, const core::QpCap& cap,
+                    std::uint32_t qpn) {
+  copy_cap(cap, a->cap);
+  auto* s = new SoftQp{};
+  s->ctx = soft(context);
+  init_ibv_qp(s, context, a, qpn);
+  return s;
+}
 
 void install_qp_ops(SoftContext* ctx) {
   ctx->vctx.create_qp_ex = create_qp_ex_op;

@@ -16,27 +16,7 @@ using namespace softrdma::verbs;
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
 
-namespace softrdma::verbs {
-void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
-}
-
 namespace {
-
-void route_async_events(rxe::Device& d) {
-  static std::once_flag once;
-  std::call_once(once, [&d] {
-    d.set_async_handler([](const rxe::AsyncEvent& ev) {
-      SoftContext* ctx = nullptr;
-      if (ev.qp && ev.qp->user)
-        ctx = static_cast<SoftQp*>(ev.qp->user)->ctx;
-      else if (ev.cq && ev.cq->user)
-        ctx = soft(static_cast<SoftCq*>(ev.cq->user)->cqx.context);
-      else if (ev.srq && ev.srq->user)
-        ctx = soft(static_cast<SoftSrq*>(ev.srq->user)->srq.context);
-      if (ctx) post_async_event(ctx, ev);
-    });
-  });
-}
 
 void init_sync(pthread_mutex_t& m, pthread_cond_t& c) {
   pthread_mutex_init(&m, nullptr);
@@ -49,7 +29,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   // Memory windows on softroce0 only (verbs/mw_api.cpp).
   const unsigned known = kRdma | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE |
-                         (iw(pd->context) ? 0u : unsigned{IBV_ACCESS_MW_BIND});
+                         provider(pd->context).extra_mr_access();
   if (access & ~known) {
     // Zero-based, on-demand paging, huge-page hints (and windows on softiwarp0) are not
     // implemented.
@@ -181,7 +161,7 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
     return fail<ibv_cq_ex>(EOPNOTSUPP);
   }
   int err = 0;
-  if (!iw(context)) route_async_events(dev(context));
+  provider(context).route_async_events(context);
   core::Cq* cq = objects(context).create_cq(a.cqe, &err);
   if (!cq) return fail<ibv_cq_ex>(err);
   auto* c = new SoftCq{};
@@ -268,7 +248,7 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_srq>(ENODEV);
   int err = 0;
-  if (!iw(pd->context)) route_async_events(dev(pd->context));
+  provider(pd->context).route_async_events(pd->context);
   core::Srq* s = objects(pd->context)
                      .create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
                                  attr->attr.srq_limit, &err);
@@ -310,12 +290,8 @@ int ibv_destroy_srq(ibv_srq* srq) {
 
 ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_ah>(ENODEV);
-  if (iw(pd->context)) return fail<ibv_ah>(EOPNOTSUPP);  // iWARP: connected QPs only
-  core::AhAttr a;
-  if (!convert_ah_attr(soft(pd->context), *attr, a)) return fail<ibv_ah>(EINVAL);
-  int err = 0;
-  const uint32_t id = dev(pd->context).create_ah(soft(pd)->rxe, a, &err);
-  if (err) return fail<ibv_ah>(err);
+  std::uint32_t id = 0;
+  if (const int err = provider(pd->context).create_ah(pd, *attr, id)) return fail<ibv_ah>(err);
   auto* x = new SoftAh{};
   x->id = id;
   x->ah.context = pd->context;
@@ -326,7 +302,7 @@ ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
 
 int ibv_destroy_ah(ibv_ah* ah) {
   if (inherited(ah->context)) return ENODEV;
-  const int rc = dev(ah->context).destroy_ah(soft(ah)->id);
+  const int rc = provider(ah->context).destroy_ah(ah->context, soft(ah)->id);
   if (rc) return rc;
   delete soft(ah);
   return 0;
@@ -357,18 +333,7 @@ int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc, ibv_
     std::memcpy(to.data(), grh->dgid.raw, 16);
     ah_attr->grh.traffic_class = static_cast<uint8_t>((be32toh(grh->version_tclass_flow) >> 20));
   }
-  // As the kernel's ib_init_ah_attr_from_wc: the sgid is the table's entry for that address
-  // (the sending one when it was sent to a multicast group).
-  ah_attr->grh.sgid_index = static_cast<uint8_t>(sendable_gid_index(soft(context)));
-  if (!iw(context)) {
-    const auto& table = soft(context)->engine->gid_table();
-    for (std::size_t i = 0; i < table.size(); ++i) {
-      if (table[i].gid == to && table[i].address) {
-        ah_attr->grh.sgid_index = static_cast<uint8_t>(i);
-        break;
-      }
-    }
-  }
+  ah_attr->grh.sgid_index = static_cast<uint8_t>(provider(context).reply_sgid_index(context, to));
   return 0;
 }
 
@@ -378,77 +343,31 @@ ibv_ah* ibv_create_ah_from_wc(ibv_pd* pd, ibv_wc* wc, ibv_grh* grh, uint8_t port
   return ibv_create_ah(pd, &a);
 }
 
-// RoCE multicast is addressed by the GID (the IP group); the LID is not used.
+// Multicast is addressed by the GID (the IP group); the LID is not used.
 int ibv_attach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
   if (!qp || !gid) return EINVAL;
-  if (iw(qp->context)) return EOPNOTSUPP;
   core::Gid g;
   std::memcpy(g.data(), gid->raw, g.size());
-  return dev(qp->context).attach_mcast(soft(qp)->rxe, g);
+  return provider(qp->context).attach_mcast(qp, g);
 }
 
 int ibv_detach_mcast(ibv_qp* qp, const union ibv_gid* gid, uint16_t) {
   if (!qp || !gid) return EINVAL;
   core::Gid g;
   std::memcpy(g.data(), gid->raw, g.size());
-  return dev(qp->context).detach_mcast(soft(qp)->rxe, g);
+  return provider(qp->context).detach_mcast(qp, g);
 }
 
 }  // extern "C"
 
 namespace softrdma::verbs {
 
-bool convert_ah_attr(SoftContext* ctx, const ibv_ah_attr& in, core::AhAttr& out) {
-  if (in.port_num > 1) return false;
-  out = core::AhAttr{};
-  if (in.is_global) {
-    std::memcpy(out.dgid.data(), in.grh.dgid.raw, 16);
-    // The engine's sgid_index is the index of the netdev address to send from.
-    const auto& table = ctx->engine->gid_table();
-    if (in.grh.sgid_index >= table.size()) return false;
-    const PortGid& e = table[in.grh.sgid_index];
-    if (!e.address) {
-      // A NIC would send RoCE v2 from this IPv6 link-local address; this backend has one
-      // address and sends from it only, so nothing is sent from another one in its place.
-      std::fprintf(
-          stderr,
-          "softrdma: sgid_index %u is %s's IPv6 link-local GID %s, which its netdev %s "
-          "cannot send from; use the GID of %s (sgid_index %zu, e.g. -g %zu)\n",
-          in.grh.sgid_index, ctx->engine->config().device_name.c_str(),
-          netdev::IpAddr{e.gid}.str().c_str(), dev(&ctx->vctx.context).netdev().name().c_str(),
-          ctx->engine->address().str().c_str(), sendable_gid_index(ctx), sendable_gid_index(ctx));
-      return false;
-    }
-    out.sgid_index = *e.address;
-    out.hop_limit = in.grh.hop_limit;
-    out.traffic_class = in.grh.traffic_class;
-    out.flow_label = in.grh.flow_label;
-  } else {
-    // No GRH (qperf's IB tests): the LID names a peer in our address space.
-    if (in.dlid == 0) return false;
-    out.dgid = ctx->engine->address_for_lid(in.dlid).bytes;
-    out.is_global = false;
-  }
-  out.dlid = in.dlid;
-  out.sl = in.sl;
-  out.port_num = 1;
-  return true;
-}
-
-std::size_t sendable_gid_index(SoftContext* ctx) {
-  if (ctx->iw) return 0;
-  const auto& table = ctx->engine->gid_table();
-  for (std::size_t i = 0; i < table.size(); ++i) {
-    if (table[i].address == 0) return i;
-  }
-  return 0;
-}
-
 void to_ibv_ah_attr(SoftContext* ctx, const core::AhAttr& in, ibv_ah_attr& out) {
   std::memset(&out, 0, sizeof out);
   std::memcpy(out.grh.dgid.raw, in.dgid.data(), 16);
-  // Back from the netdev address to its GID index (none while the QP has no address vector).
-  if (!ctx->iw && in.dgid != core::Gid{}) {
+  // Back from the netdev address to its GID index (none while the QP has no address vector,
+  // as a softiwarp0 QP never has).
+  if (in.dgid != core::Gid{}) {
     const auto& table = ctx->engine->gid_table();
     for (std::size_t i = 0; i < table.size(); ++i) {
       if (table[i].address == in.sgid_index) {
