@@ -22,6 +22,7 @@
 #include "netdev/dpdk.h"
 #endif
 #include "netdev/faults.h"
+#include "netdev/forwarding.h"
 #include "netdev/raw_eth.h"
 #include "netdev/switch_port.h"
 #include "netdev/trace.h"
@@ -217,38 +218,13 @@ std::string trim(const std::string& s) {
 }
 
 // A netdev wrapper that reports a configured MTU instead of the interface's.
-class MtuOverride : public netdev::Netdev {
+class MtuOverride : public netdev::ForwardingNetdev {
  public:
   MtuOverride(std::unique_ptr<netdev::Netdev> inner, std::uint32_t mtu)
-      : inner_(std::move(inner)), mtu_(mtu) {}
-  std::string name() const override { return inner_->name(); }
-  std::string backend() const override { return inner_->backend(); }
+      : ForwardingNetdev(std::move(inner)), mtu_(mtu) {}
   std::uint32_t mtu() const override { return mtu_; }
-  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
-  std::uint16_t roce_port() const override { return inner_->roce_port(); }
-  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
-    return inner_->send_batch(p);
-  }
-  std::size_t recv_batch(std::span<netdev::Packet* const> p) override {
-    return inner_->recv_batch(p);
-  }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
-  void service() override { inner_->service(); }
-  bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
-  netdev::Counters counters() const override { return inner_->counters(); }
-  void require_icrc() override { inner_->require_icrc(); }
-  bool share_directory(int fd) override { return inner_->share_directory(fd); }
-  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
-  bool open_peer_window(const netdev::IpAddr& dst, netdev::PeerWindow& w) override {
-    return inner_->open_peer_window(dst, w);
-  }
-  void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
-  int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
-  int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }
 
  private:
-  std::unique_ptr<netdev::Netdev> inner_;
   std::uint32_t mtu_;
 };
 
