@@ -56,6 +56,19 @@ struct AfXdpNetdev::Xsk {
   xsk_ring_cons cq{};
   xsk_ring_cons rx{};
   xsk_ring_prod tx{};
+  // The steps of AfXdpNetdev::open; each false with `error` set (prefixed with `where`).
+  // Loads the XDP program with our address, port and VLAN in its configuration map.
+  bool load_program(const std::string& where, const IpAddr& local,
+                    std::optional<std::uint16_t> vlan_tci, bpf_program*& prog, int& xsks_fd,
+                    std::string& error);
+  // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
+  bool create_umem(const std::string& where, std::string& error);
+  // The XDP socket on `queue`, zero-copy where the driver can.
+  bool create_socket(const std::string& where, const std::string& ifname, std::uint32_t queue,
+                     bool& zero_copy, std::string& error);
+  // Attaches the program to the interface through a BPF link.
+  bool attach(bpf_program* prog, int ifindex, const std::string& where, const std::string& ifname,
+              std::string& error);
   ~Xsk() {
     if (xsk) xsk_socket__delete(xsk);
     if (umem) xsk_umem__delete(umem);
@@ -64,6 +77,141 @@ struct AfXdpNetdev::Xsk {
     if (umem_area) munmap(umem_area, umem_size);
   }
 };
+
+bool AfXdpNetdev::Xsk::load_program(const std::string& where, const IpAddr& local,
+                                    std::optional<std::uint16_t> vlan_tci, bpf_program*& prog,
+                                    int& xsks_fd, std::string& error) {
+  // The XDP program, with our address and port in its configuration map.
+  // Filled by hand as LIBBPF_OPTS would: that macro is a GNU statement expression, which
+  // clang's -Wgnu-statement-expression rejects under -Werror (the fuzz build).
+  bpf_object_open_opts open_opts;
+  std::memset(&open_opts, 0, sizeof open_opts);
+  open_opts.sz = sizeof open_opts;
+  open_opts.object_name = "softrdma_roce";
+  obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
+  if (!obj) {
+    error = where + ": opening the XDP program: " + why(errno);
+    return false;
+  }
+  prog = bpf_object__find_program_by_name(obj, "softrdma_roce_redirect");
+  // Declared able to see multi-buffer frames (it reads only the headers, in the first buffer):
+  // veth refuses other programs on links with an MTU beyond a page (9000). Frames larger than a
+  // UMEM chunk still never reach the socket; the MTU we offer keeps ours below it.
+  if (prog) bpf_program__set_flags(prog, bpf_program__flags(prog) | BPF_F_XDP_HAS_FRAGS);
+  int load = bpf_object__load(obj);
+  if (load != 0 && prog) {  // a kernel before 5.18 knows no such flag: load it without
+    bpf_object__close(obj);
+    obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
+    if (!obj) {
+      error = where + ": opening the XDP program: " + why(errno);
+      return false;
+    }
+    load = bpf_object__load(obj);
+    prog = bpf_object__find_program_by_name(obj, "softrdma_roce_redirect");
+  }
+  if (load != 0) {
+    error = where + ": loading the XDP program: " + why(-load);
+    if (-load == EINVAL || -load == ENOSYS) error += " (a kernel without BPF/XDP?)";
+    return false;
+  }
+  const int config_fd = bpf_object__find_map_fd_by_name(obj, "roce_config");
+  xsks_fd = bpf_object__find_map_fd_by_name(obj, "xsks_map");
+  if (!prog || config_fd < 0 || xsks_fd < 0) {
+    error = where + ": the embedded XDP program lacks its maps";
+    return false;
+  }
+  // struct roce_config of the XDP program.
+  struct {
+    std::uint32_t ipv6, addr4;
+    std::array<std::uint8_t, 16> addr6;
+    std::uint32_t port, vid;
+  } cfg{};
+  cfg.ipv6 = local.is_v4() ? 0 : 1;
+  cfg.addr4 = local.is_v4() ? htonl(local.v4_host()) : 0;
+  cfg.addr6 = local.bytes;
+  cfg.port = htons(kRoceV2Port);
+  cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
+  const std::uint32_t key = 0;
+  if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
+    error = where + ": configuring the XDP program: " + why(errno);
+    return false;
+  }
+  return true;
+}
+
+bool AfXdpNetdev::Xsk::create_umem(const std::string& where, std::string& error) {
+  // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
+  umem_size = std::size_t{kChunk} * (kRxChunks + kTxChunks);
+  umem_area = mmap(nullptr, umem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (umem_area == MAP_FAILED) {
+    umem_area = nullptr;
+    error = where + ": UMEM: " + std::strerror(errno);
+    return false;
+  }
+  xsk_umem_config ucfg{};
+  ucfg.fill_size = kRxChunks;
+  ucfg.comp_size = kTxChunks;
+  ucfg.frame_size = kChunk;
+  ucfg.frame_headroom = 0;
+  ucfg.flags = 0;
+  if (int r = xsk_umem__create(&umem, umem_area, umem_size, &fq, &cq, &ucfg); r != 0) {
+    umem = nullptr;
+    error = where + ": creating the UMEM: " + why(-r);
+    if (-r == EAFNOSUPPORT) error += " (a kernel without AF_XDP)";
+    return false;
+  }
+  return true;
+}
+
+bool AfXdpNetdev::Xsk::create_socket(const std::string& where, const std::string& ifname,
+                                     std::uint32_t queue, bool& zero_copy, std::string& error) {
+  xsk_socket_config scfg{};
+  scfg.rx_size = kRxChunks;
+  scfg.tx_size = kTxChunks;
+  scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // ours is attached below
+  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP). A socket closed
+  // just before on this queue releases it from a kernel work item: a bind in between is refused
+  // with EBUSY for a few milliseconds.
+  int r = 0;
+  for (const int mode : {XDP_ZEROCOPY, XDP_COPY}) {
+    scfg.bind_flags = static_cast<std::uint16_t>(mode | XDP_USE_NEED_WAKEUP);
+    for (int tries = 0; tries < kBusyTries; ++tries) {
+      r = xsk_socket__create(&xsk, ifname.c_str(), queue, umem, &rx, &tx, &scfg);
+      if (r != -EBUSY) break;
+      xsk = nullptr;
+      usleep(kBusyWaitUs);
+    }
+    if (r == 0) {
+      zero_copy = mode == XDP_ZEROCOPY;
+      break;
+    }
+    xsk = nullptr;
+    if (r == -EPERM || r == -EACCES || r == -EBUSY) break;  // not the mode's fault
+  }
+  if (r != 0) {
+    xsk = nullptr;
+    error = where + ": creating the XDP socket on queue " + std::to_string(queue) + ": " + why(-r);
+    return false;
+  }
+  return true;
+}
+
+bool AfXdpNetdev::Xsk::attach(bpf_program* prog, int ifindex, const std::string& where,
+                              const std::string& ifname, std::string& error) {
+  link = bpf_program__attach_xdp(prog, ifindex);
+  if (!link) {
+    const int e = errno;
+    error = where + ": attaching the XDP program: " + why(e);
+    if (e == EBUSY || e == EEXIST) {
+      error +=
+          " (another XDP program is attached to " + ifname + ": one AF_XDP device per interface)";
+    } else if (e == EOPNOTSUPP || e == EINVAL) {
+      error += " (the kernel or the driver does not support XDP)";
+    }
+    return false;
+  }
+  return true;
+}
 
 AfXdpNetdev::AfXdpNetdev() : x_(std::make_unique<Xsk>()) {}
 
@@ -85,113 +233,16 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   libxdp_set_print(quiet_xdp);
   Xsk& x = *d->x_;
 
-  // The XDP program, with our address and port in its configuration map.
-  // Filled by hand as LIBBPF_OPTS would: that macro is a GNU statement expression, which
-  // clang's -Wgnu-statement-expression rejects under -Werror (the fuzz build).
-  bpf_object_open_opts open_opts;
-  std::memset(&open_opts, 0, sizeof open_opts);
-  open_opts.sz = sizeof open_opts;
-  open_opts.object_name = "softrdma_roce";
-  x.obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
-  if (!x.obj) {
-    error = where + ": opening the XDP program: " + why(errno);
-    return nullptr;
-  }
-  bpf_program* prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
-  // Declared able to see multi-buffer frames (it reads only the headers, in the first buffer):
-  // veth refuses other programs on links with an MTU beyond a page (9000). Frames larger than a
-  // UMEM chunk still never reach the socket; the MTU we offer keeps ours below it.
-  if (prog) bpf_program__set_flags(prog, bpf_program__flags(prog) | BPF_F_XDP_HAS_FRAGS);
-  int load = bpf_object__load(x.obj);
-  if (load != 0 && prog) {  // a kernel before 5.18 knows no such flag: load it without
-    bpf_object__close(x.obj);
-    x.obj = bpf_object__open_mem(kRoceRedirectBpf, kRoceRedirectBpfSize, &open_opts);
-    if (!x.obj) {
-      error = where + ": opening the XDP program: " + why(errno);
-      return nullptr;
-    }
-    load = bpf_object__load(x.obj);
-    prog = bpf_object__find_program_by_name(x.obj, "softrdma_roce_redirect");
-  }
-  if (load != 0) {
-    error = where + ": loading the XDP program: " + why(-load);
-    if (-load == EINVAL || -load == ENOSYS) error += " (a kernel without BPF/XDP?)";
-    return nullptr;
-  }
-  const int config_fd = bpf_object__find_map_fd_by_name(x.obj, "roce_config");
-  const int xsks_fd = bpf_object__find_map_fd_by_name(x.obj, "xsks_map");
-  if (!prog || config_fd < 0 || xsks_fd < 0) {
-    error = where + ": the embedded XDP program lacks its maps";
-    return nullptr;
-  }
-  // struct roce_config of the XDP program.
-  struct {
-    std::uint32_t ipv6, addr4;
-    std::array<std::uint8_t, 16> addr6;
-    std::uint32_t port, vid;
-  } cfg{};
-  cfg.ipv6 = local.is_v4() ? 0 : 1;
-  cfg.addr4 = local.is_v4() ? htonl(local.v4_host()) : 0;
-  cfg.addr6 = local.bytes;
-  cfg.port = htons(kRoceV2Port);
-  cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
-  const std::uint32_t key = 0;
-  if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
-    error = where + ": configuring the XDP program: " + why(errno);
-    return nullptr;
-  }
+  bpf_program* prog = nullptr;
+  int xsks_fd = -1;
+  if (!x.load_program(where, local, vlan_tci, prog, xsks_fd, error)) return nullptr;
 
-  // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
-  x.umem_size = std::size_t{kChunk} * (kRxChunks + kTxChunks);
-  x.umem_area =
-      mmap(nullptr, x.umem_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (x.umem_area == MAP_FAILED) {
-    x.umem_area = nullptr;
-    error = where + ": UMEM: " + std::strerror(errno);
-    return nullptr;
-  }
-  xsk_umem_config ucfg{};
-  ucfg.fill_size = kRxChunks;
-  ucfg.comp_size = kTxChunks;
-  ucfg.frame_size = kChunk;
-  ucfg.frame_headroom = 0;
-  ucfg.flags = 0;
-  if (int r = xsk_umem__create(&x.umem, x.umem_area, x.umem_size, &x.fq, &x.cq, &ucfg); r != 0) {
-    x.umem = nullptr;
-    error = where + ": creating the UMEM: " + why(-r);
-    if (-r == EAFNOSUPPORT) error += " (a kernel without AF_XDP)";
-    return nullptr;
-  }
-  xsk_socket_config scfg{};
-  scfg.rx_size = kRxChunks;
-  scfg.tx_size = kTxChunks;
-  scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // ours is attached below
-  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP). A socket closed
-  // just before on this queue releases it from a kernel work item: a bind in between is refused
-  // with EBUSY for a few milliseconds.
-  int r = 0;
-  for (const int mode : {XDP_ZEROCOPY, XDP_COPY}) {
-    scfg.bind_flags = static_cast<std::uint16_t>(mode | XDP_USE_NEED_WAKEUP);
-    for (int tries = 0; tries < kBusyTries; ++tries) {
-      r = xsk_socket__create(&x.xsk, ifname.c_str(), queue, x.umem, &x.rx, &x.tx, &scfg);
-      if (r != -EBUSY) break;
-      x.xsk = nullptr;
-      usleep(kBusyWaitUs);
-    }
-    if (r == 0) {
-      d->zero_copy_ = mode == XDP_ZEROCOPY;
-      break;
-    }
-    x.xsk = nullptr;
-    if (r == -EPERM || r == -EACCES || r == -EBUSY) break;  // not the mode's fault
-  }
-  if (r != 0) {
-    x.xsk = nullptr;
-    error = where + ": creating the XDP socket on queue " + std::to_string(queue) + ": " + why(-r);
+  if (!x.create_umem(where, error) ||
+      !x.create_socket(where, ifname, queue, d->zero_copy_, error)) {
     return nullptr;
   }
   d->fd_ = xsk_socket__fd(x.xsk);
-  if (r = xsk_socket__update_xskmap(x.xsk, xsks_fd); r != 0) {
+  if (const int r = xsk_socket__update_xskmap(x.xsk, xsks_fd); r != 0) {
     error = where + ": registering the XDP socket: " + why(-r);
     return nullptr;
   }
@@ -212,18 +263,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   }
 
   // Attach last, through a BPF link: it is detached when the process exits, even on a crash.
-  x.link = bpf_program__attach_xdp(prog, d->link_.ifindex);
-  if (!x.link) {
-    const int e = errno;
-    error = where + ": attaching the XDP program: " + why(e);
-    if (e == EBUSY || e == EEXIST) {
-      error +=
-          " (another XDP program is attached to " + ifname + ": one AF_XDP device per interface)";
-    } else if (e == EOPNOTSUPP || e == EINVAL) {
-      error += " (the kernel or the driver does not support XDP)";
-    }
-    return nullptr;
-  }
+  if (!x.attach(prog, d->link_.ifindex, where, ifname, error)) return nullptr;
 
   NeighbourTable::Config nc;
   nc.answer_arp = false;  // ARP goes to the kernel, which answers for its address

@@ -26,15 +26,15 @@ class ForwardingNetdev : public Netdev {
   void service() override { inner_->service(); }
   bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
   void require_icrc() override { inner_->require_icrc(); }
-  bool share_directory(int fd) override { return inner_->share_directory(fd); }
-  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
-  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
-    return inner_->open_peer_window(dst, w);
-  }
+  Placement* placement() override { return inner_->placement(); }
   void set_fault_observer(FaultObserver o) override { inner_->set_fault_observer(std::move(o)); }
   int join_group(const IpAddr& g) override { return inner_->join_group(g); }
   int leave_group(const IpAddr& g) override { return inner_->leave_group(g); }
   Counters counters() const override { return inner_->counters(); }
+
+ protected:
+  // For a decorator whose backend must go before its own members (it may report while closing).
+  void close_inner() { inner_.reset(); }
 
  private:
   std::unique_ptr<Netdev> inner_;

@@ -17,6 +17,8 @@
 
 namespace softrdma::netdev {
 
+class Placement;
+
 // An IP address; IPv4 is held as IPv4-mapped IPv6 (::ffff:a.b.c.d), as in a RoCE v2 GID.
 struct IpAddr {
   std::array<std::uint8_t, 16> bytes{};
@@ -72,49 +74,9 @@ struct Packet {
   bool retrans = false;
   void set_retransmission(bool on = true) { retrans = on; }
   // The sender wrote the payload into the receiver's memory itself (direct placement, host-local
-  // rings only; see PeerWindow): the receiver checks the datagram but does not copy it again.
+  // rings only; see netdev/placement.h): the receiver checks the datagram but does not copy it
+  // again.
   bool placed = false;
-};
-
-// Direct placement. Where a backend reaches another process of this host (the udp backend's
-// rings), the sending transport may write a datagram's payload straight into the receiving
-// process's memory (process_vm_writev) and mark the datagram `placed`. What may be written is the
-// receiver's business: its transport shares a directory (a memfd in a format of its own) that the
-// sender reads inside a window. The receiver waits for open windows before it narrows its
-// directory (Netdev::quiesce_peer_writes), so nothing is written after a region is withdrawn.
-class PeerWindow {
- public:
-  struct Link {  // the backend's side of a window
-    virtual ~Link() = default;
-    virtual void end_write() = 0;
-    virtual void refuse() = 0;  // writes to this peer are not permitted: open no more windows
-  };
-  PeerWindow() = default;
-  ~PeerWindow() { close(); }
-  PeerWindow(const PeerWindow&) = delete;
-  PeerWindow& operator=(const PeerWindow&) = delete;
-  void open(int pid, std::span<const std::uint8_t> directory, std::shared_ptr<Link> link) {
-    close();
-    pid_ = pid;
-    directory_ = directory;
-    link_ = std::move(link);
-  }
-  void close() {
-    if (link_) link_->end_write();
-    link_.reset();
-    pid_ = 0;
-    directory_ = {};
-  }
-  void refuse() {
-    if (link_) link_->refuse();
-  }
-  int pid() const { return pid_; }
-  std::span<const std::uint8_t> directory() const { return directory_; }  // read-only, shared
-
- private:
-  int pid_ = 0;
-  std::span<const std::uint8_t> directory_;
-  std::shared_ptr<Link> link_;
 };
 
 // Something that happened to a packet below the caller, reported to a FaultObserver: a fault
@@ -211,23 +173,9 @@ class Netdev {
   // returns then carries its real ICRC. Otherwise a backend may leave the ICRC out where nothing
   // can corrupt a datagram (the udp backend's host-local rings), as a NIC offloads it.
   virtual void require_icrc() {}
-  // Direct placement (see PeerWindow), all false or no-ops by default.
-  // Receiver: offers `fd` (a memfd sealed against resizing; the backend keeps a duplicate) to the
-  // senders that attach from now on. False when this backend has no such path.
-  virtual bool share_directory(int fd) {
-    (void)fd;
-    return false;
-  }
-  // Receiver, after withdrawing or narrowing a directory entry: returns once no window opened
-  // before is still open.
-  virtual void quiesce_peer_writes() {}
-  // Sender: opens a window on dst's process when the path to dst reaches its memory and it shared
-  // a directory (never with faults configured). Any thread; close it soon.
-  virtual bool open_peer_window(const IpAddr& dst, PeerWindow& w) {
-    (void)dst;
-    (void)w;
-    return false;
-  }
+  // Direct placement (netdev/placement.h), where this backend reaches other processes' memory;
+  // nullptr (the default) where it does not.
+  virtual Placement* placement() { return nullptr; }
   // Installs (or, with an empty function, removes) the observer of injected faults and receive
   // drops. Set it before traffic starts. Backends without faults or drops ignore it.
   virtual void set_fault_observer(FaultObserver observer) { (void)observer; }

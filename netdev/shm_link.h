@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "netdev/netdev.h"
+#include "netdev/placement.h"
 #include "netdev/shm_ring.h"
 
 namespace softrdma::netdev {
@@ -76,7 +77,8 @@ class ShmLinks {
   }
   static constexpr auto kSettle = std::chrono::milliseconds(10);
 
-  // --- direct placement (Netdev::share_directory, quiesce_peer_writes, open_peer_window).
+  // --- direct placement (netdev::Placement: share_directory, quiesce_peer_writes,
+  // open_peer_window).
   bool share_directory(int fd);  // once; takes a duplicate of fd
   void quiesce();                // any thread
   bool open_window(const IpAddr& dst, std::uint16_t port, PeerWindow& w);  // any thread

@@ -290,8 +290,8 @@ std::size_t synthesize_frame(const Packet& p, std::uint8_t* out, std::size_t cap
 }
 
 TracingNetdev::TracingNetdev(std::unique_ptr<Netdev> inner, TraceConfig cfg)
-    : cfg_(std::move(cfg)), inner_(std::move(inner)) {
-  if (cfg_.device.empty()) cfg_.device = inner_->name();
+    : ForwardingNetdev(std::move(inner)), cfg_(std::move(cfg)) {
+  if (cfg_.device.empty()) cfg_.device = this->inner().name();
   {
     std::lock_guard lock(g_writers_mu);
     std::weak_ptr<pcap::PcapngWriter>& slot = writers()[cfg_.path];
@@ -308,26 +308,18 @@ TracingNetdev::TracingNetdev(std::unique_ptr<Netdev> inner, TraceConfig cfg)
   }
   if (!writer_) return;
   iface_ = writer_->add_interface(cfg_.device, 1 /* LINKTYPE_ETHERNET */, cfg_.snaplen);
-  inner_->require_icrc();  // a trace shows each datagram as it is on a wire
-  inner_->set_fault_observer([this](FaultEvent e, const Packet& p) { on_event(e, p); });
+  this->inner().require_icrc();  // a trace shows each datagram as it is on a wire
+  this->inner().set_fault_observer([this](FaultEvent e, const Packet& p) { on_event(e, p); });
 }
 
 TracingNetdev::~TracingNetdev() {
-  inner_->set_fault_observer({});
-  inner_.reset();
+  inner().set_fault_observer({});
+  close_inner();  // before the writer: the backend may still report while closing
   if (writer_) writer_->flush();
 }
 
 void TracingNetdev::flush() {
   if (writer_) writer_->flush();
-}
-
-int TracingNetdev::join_group(const IpAddr& group) {
-  return inner_->join_group(group);
-}
-
-int TracingNetdev::leave_group(const IpAddr& group) {
-  return inner_->leave_group(group);
 }
 
 void TracingNetdev::set_fault_observer(FaultObserver observer) {
@@ -380,7 +372,7 @@ void TracingNetdev::on_event(FaultEvent e, const Packet& p) {
 }
 
 std::size_t TracingNetdev::send_batch(std::span<Packet* const> pkts) {
-  if (!writer_) return inner_->send_batch(pkts);
+  if (!writer_) return inner().send_batch(pkts);
   std::vector<std::uint8_t>& bits = t_fault_bits;
   if (bits.size() < pkts.size()) bits.resize(pkts.size());
   std::fill_n(bits.begin(), pkts.size(), std::uint8_t{0});
@@ -390,14 +382,14 @@ std::size_t TracingNetdev::send_batch(std::span<Packet* const> pkts) {
   // Stamped before they leave: the peer may record their arrival before the
   // inner send returns, and a merged trace must show the send first.
   const std::uint64_t sent_at = pcap::PcapngWriter::now_ns();
-  const std::size_t n = inner_->send_batch(pkts);
+  const std::size_t n = inner().send_batch(pkts);
   t_send = outer;
   for (std::size_t i = 0; i < n; ++i) record(*pkts[i], true, bits[i], nullptr, sent_at);
   return n;
 }
 
 std::size_t TracingNetdev::recv_batch(std::span<Packet* const> pkts) {
-  const std::size_t n = inner_->recv_batch(pkts);
+  const std::size_t n = inner().recv_batch(pkts);
   if (writer_) {
     for (std::size_t i = 0; i < n; ++i) record(*pkts[i], false, 0, nullptr);
   }

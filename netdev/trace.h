@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "netdev/forwarding.h"
 #include "netdev/netdev.h"
 #include "wire/net.h"
 
@@ -60,7 +61,7 @@ std::size_t synthesize_frame(const Packet& p, std::uint8_t* out, std::size_t cap
 // (a dropped packet is still recorded, with fault=drop). Receives are recorded as delivered
 // (after fault injection and ICRC checks); datagrams the backend drops are recorded with
 // drop=REASON. Devices tracing to the same path in one process share one file, one IDB each.
-class TracingNetdev : public Netdev {
+class TracingNetdev : public ForwardingNetdev {
  public:
   TracingNetdev(std::unique_ptr<Netdev> inner, TraceConfig cfg);
   ~TracingNetdev() override;
@@ -74,30 +75,11 @@ class TracingNetdev : public Netdev {
   pcap::PcapngWriter* writer() const { return writer_.get(); }
   // The file, for other recorders of the process (the iWARP device traces to it too).
   std::shared_ptr<pcap::PcapngWriter> shared_writer() const { return writer_; }
-  Netdev& inner() const { return *inner_; }
   const TraceConfig& config() const { return cfg_; }
   void flush();
 
-  std::string name() const override { return inner_->name(); }
-  std::string backend() const override { return inner_->backend(); }
-  std::uint32_t mtu() const override { return inner_->mtu(); }
-  std::span<const IpAddr> addresses() const override { return inner_->addresses(); }
-  std::uint16_t roce_port() const override { return inner_->roce_port(); }
   std::size_t send_batch(std::span<Packet* const> pkts) override;
   std::size_t recv_batch(std::span<Packet* const> pkts) override;
-  int wait_fd() const override { return inner_->wait_fd(); }
-  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
-  void service() override { inner_->service(); }
-  bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
-  Counters counters() const override { return inner_->counters(); }
-  void require_icrc() override { inner_->require_icrc(); }
-  bool share_directory(int fd) override { return inner_->share_directory(fd); }
-  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
-  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
-    return inner_->open_peer_window(dst, w);
-  }
-  int join_group(const IpAddr& group) override;
-  int leave_group(const IpAddr& group) override;
   // Observers set on the tracer are called after it has recorded the event.
   void set_fault_observer(FaultObserver observer) override;
 
@@ -112,7 +94,6 @@ class TracingNetdev : public Netdev {
   std::shared_ptr<pcap::PcapngWriter> writer_;
   std::uint32_t iface_ = 0;
   FaultObserver chained_;
-  std::unique_ptr<Netdev> inner_;  // destroyed first: it may still report while closing
 };
 
 }  // namespace softrdma::netdev

@@ -14,11 +14,12 @@
 #include "netdev/faults.h"
 #include "netdev/ipv4_header_view.h"
 #include "netdev/netdev.h"
+#include "netdev/placement.h"
 #include "netdev/shm_link.h"
 
 namespace softrdma::netdev {
 
-class UdpNetdev : public Netdev {
+class UdpNetdev : public Netdev, private Placement {
  public:
   // Binds local:port. nullptr with `error` set (e.g. "udp:127.0.0.1:4791: Address already in
   // use") when the socket cannot be set up. With `host_local` (the default), datagrams between
@@ -47,15 +48,9 @@ class UdpNetdev : public Netdev {
   void service() override;
   bool prepare_sleep(bool wake_me = true) override;
   void require_icrc() override { icrc_always_ = true; }
-  // Direct placement over the host-local rings (none with faults configured: an injected loss
-  // must lose the payload too).
-  bool share_directory(int fd) override { return shm_ && shm_->share_directory(fd); }
-  void quiesce_peer_writes() override {
-    if (shm_) shm_->quiesce();
-  }
-  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
-    return shm_ && !faults_ && shm_->open_window(dst, port_, w);
-  }
+  // Direct placement over the host-local rings (none without them; no windows with faults
+  // configured: an injected loss must lose the payload too).
+  Placement* placement() override { return shm_ ? this : nullptr; }
   void set_fault_observer(FaultObserver observer) override;
   // IPv4 (224.0.0.0/4) or IPv6 (ff00::/8) groups, on the interface that owns the local address:
   // one more socket per group, bound to group:port with SO_REUSEADDR and SO_REUSEPORT (several
@@ -77,6 +72,12 @@ class UdpNetdev : public Netdev {
   const ShmLinks* host_local() const { return shm_.get(); }
 
  private:
+  bool share_directory(int fd) override { return shm_->share_directory(fd); }
+  void quiesce_peer_writes() override { shm_->quiesce(); }
+  bool open_peer_window(const IpAddr& dst, PeerWindow& w) override {
+    return !faults_ && shm_->open_window(dst, port_, w);
+  }
+
   struct Sock {
     int fd = -1;
     ~Sock();

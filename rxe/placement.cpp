@@ -1,4 +1,6 @@
 // Direct placement, the sending side, and switching it on (rxe/directory.h).
+#include "netdev/placement.h"
+
 #include <sys/uio.h>
 
 #include <cerrno>
@@ -9,9 +11,11 @@ namespace softrdma::rxe {
 
 bool Device::enable_direct_placement() {
   std::string error;
+  netdev::Placement* placement = netdev_->placement();
+  if (!placement) return false;
   auto d = Directory::create(error);
-  if (!d || !netdev_->share_directory(d->fd())) return false;
-  d->set_quiesce([nd = netdev_.get()] { nd->quiesce_peer_writes(); });
+  if (!d || !placement->share_directory(d->fd())) return false;
+  d->set_quiesce([placement] { placement->quiesce_peer_writes(); });
   dir_ = std::move(d);
   mrs_.set_watcher(dir_.get());
   return true;
@@ -22,7 +26,8 @@ bool Device::place_write(const netdev::IpAddr& dst, std::uint32_t dest_qpn, QpTy
                          std::uint64_t msg_va, std::uint64_t msg_len, std::uint64_t off,
                          const std::uint8_t* data, std::uint32_t n, std::uint16_t pkey) {
   netdev::PeerWindow win;
-  if (!netdev_->open_peer_window(dst, win)) return false;
+  netdev::Placement* placement = netdev_->placement();
+  if (!placement || !placement->open_peer_window(dst, win)) return false;
   std::uint64_t host = 0;
   if (!DirectoryView(win.directory())
            .writable(dest_qpn, type, src_qpn, src, rkey, msg_va, msg_len, host, pkey)) {

@@ -13,48 +13,18 @@
 #include <mutex>
 
 #include "iwarp/mpa_spec.h"
-#include "netdev/af_packet.h"
 #include "netdev/backlog_marker.h"
-#ifdef SOFTRDMA_HAVE_AF_XDP
-#include "netdev/af_xdp.h"
-#endif
-#ifdef SOFTRDMA_HAVE_DPDK
-#include "netdev/dpdk.h"
-#endif
 #include "netdev/faults.h"
+#include "netdev/forwarding.h"
+#include "netdev/open.h"
 #include "netdev/raw_eth.h"
 #include "netdev/switch_port.h"
 #include "netdev/trace.h"
-#include "netdev/udp.h"
 #include "verbs/monitor_hook.h"
 
 namespace softrdma::verbs {
 
 namespace {
-
-// "KIND:IFACE" or "KIND:IFACE:ADDRESS" (af_packet, af_xdp) into its interface and (maybe empty)
-// address.
-bool split_iface(const std::string& value, std::string& iface, std::string& addr) {
-  const std::string rest = value.substr(value.find(':') + 1);
-  const auto colon = rest.find(':');
-  iface = rest.substr(0, colon);
-  addr = colon == std::string::npos ? "" : rest.substr(colon + 1);
-  return !iface.empty() && (colon == std::string::npos || !addr.empty());
-}
-
-// "dpdk:DEVICE" or "dpdk:DEVICE@ADDRESS" into the device (a vdev's devargs or a PCI address)
-// and the (maybe empty) address.
-bool split_dpdk(const std::string& value, std::string& dev, std::string& addr) {
-  const std::string rest = value.substr(std::string("dpdk:").size());
-  const auto at = rest.rfind('@');
-  dev = rest.substr(0, at);
-  addr = at == std::string::npos ? "" : rest.substr(at + 1);
-  return !dev.empty() && (at == std::string::npos || !addr.empty());
-}
-
-constexpr const char* kBackends =
-    "udp:ADDRESS, af_packet:INTERFACE[:ADDRESS], af_xdp:INTERFACE[:ADDRESS] or "
-    "dpdk:DEVICE[@ADDRESS]";
 
 // A whole decimal number from lo to hi, or false with a message naming `key`.
 bool number(const std::string& key, const std::string& value, unsigned lo, unsigned hi, unsigned& v,
@@ -121,19 +91,21 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     } else if (value.rfind("af_packet:", 0) == 0 || value.rfind("af_xdp:", 0) == 0) {
       std::string iface, addr;
       const std::string kind = value.substr(0, value.find(':'));
-      if (!split_iface(value, iface, addr) || (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
+      if (!netdev::split_iface_spec(value, iface, addr) ||
+          (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
         error = "bad value '" + value + "' (expected " + kind + ":INTERFACE or " + kind +
                 ":INTERFACE:IPV4-ADDRESS)";
         return false;
       }
     } else if (value.rfind("dpdk:", 0) == 0) {
       std::string dev, addr;
-      if (!split_dpdk(value, dev, addr) || (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
+      if (!netdev::split_dpdk_spec(value, dev, addr) ||
+          (!addr.empty() && !netdev::IpAddr::parse(addr, a))) {
         error = "bad value '" + value + "' (expected dpdk:DEVICE or dpdk:DEVICE@IPV4-ADDRESS)";
         return false;
       }
     } else if (!value.empty()) {
-      error = "unknown backend '" + value + "' (expected " + kBackends + ")";
+      error = "unknown backend '" + value + "' (expected " + netdev::kSpecForms + ")";
       return false;
     }
     cfg.netdev = value;
@@ -217,38 +189,13 @@ std::string trim(const std::string& s) {
 }
 
 // A netdev wrapper that reports a configured MTU instead of the interface's.
-class MtuOverride : public netdev::Netdev {
+class MtuOverride : public netdev::ForwardingNetdev {
  public:
   MtuOverride(std::unique_ptr<netdev::Netdev> inner, std::uint32_t mtu)
-      : inner_(std::move(inner)), mtu_(mtu) {}
-  std::string name() const override { return inner_->name(); }
-  std::string backend() const override { return inner_->backend(); }
+      : ForwardingNetdev(std::move(inner)), mtu_(mtu) {}
   std::uint32_t mtu() const override { return mtu_; }
-  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
-  std::uint16_t roce_port() const override { return inner_->roce_port(); }
-  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
-    return inner_->send_batch(p);
-  }
-  std::size_t recv_batch(std::span<netdev::Packet* const> p) override {
-    return inner_->recv_batch(p);
-  }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
-  void service() override { inner_->service(); }
-  bool prepare_sleep(bool wake_me) override { return inner_->prepare_sleep(wake_me); }
-  netdev::Counters counters() const override { return inner_->counters(); }
-  void require_icrc() override { inner_->require_icrc(); }
-  bool share_directory(int fd) override { return inner_->share_directory(fd); }
-  void quiesce_peer_writes() override { inner_->quiesce_peer_writes(); }
-  bool open_peer_window(const netdev::IpAddr& dst, netdev::PeerWindow& w) override {
-    return inner_->open_peer_window(dst, w);
-  }
-  void set_fault_observer(netdev::FaultObserver o) override { inner_->set_fault_observer(o); }
-  int join_group(const netdev::IpAddr& g) override { return inner_->join_group(g); }
-  int leave_group(const netdev::IpAddr& g) override { return inner_->leave_group(g); }
 
  private:
-  std::unique_ptr<netdev::Netdev> inner_;
   std::uint32_t mtu_;
 };
 
@@ -402,69 +349,14 @@ bool Engine::start(std::string& error) {
   if (!load_config(cfg_, error)) return false;
   netdev::FaultConfig faults;
   if (!netdev::parse_faults(cfg_.faults, faults, error)) return false;
-  std::unique_ptr<netdev::Netdev> nd;
-  const bool rings = cfg_.local != Config::Local::kKernel;
-  if (cfg_.netdev.empty()) {
-    // Zero configuration: a loopback address of our own, 127.1.H.L, with LID H<<8|L.
-    std::uint16_t lid = static_cast<std::uint16_t>(getpid() % kMaxUnicastLid + 1);
-    for (int attempt = 0; attempt < 256 && !nd; ++attempt) {
-      address_ = netdev::IpAddr::v4(0x7F010000u | lid);
-      std::string why;
-      nd = netdev::UdpNetdev::open(address_, why, faults, netdev::kRoceV2Port, rings);
-      if (!nd) {
-        error = why;
-        lid = static_cast<std::uint16_t>(lid % kMaxUnicastLid + 1);
-      }
-    }
-    if (!nd) return false;
-  } else if (cfg_.netdev.rfind("udp:", 0) == 0) {
-    if (!netdev::IpAddr::parse(cfg_.netdev.substr(4), address_)) {
-      error = "SOFTRDMA_NETDEV: bad address in '" + cfg_.netdev + "'";
-      return false;
-    }
-    nd = netdev::UdpNetdev::open(address_, error, faults, netdev::kRoceV2Port, rings);
-    if (!nd) return false;
-  } else if (cfg_.netdev.rfind("af_packet:", 0) == 0 || cfg_.netdev.rfind("af_xdp:", 0) == 0) {
-    std::string iface, addr;
-    if (!split_iface(cfg_.netdev, iface, addr) ||
-        (!addr.empty() && !netdev::IpAddr::parse(addr, address_))) {
-      error = "SOFTRDMA_NETDEV: bad value '" + cfg_.netdev + "'";
-      return false;
-    }
-    if (addr.empty() && !netdev::AfPacketNetdev::interface_ipv4(iface, address_, error)) {
-      return false;
-    }
-    if (cfg_.netdev.rfind("af_packet:", 0) == 0) {
-      nd = netdev::AfPacketNetdev::open(iface, address_, error, faults, cfg_.vlan);
-    } else {
-#ifdef SOFTRDMA_HAVE_AF_XDP
-      nd = netdev::AfXdpNetdev::open(iface, address_, error, faults, cfg_.vlan);
-#else
-      error = "af_xdp:" + iface +
-              ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
-#endif
-    }
-    if (!nd) return false;
-  } else if (cfg_.netdev.rfind("dpdk:", 0) == 0) {
-    std::string dev, addr;
-    if (!split_dpdk(cfg_.netdev, dev, addr) ||
-        (!addr.empty() && !netdev::IpAddr::parse(addr, address_))) {
-      error = "SOFTRDMA_NETDEV: bad value '" + cfg_.netdev + "'";
-      return false;
-    }
-#ifdef SOFTRDMA_HAVE_DPDK
-    nd = netdev::DpdkNetdev::open(dev, addr.empty() ? std::nullopt : std::optional(address_), error,
-                                  faults, cfg_.vlan, cfg_.dpdk_qps);
-    if (nd) address_ = nd->addresses()[0];
-#else
-    error = "dpdk:" + dev + ": this build has no DPDK backend (it needs libdpdk-dev 22.11)";
-#endif
-    if (!nd) return false;
-  } else {
-    error =
-        "SOFTRDMA_NETDEV: unsupported backend '" + cfg_.netdev + "' (expected " + kBackends + ")";
-    return false;
-  }
+  netdev::OpenOptions options;
+  options.faults = faults;
+  options.host_local_rings = cfg_.local != Config::Local::kKernel;
+  options.vlan = cfg_.vlan;
+  options.dpdk_qps = cfg_.dpdk_qps;
+  options.spec_origin = "SOFTRDMA_NETDEV: ";
+  std::unique_ptr<netdev::Netdev> nd = netdev::open(cfg_.netdev, options, error, &address_);
+  if (!nd) return false;
   if (cfg_.vlan && nd->backend() == "udp") {
     error =
         "SOFTRDMA_VLAN: only the raw backends (af_packet, af_xdp, dpdk) tag frames; over udp: "

@@ -320,23 +320,23 @@ TEST(ShmLink, AWindowShowsTheReceiversDirectoryAndIsWaitedFor) {
   auto b = UdpNetdev::open(ip("127.0.0.2"), err, {}, port);  // the port that a sends to
   ASSERT_TRUE(a && b) << err;
   const int fd = directory_file("directory!");
-  ASSERT_TRUE(b->share_directory(fd));
-  EXPECT_FALSE(b->share_directory(fd));  // once
+  ASSERT_TRUE(b->placement()->share_directory(fd));
+  EXPECT_FALSE(b->placement()->share_directory(fd));  // once
   close(fd);
   PeerWindow w;
-  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));  // no ring yet
+  EXPECT_FALSE(a->placement()->open_peer_window(ip("127.0.0.2"), w));  // no ring yet
   ASSERT_TRUE(link_up(*a, *b, port));
-  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  ASSERT_TRUE(a->placement()->open_peer_window(ip("127.0.0.2"), w));
   EXPECT_EQ(w.pid(), getpid());
   ASSERT_EQ(w.directory().size(), 4096u);
   EXPECT_EQ(std::memcmp(w.directory().data(), "directory!", 10), 0);
-  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.3"), w));  // nobody there
+  EXPECT_FALSE(a->placement()->open_peer_window(ip("127.0.0.3"), w));  // nobody there
 
   // The receiver's quiesce waits for the open window.
-  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  ASSERT_TRUE(a->placement()->open_peer_window(ip("127.0.0.2"), w));
   std::atomic<bool> done{false};
   std::thread t([&] {
-    b->quiesce_peer_writes();
+    b->placement()->quiesce_peer_writes();
     done = true;
   });
   std::this_thread::sleep_for(
@@ -347,11 +347,21 @@ TEST(ShmLink, AWindowShowsTheReceiversDirectoryAndIsWaitedFor) {
   EXPECT_TRUE(done);
 
   // A refused write closes the way for good on that link.
-  ASSERT_TRUE(a->open_peer_window(ip("127.0.0.2"), w));
+  ASSERT_TRUE(a->placement()->open_peer_window(ip("127.0.0.2"), w));
   w.refuse();
   w.close();
-  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));
-  b->quiesce_peer_writes();  // returns at once: nothing open
+  EXPECT_FALSE(a->placement()->open_peer_window(ip("127.0.0.2"), w));
+  b->placement()->quiesce_peer_writes();  // returns at once: nothing open
+}
+
+TEST(ShmLink, PlacementOnlyWithTheRings) {
+  std::uint16_t port = 0;
+  auto a = open_at("127.0.0.1", port);
+  std::string err;
+  auto kernel_only = UdpNetdev::open(ip("127.0.0.2"), err, {}, port, /*host_local=*/false);
+  ASSERT_TRUE(a && kernel_only) << err;
+  EXPECT_NE(a->placement(), nullptr);
+  EXPECT_EQ(kernel_only->placement(), nullptr);
 }
 
 TEST(ShmLink, NoWindowOntoAnUnsealedDirectoryOrWithFaults) {
@@ -365,20 +375,20 @@ TEST(ShmLink, NoWindowOntoAnUnsealedDirectoryOrWithFaults) {
   auto c = UdpNetdev::open(ip("127.0.0.3"), err, faults, port);
   ASSERT_TRUE(a && b && c && d) << err;
   const int unsealed = directory_file("directory!", false);  // could shrink under a mapping
-  ASSERT_TRUE(b->share_directory(unsealed));
+  ASSERT_TRUE(b->placement()->share_directory(unsealed));
   close(unsealed);
   const int sealed = directory_file("directory!");
-  ASSERT_TRUE(d->share_directory(sealed));
+  ASSERT_TRUE(d->placement()->share_directory(sealed));
   close(sealed);
   PeerWindow w;
   ASSERT_TRUE(ring_up(*a, "127.0.0.1", *b, "127.0.0.2", port));
-  EXPECT_FALSE(a->open_peer_window(ip("127.0.0.2"), w));
+  EXPECT_FALSE(a->placement()->open_peer_window(ip("127.0.0.2"), w));
   ASSERT_TRUE(ring_up(*a, "127.0.0.1", *d, "127.0.0.4", port));
-  EXPECT_TRUE(a->open_peer_window(ip("127.0.0.4"), w));
+  EXPECT_TRUE(a->placement()->open_peer_window(ip("127.0.0.4"), w));
   w.close();
   // With faults configured, a sender opens no window: an injected loss must lose the payload.
   ASSERT_TRUE(ring_up(*c, "127.0.0.3", *d, "127.0.0.4", port));
-  EXPECT_FALSE(c->open_peer_window(ip("127.0.0.4"), w));
+  EXPECT_FALSE(c->placement()->open_peer_window(ip("127.0.0.4"), w));
 }
 
 TEST(ShmRing, KeepsOrderAcrossWrapsAndRefusesWhenFull) {

@@ -1,0 +1,141 @@
+#include "netdev/open.h"
+
+#include <unistd.h>
+
+#include <stdexcept>
+#include <system_error>
+
+#include "netdev/af_packet.h"
+#ifdef SOFTRDMA_HAVE_AF_XDP
+#include "netdev/af_xdp.h"
+#endif
+#ifdef SOFTRDMA_HAVE_DPDK
+#include "netdev/dpdk.h"
+#endif
+#include "netdev/memory.h"
+#include "netdev/udp.h"
+
+namespace softrdma::netdev {
+
+namespace {
+
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// The highest unicast LID (IBTA): the low 16 bits of a loopback address of our own stay in 1..it.
+constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
+
+// "": a loopback address of our own, 127.1.H.L, with LID H<<8|L, starting from the pid's.
+std::unique_ptr<Netdev> open_own_loopback(const OpenOptions& o, std::string& error, IpAddr& addr) {
+  std::unique_ptr<Netdev> nd;
+  std::uint16_t lid = static_cast<std::uint16_t>(getpid() % kMaxUnicastLid + 1);
+  for (int attempt = 0; attempt < 256 && !nd; ++attempt) {
+    addr = IpAddr::v4(0x7F010000u | lid);
+    std::string why;
+    nd = UdpNetdev::open(addr, why, o.faults, kRoceV2Port, o.host_local_rings);
+    if (!nd) {
+      error = why;
+      lid = static_cast<std::uint16_t>(lid % kMaxUnicastLid + 1);
+    }
+  }
+  return nd;
+}
+
+std::unique_ptr<Netdev> open_udp(const std::string& spec, const OpenOptions& o, std::string& error,
+                                 IpAddr& addr) {
+  if (!IpAddr::parse(spec.substr(4), addr)) {
+    error = o.spec_origin + "bad address in '" + spec + "'";
+    return nullptr;
+  }
+  return UdpNetdev::open(addr, error, o.faults, kRoceV2Port, o.host_local_rings);
+}
+
+// af_packet:… and af_xdp:…; without an address, the interface's first IPv4 address.
+std::unique_ptr<Netdev> open_raw_socket(const std::string& spec, const OpenOptions& o,
+                                        std::string& error, IpAddr& addr) {
+  std::string iface, given;
+  if (!split_iface_spec(spec, iface, given) || (!given.empty() && !IpAddr::parse(given, addr))) {
+    error = o.spec_origin + "bad value '" + spec + "'";
+    return nullptr;
+  }
+  if (given.empty() && !AfPacketNetdev::interface_ipv4(iface, addr, error)) return nullptr;
+  if (starts_with(spec, "af_packet:")) {
+    return AfPacketNetdev::open(iface, addr, error, o.faults, o.vlan);
+  }
+#ifdef SOFTRDMA_HAVE_AF_XDP
+  return AfXdpNetdev::open(iface, addr, error, o.faults, o.vlan);
+#else
+  error = "af_xdp:" + iface +
+          ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
+  return nullptr;
+#endif
+}
+
+std::unique_ptr<Netdev> open_dpdk(const std::string& spec, const OpenOptions& o, std::string& error,
+                                  IpAddr& addr) {
+  std::string dev, given;
+  if (!split_dpdk_spec(spec, dev, given) || (!given.empty() && !IpAddr::parse(given, addr))) {
+    error = o.spec_origin + "bad value '" + spec + "'";
+    return nullptr;
+  }
+#ifdef SOFTRDMA_HAVE_DPDK
+  auto nd = DpdkNetdev::open(dev, given.empty() ? std::nullopt : std::optional(addr), error,
+                             o.faults, o.vlan, o.dpdk_qps);
+  if (nd) addr = nd->addresses()[0];
+  return nd;
+#else
+  error = "dpdk:" + dev + ": this build has no DPDK backend (it needs libdpdk-dev 22.11)";
+  return nullptr;
+#endif
+}
+
+std::unique_ptr<Netdev> open_memory(const std::string& spec, const OpenOptions& o,
+                                    std::string& error, IpAddr& addr) {
+  if (!o.fabric || !IpAddr::parse(spec.substr(std::string("memory:").size()), addr)) {
+    error = o.spec_origin +
+            (o.fabric ? "bad address in '" + spec + "'" : "'" + spec + "' needs a memory fabric");
+    return nullptr;
+  }
+  try {
+    return std::make_unique<MemoryNetdev>(o.fabric, addr, 1500, o.faults);
+  } catch (const std::exception& e) {  // the address is taken, or no eventfd
+    error = "memory:" + addr.str() + ": " + e.what();
+    return nullptr;
+  }
+}
+
+}  // namespace
+
+bool split_iface_spec(const std::string& spec, std::string& iface, std::string& addr) {
+  const std::string rest = spec.substr(spec.find(':') + 1);
+  const auto colon = rest.find(':');
+  iface = rest.substr(0, colon);
+  addr = colon == std::string::npos ? "" : rest.substr(colon + 1);
+  return !iface.empty() && (colon == std::string::npos || !addr.empty());
+}
+
+bool split_dpdk_spec(const std::string& spec, std::string& dev, std::string& addr) {
+  const std::string rest = spec.substr(std::string("dpdk:").size());
+  const auto at = rest.rfind('@');
+  dev = rest.substr(0, at);
+  addr = at == std::string::npos ? "" : rest.substr(at + 1);
+  return !dev.empty() && (at == std::string::npos || !addr.empty());
+}
+
+std::unique_ptr<Netdev> open(const std::string& spec, const OpenOptions& options,
+                             std::string& error, IpAddr* address) {
+  IpAddr own;
+  IpAddr& addr = address ? *address : own;
+  if (spec.empty()) return open_own_loopback(options, error, addr);
+  if (starts_with(spec, "udp:")) return open_udp(spec, options, error, addr);
+  if (starts_with(spec, "af_packet:") || starts_with(spec, "af_xdp:")) {
+    return open_raw_socket(spec, options, error, addr);
+  }
+  if (starts_with(spec, "dpdk:")) return open_dpdk(spec, options, error, addr);
+  if (starts_with(spec, "memory:")) return open_memory(spec, options, error, addr);
+  error = options.spec_origin + "unsupported backend '" + spec + "' (expected " + kSpecForms + ")";
+  return nullptr;
+}
+
+}  // namespace softrdma::netdev
