@@ -31,14 +31,7 @@ void Qp::notify_congestion(const wire::RocePacket& pkt, const netdev::Packet& ra
   auto n = build_roce(MutBytes(p->data, p->cap), h, {});
   if (!n) return;
   p->len = static_cast<std::uint32_t>(*n);
-  p->dst = raw.src;
-  p->src = raw.dst;
-  p->src_port = src_port_;
-  p->dst_port = dev_.netdev().roce_port();
-  p->traffic_class = kCnpTrafficClass;
-  p->hop_limit = 64;
-  dev_.tx_commit();
-  ++counters_.tx_packets;
+  send_to(p, raw.src, raw.dst, kCnpTrafficClass, 64);
   ++counters_.np_cnp_sent;
   cnp_sent_ = true;
   last_cnp_sent_ = now;

@@ -126,6 +126,9 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   friend class Device;
   // Addresses a packet to the connected peer (RC/UC) and queues it for sending.
   void send_to_peer(netdev::Packet* p);
+  // Addresses a packet from `src` to `dst` on the RoCE port (hop limit 0: 64) and queues it.
+  void send_to(netdev::Packet* p, const netdev::IpAddr& dst, const netdev::IpAddr& src,
+               std::uint8_t traffic_class, std::uint8_t hop_limit);
   // --- requester (requester.cpp)
   bool build_next_packet(SendWqe& w, Clock::time_point now);
   // The next packet's headers, opcode from the tables (rxe/request_opcode.h); false when the

@@ -269,14 +269,9 @@ void Qp::transmit_request(const SendWqe& w, netdev::Packet* p) {
     send_to_peer(p);
     return;
   }
-  dev_.gid_to_ip(w.av.dgid, p->dst);
-  p->src = dev_.source_address(w.av.sgid_index);
-  p->src_port = src_port_;
-  p->dst_port = dev_.netdev().roce_port();
-  p->traffic_class = w.av.traffic_class;
-  p->hop_limit = w.av.hop_limit ? w.av.hop_limit : 64;
-  dev_.tx_commit();
-  ++counters_.tx_packets;
+  netdev::IpAddr dst = p->dst;
+  dev_.gid_to_ip(w.av.dgid, dst);
+  send_to(p, dst, dev_.source_address(w.av.sgid_index), w.av.traffic_class, w.av.hop_limit);
 }
 
 bool Qp::fail_wqe(SendWqe& w, WcStatus status) {

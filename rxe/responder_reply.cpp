@@ -13,15 +13,20 @@
 
 namespace softrdma::rxe {
 
-void Qp::send_to_peer(netdev::Packet* p) {
-  p->dst = peer_;
-  p->src = local_;
+void Qp::send_to(netdev::Packet* p, const netdev::IpAddr& dst, const netdev::IpAddr& src,
+                 std::uint8_t traffic_class, std::uint8_t hop_limit) {
+  p->dst = dst;
+  p->src = src;
   p->src_port = src_port_;
   p->dst_port = dev_.netdev().roce_port();
-  p->traffic_class = attr_.ah_attr.traffic_class;
-  p->hop_limit = attr_.ah_attr.hop_limit ? attr_.ah_attr.hop_limit : 64;
+  p->traffic_class = traffic_class;
+  p->hop_limit = hop_limit ? hop_limit : 64;
   dev_.tx_commit();
   ++counters_.tx_packets;
+}
+
+void Qp::send_to_peer(netdev::Packet* p) {
+  send_to(p, peer_, local_, attr_.ah_attr.traffic_class, attr_.ah_attr.hop_limit);
 }
 
 void Qp::send_ack(std::uint8_t syndrome, std::uint32_t psn) {
