@@ -111,7 +111,7 @@ Incoming incoming(std::uint64_t service_id, const std::uint8_t* pdata, const wir
   return in;
 }
 
-void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
+void on_message(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   auto& a = agent();
   if (CmId* id = find_passive(m.local_comm_id, src)) {  // a retransmitted REQ
     if (id->state == State::kRepSent && id->answer_sent) send_mad(id, src);
@@ -124,7 +124,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
     rej.message_rejected = 0;
     rej.reason = reason;
     std::array<std::uint8_t, wire::kMadSize> mad;
-    wire::build_cm_rej(mad, tid, rej);
+    wire::build_cm(mad, tid, rej);
     a.gsi.send(src, mad.data(), m.primary.traffic_class);
   };
   const Incoming in = incoming(m.service_id, m.private_data.data(), src, false, [](CmId* l) {
@@ -170,7 +170,7 @@ void on_req(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   offer_request(c, in.listener, ev);
 }
 
-void on_rep(const wire::CmRep& m) {
+void on_message(const wire::CmRep& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id || id->listener) {
     drop("REP for no connection of ours");
@@ -214,7 +214,7 @@ void on_rep(const wire::CmRep& m) {
   deliver(ev);
 }
 
-void on_rtu(const wire::CmRtu& m) {
+void on_message(const wire::CmRtu& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id || id->state != State::kRepSent) return;  // a duplicate RTU needs nothing
   id->waiting = false;
@@ -228,7 +228,7 @@ void on_rtu(const wire::CmRtu& m) {
   deliver(ev);
 }
 
-void on_rej(const wire::CmRej& m) {
+void on_message(const wire::CmRej& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id) return;
   if (id->state != State::kReqSent && id->state != State::kRepSent &&
@@ -243,7 +243,7 @@ void on_rej(const wire::CmRej& m) {
   deliver(ev);
 }
 
-void on_mra(const wire::CmMra& m) {
+void on_message(const wire::CmMra& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id || !id->waiting) return;
   // The peer needs service_timeout more: 4.096 us * 2^t, on top of our own timeout.
@@ -253,13 +253,13 @@ void on_mra(const wire::CmMra& m) {
   wake();
 }
 
-void on_dreq(const wire::CmDreq& m, const wire::Gid16& src, std::uint64_t tid) {
+void on_message(const wire::CmDreq& m, const wire::Gid16& src, std::uint64_t tid) {
   CmId* id = find_by_local(m.remote_comm_id);
   wire::CmDrep drep;
   drep.local_comm_id = m.remote_comm_id;
   drep.remote_comm_id = m.local_comm_id;
   std::array<std::uint8_t, wire::kMadSize> mad;
-  wire::build_cm_drep(mad, tid, drep);
+  wire::build_cm(mad, tid, drep);
   agent().gsi.send(src, mad.data(), id ? id->tos : 0);
   if (!id) return;
   if (id->state == State::kEstablished || id->state == State::kRepSent ||
@@ -269,14 +269,14 @@ void on_dreq(const wire::CmDreq& m, const wire::Gid16& src, std::uint64_t tid) {
   }
 }
 
-void on_drep(const wire::CmDrep& m) {
+void on_message(const wire::CmDrep& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id || id->state != State::kDreqSent) return;
   id->state = State::kTimewait;
   disconnected(id);
 }
 
-void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t tid) {
+void on_message(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t tid) {
   auto& a = agent();
   if (CmId* id = find_passive(m.request_id, src)) {  // a retransmitted SIDR_REQ
     if (id->answer_sent) send_mad(id, src);
@@ -288,7 +288,7 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
     rep.status = status;
     rep.service_id = m.service_id;
     std::array<std::uint8_t, wire::kMadSize> mad;
-    wire::build_cm_sidr_rep(mad, tid, rep);
+    wire::build_cm(mad, tid, rep);
     a.gsi.send(src, mad.data(), 0);
   };
   const Incoming in =
@@ -307,7 +307,7 @@ void on_sidr_req(const wire::CmSidrReq& m, const wire::Gid16& src, std::uint64_t
   offer_request(c, in.listener, ev);
 }
 
-void on_sidr_rep(const wire::CmSidrRep& m) {
+void on_message(const wire::CmSidrRep& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.request_id);
   if (!id || id->state != State::kSidrReqSent) return;
   id->waiting = false;
@@ -338,36 +338,14 @@ void on_mad(const std::uint8_t* mad, const wire::Gid16& src) {
   auto h = wire::parse_mad_header(b);
   if (!h) return drop("bad MAD header");
   if (h->mgmt_class != wire::kMgmtClassCm) return drop("not a CM MAD (class unsupported)");
-  switch (static_cast<wire::CmAttr>(h->attr_id)) {
-    case wire::CmAttr::kReq:
-      if (auto m = wire::parse_cm_req(b)) return on_req(*m, src, h->tid);
-      break;
-    case wire::CmAttr::kRep:
-      if (auto m = wire::parse_cm_rep(b)) return on_rep(*m);
-      break;
-    case wire::CmAttr::kRtu:
-      if (auto m = wire::parse_cm_rtu(b)) return on_rtu(*m);
-      break;
-    case wire::CmAttr::kRej:
-      if (auto m = wire::parse_cm_rej(b)) return on_rej(*m);
-      break;
-    case wire::CmAttr::kMra:
-      if (auto m = wire::parse_cm_mra(b)) return on_mra(*m);
-      break;
-    case wire::CmAttr::kDreq:
-      if (auto m = wire::parse_cm_dreq(b)) return on_dreq(*m, src, h->tid);
-      break;
-    case wire::CmAttr::kDrep:
-      if (auto m = wire::parse_cm_drep(b)) return on_drep(*m);
-      break;
-    case wire::CmAttr::kSidrReq:
-      if (auto m = wire::parse_cm_sidr_req(b)) return on_sidr_req(*m, src, h->tid);
-      break;
-    case wire::CmAttr::kSidrRep:
-      if (auto m = wire::parse_cm_sidr_rep(b)) return on_sidr_rep(*m);
-      break;
-    default:
-      return drop("CM attribute not supported (LAP/APR/ClassPortInfo)");
+  // Each parser takes only the MAD of its own attribute.
+#define SOFTRDMA_ON_MESSAGE(M)                                     \
+  if (auto m = wire::parse_cm<wire::M>(b)) return on_message(*m, src, h->tid);
+  SOFTRDMA_CM_MESSAGES(SOFTRDMA_ON_MESSAGE)
+#undef SOFTRDMA_ON_MESSAGE
+  if (h->attr_id < static_cast<std::uint16_t>(wire::CmAttr::kReq) ||
+      h->attr_id > static_cast<std::uint16_t>(wire::CmAttr::kSidrRep)) {
+    return drop("CM attribute not supported (LAP/APR/ClassPortInfo)");
   }
   drop("malformed CM message");
 }

@@ -94,7 +94,7 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.primary.subnet_local = true;
   m.primary.local_ack_timeout = id->ack_timeout;
   put_request_private(id, m.private_data, pdata, len);
-  wire::build_cm_req(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->state = State::kReqSent;
   return send_and_wait(id);
 }
@@ -112,7 +112,7 @@ int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.srq = id->id.qp ? id->id.qp->srq != nullptr : id->srq;
   m.local_ca_guid = a.node_guid;
   put_private(m.private_data.data(), pdata, len, wire::kRepPrivate);
-  wire::build_cm_rep(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->state = State::kRepSent;
   a.liveness.watch(id->peer_gid);
   id->answer_sent = true;
@@ -123,7 +123,7 @@ int send_rtu(CmId* id) {
   wire::CmRtu m;
   m.local_comm_id = id->local_comm_id;
   m.remote_comm_id = id->remote_comm_id;
-  wire::build_cm_rtu(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->answer_sent = true;
   return send_mad(id, id->peer_gid);
 }
@@ -136,7 +136,7 @@ int send_rej(CmId* id, std::uint16_t reason, const std::uint8_t* pdata, std::siz
   m.reason = reason;
   put_private(m.private_data.data(), pdata, len, wire::kRejPrivate);
   std::array<std::uint8_t, wire::kMadSize> mad;
-  wire::build_cm_rej(mad, id->tid, m);
+  wire::build_cm(mad, id->tid, m);
   return agent().gsi.send(id->peer_gid, mad.data(), id->tos);
 }
 
@@ -146,7 +146,7 @@ int send_dreq(CmId* id) {
   m.remote_comm_id = id->remote_comm_id;
   m.remote_qpn = id->remote_qpn;
   id->tid = new_tid();
-  wire::build_cm_dreq(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->state = State::kDreqSent;
   return send_and_wait(id);
 }
@@ -159,7 +159,7 @@ int send_sidr_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
                                         ntohs(rdma_get_dst_port(&id->id)));
   put_request_private(id, m.private_data, pdata, len);
-  wire::build_cm_sidr_req(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->state = State::kSidrReqSent;
   return send_and_wait(id);
 }
@@ -173,7 +173,7 @@ int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std:
   m.service_id = wire::ip_cm_service_id(static_cast<std::uint16_t>(id->id.ps),
                                         ntohs(rdma_get_src_port(&id->id)));
   put_private(m.private_data.data(), pdata, len, wire::kSidrRepPrivate);
-  wire::build_cm_sidr_rep(id->last_mad, id->tid, m);
+  wire::build_cm(id->last_mad, id->tid, m);
   id->answer_sent = true;
   id->state = status == wire::sidr_status::kSuccess ? State::kEstablished : State::kClosed;
   return send_mad(id, id->peer_gid);

@@ -184,27 +184,16 @@ struct CmSidrRep {
 Expected<MadHeader> parse_mad_header(Bytes mad);
 void build_mad_header(MutBytes mad, const MadHeader& h);
 
-// Each builder writes the whole 256-byte MAD (header with the message's attribute ID,
-// method Send, class CM version 2); kNoRoom when `mad` is shorter. Each parser checks
-// the header's class and attribute and that 256 bytes are present.
-Expected<std::size_t> build_cm_req(MutBytes mad, std::uint64_t tid, const CmReq& m);
-Expected<std::size_t> build_cm_mra(MutBytes mad, std::uint64_t tid, const CmMra& m);
-Expected<std::size_t> build_cm_rej(MutBytes mad, std::uint64_t tid, const CmRej& m);
-Expected<std::size_t> build_cm_rep(MutBytes mad, std::uint64_t tid, const CmRep& m);
-Expected<std::size_t> build_cm_rtu(MutBytes mad, std::uint64_t tid, const CmRtu& m);
-Expected<std::size_t> build_cm_dreq(MutBytes mad, std::uint64_t tid, const CmDreq& m);
-Expected<std::size_t> build_cm_drep(MutBytes mad, std::uint64_t tid, const CmDrep& m);
-Expected<std::size_t> build_cm_sidr_req(MutBytes mad, std::uint64_t tid, const CmSidrReq& m);
-Expected<std::size_t> build_cm_sidr_rep(MutBytes mad, std::uint64_t tid, const CmSidrRep& m);
-Expected<CmReq> parse_cm_req(Bytes mad);
-Expected<CmMra> parse_cm_mra(Bytes mad);
-Expected<CmRej> parse_cm_rej(Bytes mad);
-Expected<CmRep> parse_cm_rep(Bytes mad);
-Expected<CmRtu> parse_cm_rtu(Bytes mad);
-Expected<CmDreq> parse_cm_dreq(Bytes mad);
-Expected<CmDrep> parse_cm_drep(Bytes mad);
-Expected<CmSidrReq> parse_cm_sidr_req(Bytes mad);
-Expected<CmSidrRep> parse_cm_sidr_rep(Bytes mad);
+// The CM messages, for code that handles each of them alike.
+#define SOFTRDMA_CM_MESSAGES(X) X(CmReq) X(CmMra) X(CmRej) X(CmRep) X(CmRtu) X(CmDreq) X(CmDrep) X(CmSidrReq) X(CmSidrRep)
+
+// build_cm writes the whole 256-byte MAD (header with the message's attribute ID, method
+// Send, class CM version 2); kNoRoom when `mad` is shorter. parse_cm<M> checks the
+// header's class and M's attribute and that 256 bytes are present. M is one of the above.
+template <class M>
+Expected<std::size_t> build_cm(MutBytes mad, std::uint64_t tid, const M& m);
+template <class M>
+Expected<M> parse_cm(Bytes mad);
 
 // RDMA IP CM service: service IDs are 0x0000000001PPpppp (PP the port space, pppp the
 // port), and REQ/SIDR_REQ private data starts with this 36-byte header.

@@ -53,7 +53,7 @@ CmReq sample_req() {
 
 TEST(IbCm, ReqFieldsSitWhereTable106PutsThem) {
   Mad mad{};
-  ASSERT_TRUE(build_cm_req(mad, 0x1122334455667788ull, sample_req()));
+  ASSERT_TRUE(build_cm(mad, 0x1122334455667788ull, sample_req()));
   EXPECT_EQ(mad[0], 1);     // base version
   EXPECT_EQ(mad[1], 0x07);  // CM class
   EXPECT_EQ(mad[2], 2);     // class version
@@ -84,8 +84,8 @@ TEST(IbCm, ReqFieldsSitWhereTable106PutsThem) {
 TEST(IbCm, EveryMessageRoundTrips) {
   Mad mad{};
   const CmReq req = sample_req();
-  ASSERT_TRUE(build_cm_req(mad, 1, req));
-  auto r = parse_cm_req(mad);
+  ASSERT_TRUE(build_cm(mad, 1, req));
+  auto r = parse_cm<CmReq>(mad);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->local_qpn, req.local_qpn);
   EXPECT_EQ(r->starting_psn, req.starting_psn);
@@ -107,9 +107,9 @@ TEST(IbCm, EveryMessageRoundTrips) {
   rep.srq = true;
   rep.local_ca_guid = 77;
   rep.private_data[195] = 0xEE;
-  ASSERT_TRUE(build_cm_rep(mad, 2, rep));
+  ASSERT_TRUE(build_cm(mad, 2, rep));
   EXPECT_EQ(mad[H + 27], (5u << 5) | 0x10u);
-  auto p = parse_cm_rep(mad);
+  auto p = parse_cm<CmRep>(mad);
   ASSERT_TRUE(p);
   EXPECT_EQ(p->local_qpn, 0x123456u);
   EXPECT_EQ(p->starting_psn, 0xFEDCBAu);
@@ -124,10 +124,10 @@ TEST(IbCm, EveryMessageRoundTrips) {
   rej.message_rejected = 1;
   rej.reason = rej_reason::kConsumerDefined;
   rej.private_data[0] = 0x42;
-  ASSERT_TRUE(build_cm_rej(mad, 3, rej));
+  ASSERT_TRUE(build_cm(mad, 3, rej));
   EXPECT_EQ(load16(&mad[H + 10]), 28);
   EXPECT_EQ(mad[H + 84], 0x42);  // private data at 84
-  auto j = parse_cm_rej(mad);
+  auto j = parse_cm<CmRej>(mad);
   ASSERT_TRUE(j);
   EXPECT_EQ(j->message_rejected, 1);
   EXPECT_EQ(j->reason, 28);
@@ -136,17 +136,17 @@ TEST(IbCm, EveryMessageRoundTrips) {
   dreq.local_comm_id = 5;
   dreq.remote_comm_id = 6;
   dreq.remote_qpn = 0xABCDEF;
-  ASSERT_TRUE(build_cm_dreq(mad, 4, dreq));
-  auto d = parse_cm_dreq(mad);
+  ASSERT_TRUE(build_cm(mad, 4, dreq));
+  auto d = parse_cm<CmDreq>(mad);
   ASSERT_TRUE(d);
   EXPECT_EQ(d->remote_qpn, 0xABCDEFu);
-  EXPECT_FALSE(parse_cm_rep(mad));  // the attribute is checked
+  EXPECT_FALSE(parse_cm<CmRep>(mad));  // the attribute is checked
 
   CmMra mra;
   mra.message_mraed = 1;
   mra.service_timeout = 17;
-  ASSERT_TRUE(build_cm_mra(mad, 5, mra));
-  auto a = parse_cm_mra(mad);
+  ASSERT_TRUE(build_cm(mad, 5, mra));
+  auto a = parse_cm<CmMra>(mad);
   ASSERT_TRUE(a);
   EXPECT_EQ(a->message_mraed, 1);
   EXPECT_EQ(a->service_timeout, 17);
@@ -154,8 +154,8 @@ TEST(IbCm, EveryMessageRoundTrips) {
   CmSidrReq sreq;
   sreq.request_id = 9;
   sreq.service_id = ip_cm_service_id(0x0111, 7471);
-  ASSERT_TRUE(build_cm_sidr_req(mad, 6, sreq));
-  auto sq = parse_cm_sidr_req(mad);
+  ASSERT_TRUE(build_cm(mad, 6, sreq));
+  auto sq = parse_cm<CmSidrReq>(mad);
   ASSERT_TRUE(sq);
   EXPECT_EQ(sq->service_id, 0x0000000001111D2Full);
 
@@ -165,10 +165,10 @@ TEST(IbCm, EveryMessageRoundTrips) {
   srep.qpn = 0x42;
   srep.qkey = 0x01234567;
   srep.service_id = sreq.service_id;
-  ASSERT_TRUE(build_cm_sidr_rep(mad, 7, srep));
+  ASSERT_TRUE(build_cm(mad, 7, srep));
   EXPECT_EQ(load32(&mad[H + 8]) >> 8, 0x42u);
   EXPECT_EQ(load32(&mad[H + 20]), 0x01234567u);
-  auto sp = parse_cm_sidr_rep(mad);
+  auto sp = parse_cm<CmSidrRep>(mad);
   ASSERT_TRUE(sp);
   EXPECT_EQ(sp->qpn, 0x42u);
   EXPECT_EQ(sp->qkey, 0x01234567u);
@@ -176,28 +176,28 @@ TEST(IbCm, EveryMessageRoundTrips) {
   CmRtu rtu;
   rtu.local_comm_id = 10;
   rtu.remote_comm_id = 11;
-  ASSERT_TRUE(build_cm_rtu(mad, 8, rtu));
-  EXPECT_EQ(parse_cm_rtu(mad)->remote_comm_id, 11u);
+  ASSERT_TRUE(build_cm(mad, 8, rtu));
+  EXPECT_EQ(parse_cm<CmRtu>(mad)->remote_comm_id, 11u);
   CmDrep drep;
   drep.local_comm_id = 12;
-  ASSERT_TRUE(build_cm_drep(mad, 9, drep));
-  EXPECT_EQ(parse_cm_drep(mad)->local_comm_id, 12u);
+  ASSERT_TRUE(build_cm(mad, 9, drep));
+  EXPECT_EQ(parse_cm<CmDrep>(mad)->local_comm_id, 12u);
 }
 
 TEST(IbCm, ParsersRefuseShortAndForeignMads) {
   Mad mad{};
-  ASSERT_TRUE(build_cm_req(mad, 1, sample_req()));
+  ASSERT_TRUE(build_cm(mad, 1, sample_req()));
   for (std::size_t n = 0; n < kMadSize; n += 7) {
-    EXPECT_FALSE(parse_cm_req(Bytes(mad.data(), n))) << n;
+    EXPECT_FALSE(parse_cm<CmReq>(Bytes(mad.data(), n))) << n;
   }
   Mad other = mad;
   other[1] = 0x01;  // subnet management class
-  EXPECT_EQ(parse_cm_req(other).error(), Error::kBadVersion);
+  EXPECT_EQ(parse_cm<CmReq>(other).error(), Error::kBadVersion);
   other = mad;
   other[0] = 2;
-  EXPECT_FALSE(parse_cm_req(other));
+  EXPECT_FALSE(parse_cm<CmReq>(other));
   std::array<std::uint8_t, 100> small{};
-  EXPECT_EQ(build_cm_req(small, 1, sample_req()).error(), Error::kNoRoom);
+  EXPECT_EQ(build_cm(small, 1, sample_req()).error(), Error::kNoRoom);
   // Random bytes never crash a parser.
   std::mt19937 rng(7);
   for (int i = 0; i < 2000; ++i) {
@@ -206,10 +206,10 @@ TEST(IbCm, ParsersRefuseShortAndForeignMads) {
     mad[1] = 0x07;
     mad[2] = 2;
     store16(&mad[16], static_cast<std::uint16_t>(0x10 + i % 9));
-    (void)parse_cm_req(mad);
-    (void)parse_cm_rep(mad);
-    (void)parse_cm_rej(mad);
-    (void)parse_cm_sidr_req(mad);
+    (void)parse_cm<CmReq>(mad);
+    (void)parse_cm<CmRep>(mad);
+    (void)parse_cm<CmRej>(mad);
+    (void)parse_cm<CmSidrReq>(mad);
     (void)parse_ip_cm_header(Bytes(mad.data() + 24 + 140, 92));
   }
 }
