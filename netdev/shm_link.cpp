@@ -328,7 +328,18 @@ void ShmLinks::connect(const Key& k, Out& o) {
 
 // --- receive side
 
-void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver) {
+void ShmLinks::receive(std::span<Packet* const> pkts, std::size_t& n, SocketPath& socket) {
+  if (socket.backlog()) return;
+  if (settling_) {
+    const std::size_t before = n;
+    socket.read(pkts, n);
+    if (n == before && Clock::now() >= settle_until_) settling_ = false;
+    if (socket.backlog()) return;
+  }
+  recv(pkts, n, socket);
+}
+
+void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, SocketPath& socket) {
   const std::size_t rings = in_.size();
   for (std::size_t r = 0; r < rings && n < pkts.size(); ++r) {
     In& in = in_[(next_in_ + r) % rings];
@@ -340,11 +351,10 @@ void ShmLinks::recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver
       in.seen_data = true;
       settling_ = true;
       settle_until_ = Clock::now() + kSettle;
-      settle_until_ = Clock::now() + kSettle;
       return;
     }
     while (n < pkts.size() && in.ring->peek(view, icrc_filled)) {
-      if (deliver(view, icrc_filled, *pkts[n])) ++n;
+      if (socket.deliver(view, icrc_filled, *pkts[n])) ++n;
       in.ring->consume();
     }
     in.ring->release();

@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -55,27 +54,32 @@ class ShmLinks {
   };
 
   // --- receive side: one thread at a time (the backend's receiving thread).
-  // Hands datagrams from the inbound rings, in turn, to `deliver` (which checks and copies one
-  // into pkts[n] and says whether it did; icrc_filled: false when the sender left the ICRC out)
-  // while the batch has room. Accepts new senders when idle.
-  using Deliver = std::function<bool(const Packet& view, bool icrc_filled, Packet& out)>;
-  void recv(std::span<Packet* const> pkts, std::size_t& n, const Deliver& deliver);
+  // The kernel socket path that the rings share a receive batch with.
+  class SocketPath {
+   public:
+    virtual ~SocketPath() = default;
+    // Reads what the socket holds into pkts[n...] while the batch has room.
+    virtual void read(std::span<Packet* const> pkts, std::size_t& n) = 0;
+    // Datagrams read from the socket but not yet handed over: the rings wait behind them.
+    virtual bool backlog() const = 0;
+    // Checks a ring's datagram and copies it into `out`; false when it is dropped (counted).
+    // icrc_filled: false when the sender left the ICRC out.
+    virtual bool deliver(const Packet& view, bool icrc_filled, Packet& out) = 0;
+  };
+  // Fills pkts[n...] from the rings, in turn, while the batch has room and `socket` has no
+  // backlog, and accepts new senders when idle. Keeps each sender's order across its switch from
+  // the kernel's path to a ring: a ring just attached, or whose first datagram just came, may
+  // have its sender's last kernel datagrams still queued in the socket or on their way into it
+  // (the kernel may defer loopback delivery to a softirq). While settling, the socket is read
+  // before the rings on every batch, until it is found empty kSettle after the last such event
+  // (a UC message that loses its order is dropped whole: perftest then waits forever for it).
+  void receive(std::span<Packet* const> pkts, std::size_t& n, SocketPath& socket);
+  bool settling() const { return settling_; }
+  static constexpr auto kSettle = std::chrono::milliseconds(10);
   // Before the receiving thread blocks on the wait fd: accepts new senders, silences the bells
   // that rang and asks every sender for a wake-up (unless !wake_me). False (do not block) when
   // datagrams are waiting.
   bool prepare_sleep(bool wake_me = true);
-
-  // A ring was just attached, or its first datagram just came: its sender's last datagrams
-  // through the kernel may still be queued in the socket, or on their way into it (the kernel
-  // may defer loopback delivery to a softirq). While settling, read the socket before the rings,
-  // every batch; settled() ends it once the socket was found empty and kSettle has passed since
-  // the last such event, so the switch does not reorder them (a UC message that loses its order
-  // is dropped whole: perftest then waits forever for it).
-  bool settling() const { return settling_; }
-  void settled() {
-    if (std::chrono::steady_clock::now() >= settle_until_) settling_ = false;
-  }
-  static constexpr auto kSettle = std::chrono::milliseconds(10);
 
   // --- direct placement (netdev::Placement: share_directory, quiesce_peer_writes,
   // open_peer_window).
@@ -110,6 +114,7 @@ class ShmLinks {
     auto operator<=>(const Key&) const = default;
   };
   ShmLinks(AtomicCounters& counters) : counters_(counters) {}
+  void recv(std::span<Packet* const> pkts, std::size_t& n, SocketPath& socket);  // the rings only
   Out* route(const Packet& p);  // the link for p's destination, set up or advanced as needed
   void connect(const Key& k, Out& o);
   void publish_all();

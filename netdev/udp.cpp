@@ -621,6 +621,22 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
   return true;
 }
 
+// The unicast socket as the host-local rings see it.
+class UdpNetdev::RingsSocket final : public ShmLinks::SocketPath {
+ public:
+  explicit RingsSocket(UdpNetdev& d) : d_(d) {}
+  void read(std::span<Packet* const> pkts, std::size_t& n) override {
+    d_.read_socket(d_.rx_fd_, d_.addrs_[0], pkts, n);
+  }
+  bool backlog() const override { return !d_.pending_.empty(); }
+  bool deliver(const Packet& view, bool icrc_filled, Packet& out) override {
+    return d_.deliver(view, d_.addrs_[0], out, icrc_filled);
+  }
+
+ private:
+  UdpNetdev& d_;
+};
+
 std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size() && !pending_.empty()) {
@@ -628,15 +644,9 @@ std::size_t UdpNetdev::recv_batch(std::span<Packet* const> pkts) {
     if (deliver(q.view, q.expect, *pkts[n], true, q.follows)) ++n;
     pending_.pop_front();
   }
-  if (shm_ && shm_->settling() && pending_.empty()) {
-    const std::size_t before = n;
-    read_socket(rx_fd_, addrs_[0], pkts, n);
-    if (n == before) shm_->settled();
-  }
-  if (shm_ && pending_.empty()) {
-    shm_->recv(pkts, n, [this](const Packet& view, bool icrc_filled, Packet& out) {
-      return deliver(view, addrs_[0], out, icrc_filled);
-    });
+  if (shm_) {
+    RingsSocket socket(*this);
+    shm_->receive(pkts, n, socket);
   }
   if (n < pkts.size() && pending_.empty()) {
     const std::int64_t now = std::chrono::steady_clock::now().time_since_epoch().count();

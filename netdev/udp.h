@@ -108,6 +108,7 @@ class UdpNetdev : public Netdev, private Placement {
   void transmit(std::span<Packet* const> pkts);
   void transmit_copies(std::span<const Packet> pkts);  // the fault injector's
   void send_chunk(int fd, Packet* const* pkts, std::size_t n);
+  class RingsSocket;  // the unicast socket and deliver(), as the host-local rings see them
   // icrc_filled false: a host-local datagram whose sender left the ICRC out (not checked; filled
   // in when tracing asks for it).
   bool deliver(const Packet& view, const IpAddr& expect, Packet& out, bool icrc_filled = true,
