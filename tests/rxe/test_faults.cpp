@@ -2,6 +2,7 @@
 // UD lose only whole messages.
 #include <random>
 
+#include "netdev/forwarding.h"
 #include "tests/rxe/fixture.h"
 
 namespace softrdma::rxe::test {
@@ -172,27 +173,14 @@ namespace softrdma::rxe::test {
 namespace {
 
 // Counts the packets the engine marks as resends on their way out.
-class SpyNetdev : public netdev::Netdev {
+class SpyNetdev : public netdev::ForwardingNetdev {
  public:
-  explicit SpyNetdev(std::unique_ptr<netdev::Netdev> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  std::string backend() const override { return inner_->backend(); }
-  std::uint32_t mtu() const override { return inner_->mtu(); }
-  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
+  using ForwardingNetdev::ForwardingNetdev;
   std::size_t send_batch(std::span<netdev::Packet* const> p) override {
     for (const netdev::Packet* x : p) retrans += x->retrans ? 1 : 0;
-    return inner_->send_batch(p);
+    return ForwardingNetdev::send_batch(p);
   }
-  std::size_t recv_batch(std::span<netdev::Packet* const> p) override {
-    return inner_->recv_batch(p);
-  }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
-  void service() override { inner_->service(); }
   std::atomic<int> retrans{0};
-
- private:
-  std::unique_ptr<netdev::Netdev> inner_;
 };
 
 int resends_marked(double drop) {
