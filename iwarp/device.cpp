@@ -76,6 +76,16 @@ void Device::kick() {
 
 // ---- objects (core::Objects asks)
 
+void Device::set_object_event_handler(ObjectEventHandler fn) {
+  std::lock_guard lock(object_event_mu_);
+  object_event_handler_ = std::move(fn);
+}
+
+void Device::object_event(core::AsyncEventType type, Cq* cq, Srq* srq) {
+  std::lock_guard lock(object_event_mu_);
+  if (object_event_handler_) object_event_handler_(type, cq, srq);
+}
+
 bool Device::qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const {
   std::lock_guard lock(progress_mu_);
   for (const auto& [n, qp] : qps_) {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -33,8 +34,8 @@
 #include <vector>
 
 #include "core/cq.h"
-#include "core/objects.h"
 #include "core/mr.h"
+#include "core/objects.h"
 #include "core/srq.h"
 #include "core/types.h"
 #include "iwarp/params.h"
@@ -86,6 +87,10 @@ class Device : public core::Objects {
   // one (never blocks; false then); applications that poll their CQs call it.
   bool poll_progress();
   void kick();
+  // CQ overflows (kCqErr) and SRQs falling below their limit (kSrqLimitReached) go to `fn`, on
+  // the thread that caused them; events before it is set are not kept.
+  using ObjectEventHandler = std::function<void(core::AsyncEventType, Cq*, Srq*)>;
+  void set_object_event_handler(ObjectEventHandler fn);
 
  private:
   struct PendingRequest {
@@ -101,8 +106,7 @@ class Device : public core::Objects {
   };
   bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const override;
   bool ah_reachable(const core::AhAttr&) const override { return false; }  // iWARP has no AHs
-  // No async events for CQs and SRQs yet: an overflowed CQ reports it through its poll.
-  void object_event(core::AsyncEventType, Cq*, Srq*) override {}
+  void object_event(core::AsyncEventType type, Cq* cq, Srq* srq) override;
   void progress_loop();
   // Callbacks of the device and of every QP, to run once progress_mu_ is released.
   std::vector<std::function<void()>> collect_callbacks();
@@ -116,7 +120,8 @@ class Device : public core::Objects {
 
   DeviceConfig cfg_;
   std::uint32_t trace_iface_ = 0;
-
+  std::mutex object_event_mu_;
+  ObjectEventHandler object_event_handler_;
 
   mutable std::mutex progress_mu_;  // held by whoever runs a pass; guards the maps below
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;

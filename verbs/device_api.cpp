@@ -355,4 +355,12 @@ void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev) {
   (void)!write(ctx->async_write_fd, &out, sizeof out);
 }
 
+// A CQ's or SRQ's event, to the async fd of the context that created it.
+void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq) {
+  SoftContext* ctx = nullptr;
+  if (cq && cq->user) ctx = soft(static_cast<SoftCq*>(cq->user)->cqx.context);
+  if (srq && srq->user) ctx = soft(static_cast<SoftSrq*>(srq->user)->srq.context);
+  if (ctx) post_async_event(ctx, {type, nullptr, cq, srq});
+}
+
 }  // namespace softrdma::verbs

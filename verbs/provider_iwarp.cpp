@@ -1,6 +1,7 @@
 // softiwarp0's provider: the verbs over iwarp::Device (RFC 5040/5044 over TCP), verbs/provider.h.
 // Connected RC QPs only: no address handles, multicast or memory windows (EOPNOTSUPP).
 #include <algorithm>
+#include <mutex>
 
 #include "verbs/objects.h"
 #include "verbs/provider.h"
@@ -8,6 +9,7 @@
 namespace softrdma::verbs {
 void register_iwarp_qp(SoftQp* s);
 void unregister_iwarp_qp(SoftQp* s);
+void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq);
 }  // namespace softrdma::verbs
 
 namespace softrdma::verbs {
@@ -55,7 +57,12 @@ class IwarpProvider final : public Provider {
   std::size_t reply_sgid_index(ibv_context*, const core::Gid&) const override { return 0; }
 
   unsigned extra_mr_access() const override { return 0; }  // no windows to bind
-  void route_async_events(ibv_context*) const override {}  // QP events: register_iwarp_qp
+  // CQ and SRQ events here; QP events through register_iwarp_qp.
+  void route_async_events(ibv_context* c) const override {
+    static std::once_flag once;
+    iwarp::Device& d = *iw(c);
+    std::call_once(once, [&d] { d.set_object_event_handler(post_object_event); });
+  }
 
   // RC only; it starts in INIT, as iWARP QPs do (siw's IDLE, which the kernel reports as
   // INIT), and reaches RTS through the MPA negotiation the CM starts (docs/iwarp.md).

@@ -8,6 +8,7 @@
 
 namespace softrdma::verbs {
 void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
+void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq);
 }
 
 namespace softrdma::verbs {
@@ -153,14 +154,8 @@ class RoceProvider final : public Provider {
     rxe::Device& d = dev(c);
     std::call_once(once, [&d] {
       d.set_async_handler([](const rxe::AsyncEvent& ev) {
-        SoftContext* ctx = nullptr;
-        if (ev.qp && ev.qp->user)
-          ctx = static_cast<SoftQp*>(ev.qp->user)->ctx;
-        else if (ev.cq && ev.cq->user)
-          ctx = soft(static_cast<SoftCq*>(ev.cq->user)->cqx.context);
-        else if (ev.srq && ev.srq->user)
-          ctx = soft(static_cast<SoftSrq*>(ev.srq->user)->srq.context);
-        if (ctx) post_async_event(ctx, ev);
+        if (!ev.qp) return post_object_event(ev.type, ev.cq, ev.srq);
+        if (ev.qp->user) post_async_event(static_cast<SoftQp*>(ev.qp->user)->ctx, ev);
       });
     });
   }

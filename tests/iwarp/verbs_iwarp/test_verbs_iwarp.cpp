@@ -63,13 +63,16 @@ struct End {
   ibv_cq* cq = nullptr;
   ibv_qp* qp = nullptr;
   ibv_mr* mr = nullptr;
+  bool own_pd = true;
   std::vector<std::uint8_t> buf = std::vector<std::uint8_t>(1 << 20);
-  void init(ibv_context* ctx) {
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 256, nullptr, nullptr, 0);
+  void init(ibv_context* ctx, int cqe = 256, ibv_srq* srq = nullptr, ibv_pd* shared_pd = nullptr) {
+    pd = shared_pd ? shared_pd : ibv_alloc_pd(ctx);
+    own_pd = !shared_pd;
+    cq = ibv_create_cq(ctx, cqe, nullptr, nullptr, 0);
     ibv_qp_init_attr a{};
     a.send_cq = cq;
     a.recv_cq = cq;
+    a.srq = srq;
     a.qp_type = IBV_QPT_RC;
     a.cap.max_send_wr = 64;
     a.cap.max_recv_wr = 64;
@@ -92,9 +95,62 @@ struct End {
     if (qp) ibv_destroy_qp(qp);
     if (mr) ibv_dereg_mr(mr);
     if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
+    if (pd && own_pd) ibv_dealloc_pd(pd);
   }
 };
+
+// Connects a and b (INIT, then the MPA exchange over a loopback TCP pair) through the CM
+// interface; whether both sides got there.
+bool connect_pair(softrdma::verbs::IwarpCm* cm, ibv_context* ctx, End& a, End& b) {
+  ibv_qp_attr init{};
+  init.qp_state = IBV_QPS_INIT;
+  if (ibv_modify_qp(a.qp, &init, IBV_QP_STATE) || ibv_modify_qp(b.qp, &init, IBV_QP_STATE)) {
+    return false;
+  }
+  Tcp tcp;
+  if (tcp.server < 0) return false;
+  std::atomic<int> req_err{-1}, acc{-1}, con{-1};
+  softrdma::iwarp::MpaParams params;
+  params.crc = true;
+  params.private_data = {7, 7};
+  const int r = cm->read_request(ctx, tcp.server, 5s, [&](const softrdma::iwarp::RequestResult& q) {
+    if (q.error == 0 && q.request.private_data.size() == 2) {
+      req_err = cm->accept(b.qp, tcp.server, params, [&](int e) { acc = e; });
+    } else {
+      req_err = q.error ? q.error : EPROTO;
+      acc = req_err.load();
+    }
+  });
+  const int c = cm->connect(a.qp, tcp.client, params, [&](const softrdma::iwarp::ConnectResult& x) {
+    con = x.kind == softrdma::iwarp::ConnectResult::Kind::kAccepted ? 0 : 1;
+  });
+  if (r != 0 || c != 0) return false;
+  wait_until([&] { return acc >= 0 && con >= 0; });
+  return req_err == 0 && con == 0 && acc == 0;
+}
+
+// The next async event of ctx other than COMM_EST, within 5 s; false when none came.
+bool next_event(ibv_context* ctx, ibv_async_event& ev) {
+  for (;;) {
+    pollfd pfd{ctx->async_fd, POLLIN, 0};
+    if (::poll(&pfd, 1, 5000) != 1 || ibv_get_async_event(ctx, &ev) != 0) return false;
+    if (ev.event_type != IBV_EVENT_COMM_EST) return true;
+    ibv_ack_async_event(&ev);
+  }
+}
+
+void post_send(End& from, std::size_t len, std::uint64_t id) {
+  ibv_sge ss{reinterpret_cast<std::uintptr_t>(from.buf.data()), static_cast<std::uint32_t>(len),
+             from.mr->lkey};
+  ibv_send_wr s{};
+  s.wr_id = id;
+  s.opcode = IBV_WR_SEND;
+  s.sg_list = &ss;
+  s.num_sge = 1;
+  s.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(from.qp, &s, &bad), 0);
+}
 
 TEST(VerbsIwarp, DeviceIsListedAfterSoftroceAsAnRnic) {
   int n = 0;
@@ -158,10 +214,6 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
     ASSERT_EQ(ibv_query_qp(a.qp, &q, IBV_QP_STATE, &qi), 0);
     EXPECT_EQ(q.qp_state, IBV_QPS_INIT);
   }
-  ibv_qp_attr init{};
-  init.qp_state = IBV_QPS_INIT;
-  ASSERT_EQ(ibv_modify_qp(a.qp, &init, IBV_QP_STATE), 0);
-  ASSERT_EQ(ibv_modify_qp(b.qp, &init, IBV_QP_STATE), 0);
   ibv_qp_attr rts{};
   rts.qp_state = IBV_QPS_RTS;
   EXPECT_EQ(ibv_modify_qp(a.qp, &rts, IBV_QP_STATE), EINVAL);  // only the CM gets there
@@ -170,31 +222,7 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   cm->set_event_handler(b.qp, [&](const softrdma::iwarp::QpEvent& e) {
     if (e.kind == softrdma::iwarp::QpEvent::Kind::kDisconnected) ++disconnected;
   });
-  Tcp tcp;
-  ASSERT_GE(tcp.server, 0);
-  std::atomic<int> req_err{-1}, acc{-1}, con{-1};
-  softrdma::iwarp::MpaParams params;
-  params.crc = true;
-  params.private_data = {7, 7};
-  ASSERT_EQ(cm->read_request(ctx, tcp.server, 5s,
-                             [&](const softrdma::iwarp::RequestResult& r) {
-                               if (r.error == 0 && r.request.private_data.size() == 2) {
-                                 req_err =
-                                     cm->accept(b.qp, tcp.server, params, [&](int e) { acc = e; });
-                               } else {
-                                 req_err = r.error ? r.error : EPROTO;
-                               }
-                             }),
-            0);
-  ASSERT_EQ(cm->connect(a.qp, tcp.client, params,
-                        [&](const softrdma::iwarp::ConnectResult& r) {
-                          con = r.kind == softrdma::iwarp::ConnectResult::Kind::kAccepted ? 0 : 1;
-                        }),
-            0);
-  wait_until([&] { return acc >= 0 && con >= 0; });
-  ASSERT_EQ(req_err.load(), 0);
-  ASSERT_EQ(con.load(), 0);
-  ASSERT_EQ(acc.load(), 0);
+  ASSERT_TRUE(connect_pair(cm, ctx, a, b));
   ibv_qp_attr qa{};
   ibv_qp_init_attr qi{};
   ASSERT_EQ(ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qi), 0);
@@ -267,6 +295,71 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   b.destroy();
   ibv_close_device(ctx);
   ibv_close_device(roce);
+}
+
+// A CQ that overflows and an SRQ that falls below its limit are reported on the async fd, as
+// softroce0 reports them (IBV_EVENT_CQ_ERR, IBV_EVENT_SRQ_LIMIT_REACHED).
+TEST(VerbsIwarp, CqOverflowAndSrqLimitAreAsyncEvents) {
+  softrdma::verbs::IwarpCm* cm = softrdma_iwarp_cm();
+  ASSERT_TRUE(cm);
+  ibv_context* ctx = open_by_name("softiwarp0", nullptr);
+  ASSERT_TRUE(ctx);
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 16;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &sa);
+  ASSERT_TRUE(srq);
+  End a, b;
+  a.init(ctx, 256, nullptr, pd);
+  b.init(ctx, 1, srq, pd);  // b's CQ holds one completion (or what the device rounds it up to)
+  ASSERT_TRUE(a.qp && b.qp && a.mr && b.mr);
+  ASSERT_TRUE(connect_pair(cm, ctx, a, b));
+
+  // The SRQ holds 8 receives and is armed at 6: the third message takes it below.
+  for (std::uint64_t i = 0; i < 8; ++i) {
+    ibv_sge rs{reinterpret_cast<std::uintptr_t>(b.buf.data()) + i * 64, 64, b.mr->lkey};
+    ibv_recv_wr r{};
+    r.wr_id = i;
+    r.sg_list = &rs;
+    r.num_sge = 1;
+    ibv_recv_wr* bad = nullptr;
+    ASSERT_EQ(ibv_post_srq_recv(srq, &r, &bad), 0);
+  }
+  ibv_srq_attr limit{};
+  limit.srq_limit = 6;
+  ASSERT_EQ(ibv_modify_srq(srq, &limit, IBV_SRQ_LIMIT), 0);
+  const int depth = b.cq->cqe;
+  ASSERT_LT(depth, 8);
+  for (int i = 0; i < 8; ++i) post_send(a, 8, static_cast<std::uint64_t>(i));
+  int sent = 0;
+  while (sent < 8) {
+    ibv_wc wc{};
+    ASSERT_TRUE(a.poll(wc));
+    ASSERT_EQ(wc.status, IBV_WC_SUCCESS) << ibv_wc_status_str(wc.status);
+    ++sent;
+  }
+  // b never polled: 8 receive completions into a CQ of `depth`.
+  bool cq_err = false, srq_limit = false;
+  ibv_async_event ev{};
+  while ((!cq_err || !srq_limit) && next_event(ctx, ev)) {
+    if (ev.event_type == IBV_EVENT_CQ_ERR) {
+      EXPECT_EQ(ev.element.cq, b.cq);
+      cq_err = true;
+    } else if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
+      EXPECT_EQ(ev.element.srq, srq);
+      srq_limit = true;
+    }
+    ibv_ack_async_event(&ev);
+  }
+  EXPECT_TRUE(cq_err);
+  EXPECT_TRUE(srq_limit);
+  cm->abort(a.qp);
+  a.destroy();
+  b.destroy();
+  ibv_destroy_srq(srq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
 }
 
 }  // namespace
