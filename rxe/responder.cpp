@@ -62,9 +62,11 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
                           seg == wire::Seg::kFirst || seg == wire::Seg::kOnly,
                           seg == wire::Seg::kLast || seg == wire::Seg::kOnly};
   using Step = RxVerdict (Qp::*)(const InboundRequest&);
-  static constexpr Step kSteps[] = {&Qp::check_psn,       &Qp::check_opcode_sequence,
-                                    &Qp::check_length,    &Qp::check_target,
-                                    &Qp::check_resources, &Qp::execute_request};
+  // In the order of the kernel's rxe_resp.c: a request that finds no receive WQE gets an RNR
+  // NAK before its length and target are looked at (it is retried, and checked then).
+  static constexpr Step kSteps[] = {&Qp::check_psn,    &Qp::check_opcode_sequence,
+                                    &Qp::check_resources, &Qp::check_length,
+                                    &Qp::check_target, &Qp::execute_request};
   RxVerdict v = RxVerdict::kPass;
   for (const Step step : kSteps) {
     v = (this->*step)(rq);

@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "rxe/device.h"
-#include "tests/fuzz/inject_netdev.h"
+#include "tests/inject_netdev.h"
 #include "tests/fuzz/reader.h"
 #include "wire/roce_headers.h"
 #include "wire/roce_opcode.h"
@@ -51,7 +51,7 @@ struct Guarded {
 struct World {
   const netdev::IpAddr self = netdev::IpAddr::v4(0xC0000202u),
                        peer = netdev::IpAddr::v4(0xC0000201u);
-  fuzz::InjectNetdev* inj;
+  test::InjectNetdev* inj;
   std::unique_ptr<Device> dev;
   Pd* pd = nullptr;
   Cq* cq = nullptr;
@@ -61,7 +61,7 @@ struct World {
   std::uint32_t ah = 0;
 
   World() {
-    auto nd = std::make_unique<fuzz::InjectNetdev>(self);
+    auto nd = std::make_unique<test::InjectNetdev>(self, test::InjectNetdev::Options{4096 + 128, false, false});
     inj = nd.get();
     dev = std::make_unique<Device>(std::move(nd));
     int err = 0;

@@ -2,83 +2,16 @@
 // connected peer, thrown at an RC QP whose memory region sits between guard bytes.
 // Whatever they carry, the engine must not crash and must write nothing outside the
 // region (receive buffers and the remote-access region alike).
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <deque>
-#include <mutex>
 #include <random>
 
+#include "tests/inject_netdev.h"
 #include "tests/rxe/fixture.h"
 #include "wire/roce_headers.h"
 
 namespace softrdma::rxe::test {
 namespace {
 
-// A netdev whose receive side is whatever the test queues; sends are discarded.
-class InjectNetdev : public netdev::Netdev {
- public:
-  explicit InjectNetdev(netdev::IpAddr self) : addrs_{self}, efd_(eventfd(0, EFD_NONBLOCK)) {}
-  ~InjectNetdev() override { close(efd_); }
-  std::string name() const override { return "inject"; }
-  std::string backend() const override { return "inject"; }
-  std::uint32_t mtu() const override { return 9000; }
-  std::span<const netdev::IpAddr> addresses() const override { return addrs_; }
-  std::size_t send_batch(std::span<netdev::Packet* const> p) override {
-    std::lock_guard lock(mu_);
-    for (const netdev::Packet* q : p) {
-      if (q->len >= 4)
-        sent_pkeys_.push_back(static_cast<std::uint16_t>(q->data[2] << 8 | q->data[3]));
-    }
-    return p.size();
-  }
-  // The BTH P_Keys of what the device sent.
-  std::vector<std::uint16_t> sent_pkeys() {
-    std::lock_guard lock(mu_);
-    return sent_pkeys_;
-  }
-  std::size_t recv_batch(std::span<netdev::Packet* const> out) override {
-    std::lock_guard lock(mu_);
-    std::size_t n = 0;
-    while (n < out.size() && !q_.empty()) {
-      const auto& [src, bytes] = q_.front();
-      netdev::Packet& p = *out[n];
-      if (bytes.size() > p.cap) {
-        q_.pop_front();
-        continue;
-      }
-      std::memcpy(p.data, bytes.data(), bytes.size());
-      p.len = static_cast<std::uint32_t>(bytes.size());
-      p.src = src;
-      p.dst = addrs_[0];
-      p.src_port = 0xC001;
-      p.dst_port = netdev::kRoceV2Port;
-      q_.pop_front();
-      ++n;
-    }
-    std::uint64_t v;
-    if (q_.empty()) (void)!read(efd_, &v, sizeof v);
-    return n;
-  }
-  int wait_fd() const override { return efd_; }
-  void inject(const netdev::IpAddr& src, std::vector<std::uint8_t> bytes) {
-    std::lock_guard lock(mu_);
-    q_.emplace_back(src, std::move(bytes));
-    const std::uint64_t one = 1;
-    (void)!write(efd_, &one, sizeof one);
-  }
-  std::size_t pending() {
-    std::lock_guard lock(mu_);
-    return q_.size();
-  }
-
- private:
-  std::vector<std::uint16_t> sent_pkeys_;
-  std::array<netdev::IpAddr, 1> addrs_;
-  int efd_;
-  std::mutex mu_;
-  std::deque<std::pair<netdev::IpAddr, std::vector<std::uint8_t>>> q_;
-};
+using softrdma::test::InjectNetdev;
 
 constexpr std::size_t kGuard = 64 * 1024, kRegion = 256 * 1024;
 
@@ -348,6 +281,32 @@ TEST_F(InjectedRcQp, TwoLimitedMembersDoNotMatch) {
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(region[0], 8);
   EXPECT_EQ(counter("drop_bad_pkey"), 1u);
+}
+
+// The responder looks for a receive WQE before it checks a request's target (the order of
+// the kernel's rxe_resp.c): a WRITE with immediate and a bad rkey that finds no WQE gets an RNR NAK,
+// not a remote access NAK, and the QP stays in RTS for the retry (checked again then).
+TEST_F(InjectedRcQp, NoReceiveWqeIsAnRnrNakBeforeTheRkeyIsChecked) {
+  connect(0, 0);
+  wire::RoceHeaders h;
+  h.bth.opcode = wire::op::kRcWriteOnlyImm;
+  h.bth.dest_qp = qp->qpn();
+  h.bth.psn = 0;
+  h.bth.ack_req = true;
+  h.reth = wire::Reth{reinterpret_cast<std::uint64_t>(region.data()), mr->rkey ^ 0x100, 16};
+  h.imm = 7;
+  std::vector<std::uint8_t> pkt(256);
+  auto n = wire::build_roce(pkt, h, wire::Bytes(std::vector<std::uint8_t>(16, 1)));
+  ASSERT_TRUE(n.ok());
+  pkt.resize(*n);
+  inj->inject(peer, std::move(pkt));
+  std::vector<std::vector<std::uint8_t>> sent;
+  wait_until([&] { return !(sent = inj->sent()).empty(); });
+  ASSERT_EQ(sent.size(), 1u);
+  ASSERT_GE(sent[0].size(), wire::kBthLen + 4);
+  EXPECT_EQ(sent[0][0], wire::op::kRcAck);
+  EXPECT_EQ(sent[0][wire::kBthLen] & 0xE0, 0x20) << "AETH syndrome " << int(sent[0][wire::kBthLen]);
+  EXPECT_EQ(qp->state(), QpState::kRts);
 }
 
 TEST(PkeyTable, EntriesAndIndexesAreChecked) {
