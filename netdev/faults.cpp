@@ -2,28 +2,14 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <cstring>
+
+#include "netdev/spec_text.h"
 
 namespace softrdma::netdev {
 
-namespace {
-
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-template <class T>
-bool parse_number(std::string_view s, T& out) {
-  if (s.empty()) return false;
-  const char* end = s.data() + s.size();
-  auto [ptr, ec] = std::from_chars(s.data(), end, out);
-  return ec == std::errc() && ptr == end;
-}
-
-}  // namespace
+using spec::parse_number;
+using spec::trim;
 
 bool parse_faults(const std::string& spec, FaultConfig& out, std::string& error) {
   out = FaultConfig{};

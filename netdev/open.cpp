@@ -5,15 +5,7 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "netdev/af_packet.h"
-#ifdef SOFTRDMA_HAVE_AF_XDP
-#include "netdev/af_xdp.h"
-#endif
-#ifdef SOFTRDMA_HAVE_DPDK
-#include "netdev/dpdk.h"
-#endif
-#include "netdev/memory.h"
-#include "netdev/udp.h"
+#include "netdev/backends.h"
 
 namespace softrdma::netdev {
 

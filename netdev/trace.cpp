@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "netdev/spec_text.h"
 #include "pcap/pcapng_writer.h"
 #include "wire/roce_headers.h"
 #include "wire/roce_opcode.h"
@@ -15,22 +16,8 @@ namespace softrdma::netdev {
 
 namespace {
 
-std::string_view trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
-
-// Splits `s` at `sep` into trimmed pieces (empty pieces kept, so callers can reject them).
-std::vector<std::string_view> split(std::string_view s, char sep) {
-  std::vector<std::string_view> out;
-  while (true) {
-    const std::size_t at = s.find(sep);
-    out.push_back(trim(s.substr(0, at)));
-    if (at == std::string_view::npos) return out;
-    s = s.substr(at + 1);
-  }
-}
+using spec::split;
+using spec::trim;
 
 bool parse_u64(std::string_view s, std::uint64_t& out) {
   int base = 10;

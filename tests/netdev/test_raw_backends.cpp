@@ -18,14 +18,7 @@
 #include <string>
 
 #include "helpers.h"
-#include "netdev/af_packet.h"
-#ifdef SOFTRDMA_HAVE_AF_XDP
-#include "netdev/af_xdp.h"
-#endif
-#ifdef SOFTRDMA_HAVE_DPDK
-#include "netdev/dpdk.h"
-#endif
-#include "netdev/udp.h"
+#include "netdev/backends.h"
 #include "tests/run_command.h"
 
 namespace softrdma::netdev {
