@@ -13,8 +13,19 @@ using namespace softrdma::verbs;
 namespace softrdma::verbs {
 
 void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
+iwarp::Qp* iwarp_qp(const SoftQp* s);
 
 namespace {
+
+// What a softiwarp0 QP's events reach: the context's async fd and the CM's handler. Shared
+// with the callbacks in flight, so a QP destroyed meanwhile is never touched (alive = false).
+struct IwQpHooks {
+  std::mutex mu;
+  bool alive = true;
+  SoftContext* ctx = nullptr;
+  ibv_qp* qp = nullptr;
+  std::function<void(const iwarp::QpEvent&)> cm;
+};
 
 void post_qp_event(SoftContext* ctx, ibv_qp* qp, ibv_event_type type) {
   ibv_async_event out{};
@@ -23,8 +34,12 @@ void post_qp_event(SoftContext* ctx, ibv_qp* qp, ibv_event_type type) {
   (void)!write(ctx->async_write_fd, &out, sizeof out);
 }
 
+IwQpHooks& hooks_of(ibv_qp* qp) {
+  return *static_cast<IwQpHooks*>(soft(qp)->transport_state.get());
+}
+
 iwarp::Qp* iw_qp(ibv_qp* qp) {
-  return qp && iw(qp->context) ? soft(qp)->iw : nullptr;
+  return qp && iw(qp->context) ? iwarp_qp(soft(qp)) : nullptr;
 }
 
 class Cm final : public IwarpCm {
@@ -61,19 +76,25 @@ class Cm final : public IwarpCm {
   }
   int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) override {
     if (!iw_qp(qp)) return EINVAL;
-    std::lock_guard lock(soft(qp)->hooks->mu);
-    soft(qp)->hooks->cm = std::move(fn);
+    IwQpHooks& h = hooks_of(qp);
+    std::lock_guard lock(h.mu);
+    h.cm = std::move(fn);
     return 0;
   }
 };
 
 }  // namespace
 
+iwarp::Qp* iwarp_qp(const SoftQp* s) {
+  return static_cast<iwarp::Qp*>(s->transport);
+}
+
 void register_iwarp_qp(SoftQp* s) {
-  s->hooks = std::make_shared<IwQpHooks>();
-  s->hooks->ctx = s->ctx;
-  s->hooks->qp = &s->qpx.qp_base;
-  s->iw->set_event_handler([h = s->hooks](const iwarp::QpEvent& ev) {
+  auto hooks = std::make_shared<IwQpHooks>();
+  hooks->ctx = s->ctx;
+  hooks->qp = &s->qpx.qp_base;
+  s->transport_state = hooks;
+  iwarp_qp(s)->set_event_handler([h = std::move(hooks)](const iwarp::QpEvent& ev) {
     std::function<void(const iwarp::QpEvent&)> cm;
     {
       std::lock_guard lock(h->mu);
@@ -103,9 +124,10 @@ void register_iwarp_qp(SoftQp* s) {
 }
 
 void unregister_iwarp_qp(SoftQp* s) {
-  if (!s->hooks) return;
-  std::lock_guard lock(s->hooks->mu);
-  s->hooks->alive = false;
+  if (!s->transport_state) return;
+  IwQpHooks& h = *static_cast<IwQpHooks*>(s->transport_state.get());
+  std::lock_guard lock(h.mu);
+  h.alive = false;
 }
 
 }  // namespace softrdma::verbs

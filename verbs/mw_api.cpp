@@ -46,7 +46,7 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* b) {
   wr.send_flags = b->send_flags;
   const std::uint32_t rkey = ibv_inc_rkey(mw->rkey);
   fill_bind(mw, rkey, b->bind_info, wr);
-  const int rc = soft(qp)->rxe->post_send(wr);
+  const int rc = provider(qp->context).post_send(soft(qp), wr);
   if (rc == 0) mw->rkey = rkey;
   return rc;
 }

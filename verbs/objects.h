@@ -31,7 +31,6 @@ struct SoftContext {
   Engine* engine;
   int async_write_fd;
   const Provider* provider = nullptr;  // its transport's verbs, chosen by ibv_open_device
-  iwarp::Device* iw = nullptr;         // set for a softiwarp0 context: its objects live there
   unsigned generation = 0;             // Engine::generation() when opened
 };
 
@@ -78,21 +77,12 @@ struct PendingWr {
   std::vector<std::uint8_t> inline_data;
 };
 
-// What a softiwarp0 QP's events reach: the context's async fd and the CM's handler. Shared
-// with the callbacks in flight, so a QP destroyed meanwhile is never touched (alive = false).
-struct IwQpHooks {
-  std::mutex mu;
-  bool alive = true;
-  SoftContext* ctx = nullptr;
-  ibv_qp* qp = nullptr;
-  std::function<void(const iwarp::QpEvent&)> cm;
-};
-
 struct SoftQp {
   ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
-  rxe::Qp* rxe;
-  iwarp::Qp* iw = nullptr;           // instead of rxe on a softiwarp0 context
-  std::shared_ptr<IwQpHooks> hooks;  // softiwarp0 only
+  // The provider's QP (softroce0: an rxe::Qp, softiwarp0: an iwarp::Qp) and what else it keeps
+  // for the QP (softiwarp0: where its events go); only the provider that made them reads them.
+  void* transport = nullptr;
+  std::shared_ptr<void> transport_state;
   SoftContext* ctx;
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
   int wr_error = 0;
@@ -134,7 +124,8 @@ inline rxe::Device& dev(ibv_context* c) {
 }
 // The iWARP device of a softiwarp0 context (its provider's and the CM's); nullptr for softroce0.
 inline iwarp::Device* iw(ibv_context* c) {
-  return soft(c)->iw;
+  SoftContext* s = soft(c);
+  return s->provider == &iwarp_provider() ? &s->engine->iwarp_device() : nullptr;
 }
 // The context's transport (verbs/provider.h).
 inline const Provider& provider(ibv_context* c) {

@@ -9,6 +9,7 @@
 namespace softrdma::verbs {
 void register_iwarp_qp(SoftQp* s);
 void unregister_iwarp_qp(SoftQp* s);
+iwarp::Qp* iwarp_qp(const SoftQp* s);  // the QP's transport (verbs/iwarp_cm.cpp)
 void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq);
 }  // namespace softrdma::verbs
 
@@ -27,7 +28,7 @@ class IwarpProvider final : public Provider {
  public:
   int device_index() const override { return 1; }
   std::uint64_t node_guid(Engine& e) const override { return iwarp_node_guid(e.iwarp_device()); }
-  void open(SoftContext* ctx) const override { ctx->iw = &ctx->engine->iwarp_device(); }
+  void open(SoftContext* ctx) const override { ctx->engine->iwarp_device(); }  // created now
   void fill_ops(SoftContext*) const override {}  // alloc_mw left NULL: EOPNOTSUPP
 
   core::Objects& objects(ibv_context* c) const override { return *iw(c); }
@@ -79,21 +80,20 @@ class IwarpProvider final : public Provider {
                          a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err);
     if (!q) return fail<ibv_qp>(err);
     SoftQp* s = new_soft_qp(c, a, cap, q->qpn());
-    s->rxe = nullptr;
-    s->iw = q;
+    s->transport = q;
     s->qpx.qp_base.state = static_cast<ibv_qp_state>(q->state());
     register_iwarp_qp(s);
     return &s->qpx.qp_base;
   }
   int modify_qp(SoftQp* s, const ibv_qp_attr& attr, int mask) const override {
     if (!(mask & IBV_QP_STATE)) return 0;  // attributes of a connection come from the CM
-    const int rc = s->iw->modify_state(static_cast<core::QpState>(attr.qp_state));
+    const int rc = iwarp_qp(s)->modify_state(static_cast<core::QpState>(attr.qp_state));
     if (rc) return rc;
-    s->qpx.qp_base.state = static_cast<ibv_qp_state>(s->iw->state());
+    s->qpx.qp_base.state = static_cast<ibv_qp_state>(iwarp_qp(s)->state());
     return 0;
   }
   void query_qp(SoftQp* s, core::QpAttr& a, core::QpCap& cap) const override {
-    iwarp::Qp* q = s->iw;
+    iwarp::Qp* q = iwarp_qp(s);
     a.qp_state = q->state();
     cap = q->cap();
     a.max_rd_atomic = static_cast<std::uint8_t>(std::min<unsigned>(q->ord(), 255));
@@ -103,14 +103,14 @@ class IwarpProvider final : public Provider {
   }
   int destroy_qp(SoftQp* s) const override {
     unregister_iwarp_qp(s);
-    return iw(s->qpx.qp_base.context)->destroy_qp(s->iw);
+    return iw(s->qpx.qp_base.context)->destroy_qp(iwarp_qp(s));
   }
 
   int post_send(SoftQp* qp, const core::SendWr& wr) const override {
-    return qp->iw->post_send(std::span(&wr, 1));
+    return iwarp_qp(qp)->post_send(std::span(&wr, 1));
   }
   int post_recv(SoftQp* qp, const core::RecvWr& wr) const override {
-    return qp->iw->post_recv(std::span(&wr, 1));
+    return iwarp_qp(qp)->post_recv(std::span(&wr, 1));
   }
   bool poll_progress(ibv_context* c) const override { return iw(c)->poll_progress(); }
 

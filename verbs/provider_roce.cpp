@@ -14,6 +14,11 @@ void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq);
 namespace softrdma::verbs {
 namespace {
 
+// The QP's transport: SoftQp::transport of a softroce0 QP.
+rxe::Qp* rxe_qp(const SoftQp* s) {
+  return static_cast<rxe::Qp*>(s->transport);
+}
+
 // The GID index of the address softroce0 sends from (1: ::ffff:a.b.c.d for an IPv4 address).
 std::size_t sendable_gid_index(SoftContext* ctx) {
   const auto& table = ctx->engine->gid_table();
@@ -168,7 +173,7 @@ class RoceProvider final : public Provider {
                          a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err, qpn);
     if (!q) return fail<ibv_qp>(err);
     SoftQp* s = new_soft_qp(c, a, cap, q->qpn());
-    s->rxe = q;
+    s->transport = q;
     q->user = s;
     return &s->qpx.qp_base;
   }
@@ -176,23 +181,23 @@ class RoceProvider final : public Provider {
     core::QpAttr a;
     if (!convert_qp_attr(s->ctx, attr, mask, a)) return EINVAL;
     // The engine's mask bits are libibverbs' (static_asserts in tests).
-    const int rc = s->rxe->modify(a, static_cast<uint32_t>(mask));
+    const int rc = rxe_qp(s)->modify(a, static_cast<uint32_t>(mask));
     if (rc) return rc;
-    s->qpx.qp_base.state = static_cast<ibv_qp_state>(s->rxe->state());
+    s->qpx.qp_base.state = static_cast<ibv_qp_state>(rxe_qp(s)->state());
     return 0;
   }
   void query_qp(SoftQp* s, core::QpAttr& attr, core::QpCap& cap) const override {
-    s->rxe->query(attr, cap);
+    rxe_qp(s)->query(attr, cap);
   }
   int destroy_qp(SoftQp* s) const override {
-    return dev(s->qpx.qp_base.context).destroy_qp(s->rxe);
+    return dev(s->qpx.qp_base.context).destroy_qp(rxe_qp(s));
   }
 
   int post_send(SoftQp* qp, const core::SendWr& wr) const override {
-    return qp->rxe->post_send(wr);
+    return rxe_qp(qp)->post_send(wr);
   }
   int post_recv(SoftQp* qp, const core::RecvWr& wr) const override {
-    return qp->rxe->post_recv(wr);
+    return rxe_qp(qp)->post_recv(wr);
   }
   bool poll_progress(ibv_context* c) const override { return dev(c).poll_progress(); }
 
@@ -206,10 +211,10 @@ class RoceProvider final : public Provider {
   int destroy_ah(ibv_context* c, std::uint32_t id) const override { return dev(c).destroy_ah(id); }
   // RoCE multicast is addressed by the GID (the IP group); the LID is not used.
   int attach_mcast(ibv_qp* qp, const core::Gid& gid) const override {
-    return dev(qp->context).attach_mcast(soft(qp)->rxe, gid);
+    return dev(qp->context).attach_mcast(rxe_qp(soft(qp)), gid);
   }
   int detach_mcast(ibv_qp* qp, const core::Gid& gid) const override {
-    return dev(qp->context).detach_mcast(soft(qp)->rxe, gid);
+    return dev(qp->context).detach_mcast(rxe_qp(soft(qp)), gid);
   }
 };
 
