@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "monitor/endpoint.h"
@@ -69,7 +70,7 @@ void serve(int listen_fd, Answer answer) {
     socklen_t len = sizeof cred;
     const bool allowed = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
                          (cred.uid == 0 || cred.uid == geteuid());
-    send_all(fd, allowed ? answer() : std::string("{\"error\":\"permission denied\"}"));
+    send_all(fd, allowed ? answer() : nlohmann::json{{"error", "permission denied"}}.dump());
     close(fd);
   }
 }
