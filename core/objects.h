@@ -14,6 +14,7 @@
 
 #include "core/cq.h"
 #include "core/mr.h"
+#include "core/object_info.h"
 #include "core/srq.h"
 #include "core/types.h"
 
@@ -63,6 +64,9 @@ class Objects {
   virtual bool ah_reachable(const AhAttr& attr) const = 0;
   // A CQ overflowed (kCqErr) or an SRQ fell below its limit (kSrqLimitReached).
   virtual void object_event(AsyncEventType type, Cq* cq, Srq* srq) = 0;
+  // Copies of the CQs, MRs, PDs and SRQs for the transport's monitoring snapshot, their users
+  // counted from the transport's QPs `qps` (core/object_info.h).
+  ObjectInfos object_infos(const std::vector<QpLinks>& qps) const;
 
   DeviceAttr attr_;  // the transport sets its limits in its constructor
   MrTable mrs_;

@@ -48,6 +48,8 @@ class PcapngWriter;
 
 namespace softrdma::iwarp {
 
+struct DeviceSnapshot;
+
 struct DeviceConfig {
   std::string name = "softiwarp0";
   std::array<std::uint8_t, 6> mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};  // GID[0] comes from it
@@ -83,6 +85,8 @@ class Device : public core::Objects {
 
   // Named counters for the whole device (its QPs', destroyed ones included), for --stats.
   std::vector<std::pair<std::string, std::uint64_t>> hw_counters();
+  // A copy of the objects for monitoring (iwarp/snapshot.h).
+  DeviceSnapshot snapshot() const;
   // Runs one pass of receive progress on the calling thread unless another thread is in
   // one (never blocks; false then); applications that poll their CQs call it.
   bool poll_progress();

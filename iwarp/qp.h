@@ -34,6 +34,7 @@
 namespace softrdma::iwarp {
 
 class Device;
+struct QpInfo;
 struct TxBatch;
 struct TxCursor;
 struct TxDesc;
@@ -98,6 +99,8 @@ class Qp {
   Srq* srq() const { return srq_; }
   QpState state() const;
   QpCounters counters() const;
+  // A copy for monitoring (iwarp/snapshot.h).
+  void info(QpInfo& out) const;
   std::uint16_t ird() const;  // negotiated
   std::uint16_t ord() const;
   bool crc_in_use() const;

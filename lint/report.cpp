@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 namespace softrdma::lint {
 
@@ -36,59 +37,41 @@ void Report::print_text(std::ostream& os, const std::string& file) const {
   os << '\n';
 }
 
-std::string json_quote(const std::string& s) {
-  std::string os = "\"";
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"':
-        os += "\\\"";
-        break;
-      case '\\':
-        os += "\\\\";
-        break;
-      case '\n':
-        os += "\\n";
-        break;
-      case '\t':
-        os += "\\t";
-        break;
-      default:
-        if (c < 0x20) {
-          char buf[8];
-          std::snprintf(buf, sizeof buf, "\\u%04x", c);
-          os += buf;
-        } else {
-          os += static_cast<char>(c);
-        }
-    }
-  }
-  os += '"';
-  return os;
+namespace {
+
+using Json = nlohmann::ordered_json;  // keys in the order written
+
+// One line of JSON; bytes that are not UTF-8 (a file name can hold any) become U+FFFD.
+void print_line(std::ostream& os, const Json& doc) {
+  os << doc.dump(-1, ' ', false, Json::error_handler_t::replace) << '\n';
 }
 
+}  // namespace
+
 void Report::print_json(std::ostream& os, const std::string& file) const {
-  os << "{\"file\":";
-  os << json_quote(file);
-  os << ",\"packets\":" << counters_.packets << ",\"roce_packets\":" << counters_.roce_packets
-     << ",\"iwarp_fpdus\":" << counters_.iwarp_fpdus << ",\"mpa_frames\":" << counters_.mpa_frames
-     << ",\"excused\":" << counters_.excused << ",\"violation_count\":" << violations_.size()
-     << ",\"error_count\":" << errors() << ",\"warning_count\":" << warnings()
-     << ",\"violations\":[";
-  bool first = true;
+  Json doc = {{"file", file},
+              {"packets", counters_.packets},
+              {"roce_packets", counters_.roce_packets},
+              {"iwarp_fpdus", counters_.iwarp_fpdus},
+              {"mpa_frames", counters_.mpa_frames},
+              {"excused", counters_.excused},
+              {"violation_count", violations_.size()},
+              {"error_count", errors()},
+              {"warning_count", warnings()},
+              {"violations", Json::array()}};
   for (const auto& v : violations_) {
-    os << (first ? "" : ",") << "{\"frame\":" << v.frame << ",\"flow\":";
-    os << json_quote(v.flow);
-    os << ",\"rule\":";
-    os << json_quote(v.rule);
-    os << ",\"severity\":\"" << to_string(v.severity) << '"';
-    os << ",\"expected\":";
-    os << json_quote(v.expected);
-    os << ",\"found\":";
-    os << json_quote(v.found);
-    os << '}';
-    first = false;
+    doc["violations"].push_back({{"frame", v.frame},
+                                 {"flow", v.flow},
+                                 {"rule", v.rule},
+                                 {"severity", to_string(v.severity)},
+                                 {"expected", v.expected},
+                                 {"found", v.found}});
   }
-  os << "]}\n";
+  print_line(os, doc);
+}
+
+void print_json_error(std::ostream& os, const std::string& file, const std::string& error) {
+  print_line(os, Json{{"file", file}, {"error", error}});
 }
 
 }  // namespace softrdma::lint

@@ -1,4 +1,5 @@
-// Collects lint violations and counters, and prints them as text or JSON.
+// Collects lint violations and counters, and prints them as text or JSON (one line, through
+// nlohmann-json: any bytes in a file name or a finding come out as valid JSON).
 #pragma once
 
 #include <cstdint>
@@ -52,7 +53,7 @@ class Report {
 };
 
 std::string hex(std::uint64_t v, int width = 0);
-// A JSON string literal, quotes included.
-std::string json_quote(const std::string& s);
+// The JSON line `softrdma lint --json` prints when it cannot read `file` at all.
+void print_json_error(std::ostream& os, const std::string& file, const std::string& error);
 
 }  // namespace softrdma::lint

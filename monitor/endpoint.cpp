@@ -1,6 +1,8 @@
 #include "monitor/endpoint.h"
 
+#include <dirent.h>
 #include <poll.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -16,35 +18,73 @@
 namespace softrdma::monitor {
 namespace {
 
-constexpr const char* kPrefix = "softrdma-mon/";
+constexpr const char* kDirPrefix = "/tmp/.softrdma-mon-";
 constexpr std::size_t kMaxAnswer = 64u << 20;  // a report larger than this is not one
 
-socklen_t make_sun(sockaddr_un& sun, const std::string& name) {
+socklen_t make_sun(sockaddr_un& sun, const std::string& path) {
   std::memset(&sun, 0, sizeof sun);
   sun.sun_family = AF_UNIX;
-  std::memcpy(sun.sun_path + 1, name.data(), name.size());  // abstract: leading NUL
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+  std::memcpy(sun.sun_path, path.data(), std::min(path.size(), sizeof sun.sun_path - 1));
+  return static_cast<socklen_t>(sizeof sun);
 }
 
-// Whether `pid` still holds its endpoint: the kernel releases it as the process ends, before
-// the process is reaped (kill(pid, 0) still succeeds on a zombie).
-bool listening(int pid) {
-  const std::vector<int> pids = list_endpoints();
-  return std::binary_search(pids.begin(), pids.end(), pid);
+bool is_decimal(const std::string& s) {
+  return !s.empty() && s.size() <= 9 && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+// A decimal pid, or 0.
+int pid_of(const std::string& s) {
+  return is_decimal(s) ? std::stoi(s) : 0;
+}
+
+// Whether the unix socket `path` is bound in `pid`'s network namespace by someone alive: the
+// kernel drops the line when the last descriptor closes, at the latest as the process ends.
+bool bound_in_netns_of(int pid, const std::string& path) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/net/unix");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.size() > path.size() &&
+        line.compare(line.size() - path.size(), path.size(), path) == 0 &&
+        line[line.size() - path.size() - 1] == ' ') {
+      return true;
+    }
+  }
+  return false;
+}
+
+// The directory exists (made now if not), is a directory (not a link) owned by us, and no one
+// else may enter it: else an errno value.
+int own_dir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) return errno;
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) return errno;
+  if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077) != 0) return EPERM;
+  return 0;
 }
 
 }  // namespace
 
-std::string endpoint_name(int pid) {
-  return kPrefix + std::to_string(pid);
+std::string endpoint_dir(long uid) {
+  return kDirPrefix + std::to_string(uid);
+}
+
+std::string endpoint_path(long uid, int pid) {
+  return endpoint_dir(uid) + "/" + std::to_string(pid);
 }
 
 int listen_endpoint() {
+  const std::string dir = endpoint_dir(static_cast<long>(geteuid()));
+  if (const int e = own_dir(dir)) return -e;
+  const int me = static_cast<int>(getpid());
+  const std::string path = endpoint_path(static_cast<long>(geteuid()), me);
+  // A file left by an earlier process with our pid (killed: nothing removed it) is stale.
+  if (!bound_in_netns_of(me, path)) unlink(path.c_str());
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return -errno;
   sockaddr_un sun;
-  const socklen_t len = make_sun(sun, endpoint_name(static_cast<int>(getpid())));
-  if (bind(fd, reinterpret_cast<sockaddr*>(&sun), len) != 0 || listen(fd, 16) != 0) {
+  const socklen_t len = make_sun(sun, path);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&sun), len) != 0 || chmod(path.c_str(), 0600) != 0 ||
+      listen(fd, 16) != 0) {
     const int e = errno;
     close(fd);
     return -e;
@@ -53,23 +93,41 @@ int listen_endpoint() {
 }
 
 bool holds_endpoint(int pid) {
-  return listening(pid);
+  const long uid = process_uid(pid);
+  return uid >= 0 && bound_in_netns_of(pid, endpoint_path(uid, pid));
 }
 
 std::vector<int> list_endpoints() {
-  std::vector<int> pids;
-  std::ifstream in("/proc/net/unix");
-  const std::string needle = std::string("@") + kPrefix;
-  std::string line;
-  while (std::getline(in, line)) {
-    const auto at = line.find(needle);
-    if (at == std::string::npos) continue;
-    const std::string rest = line.substr(at + needle.size());
-    if (rest.empty() || rest.find_first_not_of("0123456789") != std::string::npos ||
-        rest.size() > 9) {
-      continue;  // not one of ours
+  std::vector<std::string> dirs;
+  if (geteuid() == 0) {  // every user's directory
+    if (DIR* tmp = opendir("/tmp")) {
+      const std::string prefix = std::string(kDirPrefix).substr(5);  // ".softrdma-mon-"
+      while (const dirent* e = readdir(tmp)) {
+        const std::string n = e->d_name;
+        if (n.rfind(prefix, 0) == 0 && is_decimal(n.substr(prefix.size()))) {
+          dirs.push_back("/tmp/" + n);
+        }
+      }
+      closedir(tmp);
     }
-    pids.push_back(std::stoi(rest));
+  } else {
+    dirs.push_back(endpoint_dir(static_cast<long>(geteuid())));
+  }
+  std::vector<int> pids;
+  for (const std::string& dir : dirs) {
+    DIR* d = opendir(dir.c_str());
+    if (!d) continue;
+    while (const dirent* e = readdir(d)) {
+      const int pid = pid_of(e->d_name);
+      if (!pid) continue;
+      const std::string path = dir + "/" + e->d_name;
+      if (bound_in_netns_of(pid, path)) {
+        pids.push_back(pid);
+      } else if (kill(pid, 0) != 0 && errno == ESRCH) {
+        unlink(path.c_str());  // its process was killed: the entry goes with it
+      }
+    }
+    closedir(d);
   }
   std::sort(pids.begin(), pids.end());
   pids.erase(std::unique(pids.begin(), pids.end()), pids.end());
@@ -86,13 +144,15 @@ Query query(int pid, int timeout_ms, std::string& out, std::string& error) {
   using Clock = std::chrono::steady_clock;
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   out.clear();
+  const long uid = process_uid(pid);
+  if (uid < 0) return Query::kGone;
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) {
     error = std::strerror(errno);
     return Query::kError;
   }
   sockaddr_un sun;
-  const socklen_t len = make_sun(sun, endpoint_name(pid));
+  const socklen_t len = make_sun(sun, endpoint_path(uid, pid));
   if (connect(fd, reinterpret_cast<sockaddr*>(&sun), len) != 0) {
     const int e = errno;
     close(fd);
@@ -128,7 +188,7 @@ Query query(int pid, int timeout_ms, std::string& out, std::string& error) {
     if (n < 0) {
       const int e = errno;
       close(fd);
-      if (e == ECONNRESET && !listening(pid)) return Query::kGone;
+      if (e == ECONNRESET && !holds_endpoint(pid)) return Query::kGone;
       error = std::strerror(e);
       return Query::kError;
     }
@@ -141,7 +201,7 @@ Query query(int pid, int timeout_ms, std::string& out, std::string& error) {
     }
   }
   close(fd);
-  if (out.empty() && !listening(pid)) return Query::kGone;  // it ended before it answered
+  if (out.empty() && !holds_endpoint(pid)) return Query::kGone;  // it ended before it answered
   return Query::kOk;
 }
 

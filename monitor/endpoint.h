@@ -1,7 +1,9 @@
-// Where a running softrdma device is found: each process with a device listens on the abstract
-// unix socket "softrdma-mon/<pid>" (per network namespace, released by the kernel when the
-// process ends, killed or not, so no entry is ever stale). A query connects, reads one JSON
-// document to end of stream and closes. See docs/monitoring.md.
+// Where a running softrdma device is found: each process with a device listens on the unix
+// socket /tmp/.softrdma-mon-<uid>/<pid> (a file, so it is found from every network namespace
+// of the host; the directory is its user's alone, mode 0700). An entry counts only while its
+// process holds the socket (it is in /proc/<pid>/net/unix), so a killed process's file is
+// never listed, and listing removes it. A query connects, reads one JSON document to end of
+// stream and closes. See docs/monitoring.md.
 #pragma once
 
 #include <string>
@@ -9,13 +11,15 @@
 
 namespace softrdma::monitor {
 
-// The abstract name of `pid`'s endpoint (without the leading NUL).
-std::string endpoint_name(int pid);
+// The directory of `uid`'s endpoints, and `pid`'s endpoint in it.
+std::string endpoint_dir(long uid);
+std::string endpoint_path(long uid, int pid);
 
-// Binds and listens on this process's endpoint: the fd, or -errno (-EADDRINUSE: taken).
+// Binds and listens on this process's endpoint: the fd, or -errno (-EADDRINUSE: a live process
+// holds it; -EPERM: the directory is not this user's alone).
 int listen_endpoint();
 
-// The pids that hold an endpoint now (from /proc/net/unix), ascending.
+// The pids that hold an endpoint now, ascending: this user's, or every user's as root.
 std::vector<int> list_endpoints();
 
 enum class Query {

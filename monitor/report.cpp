@@ -25,8 +25,9 @@ const char* type_name(const rxe::QpInfo& q) {
 }
 
 json qp_row(const rxe::QpInfo& q) {
-  json r = {{"lqpn", q.qpn},      {"type", type_name(q)}, {"state", core::to_string(q.state)},
-            {"sq-psn", q.sq_psn}, {"rq-psn", q.rq_psn},   {"pdn", q.pdn}};
+  json r = {{"lqpn", q.qpn},      {"type", type_name(q)},      {"state", core::to_string(q.state)},
+            {"sq-psn", q.sq_psn}, {"rq-psn", q.rq_psn},        {"pdn", q.pdn},
+            {"pkey", q.pkey},     {"pkey-index", q.pkey_index}};
   if (q.type != core::QpType::kUd) r["rqpn"] = q.dest_qpn;
   if (!q.peer.empty()) r["peer"] = q.peer;
   r["send-cqn"] = q.send_cqn;
@@ -56,12 +57,43 @@ json qp_row(const rxe::QpInfo& q) {
   return r;
 }
 
-json objects(const rxe::DeviceSnapshot& s, json& dev) {
-  json o = json::object();
-  o["qp"] = json::array();
-  for (const auto& q : s.qps) o["qp"].push_back(qp_row(q));
+// An iWARP QP: what it has (TCP connection, MPA options, FPDU and byte counters); no PSNs,
+// P_Key, remote QPN, retransmissions or NAKs, which TCP keeps to itself.
+json iwarp_qp_row(const iwarp::QpInfo& q) {
+  json r = {{"lqpn", q.qpn}, {"type", "RC"}, {"state", core::to_string(q.state)}, {"pdn", q.pdn}};
+  if (!q.peer.empty()) {
+    r["local"] = q.local;
+    r["peer"] = q.peer;
+  }
+  r["send-cqn"] = q.send_cqn;
+  r["recv-cqn"] = q.recv_cqn;
+  if (q.srqn) r["srqn"] = q.srqn;
+  r["sq-wrs"] = q.send_outstanding;
+  r["rq-wrs"] = q.recv_outstanding;
+  if (q.mpa_revision) {
+    r["mpa-rev"] = q.mpa_revision;
+    r["mpa-crc"] = q.mpa_crc;
+    r["mpa-markers"] = q.mpa_markers;
+    r["ird"] = q.ird;
+    r["ord"] = q.ord;
+  }
+  const iwarp::QpCounters& c = q.counters;
+  r["tx-fpdus"] = c.tx_fpdus;
+  r["rx-fpdus"] = c.rx_fpdus;
+  r["tx-bytes"] = c.tx_bytes;
+  r["rx-bytes"] = c.rx_bytes;
+  r["crc-errors"] = c.crc_errors;
+  r["terminates-sent"] = c.terminates_sent;
+  r["terminates-rcvd"] = c.terminates_received;
+  return r;
+}
+
+// The rows both transports have (CQs, MRs, PDs, SRQs) into `o`; MR count and bytes into `dev`.
+void common_rows(const std::vector<core::CqInfo>& cqs, const std::vector<core::MrInfo>& mrs,
+                 const std::vector<core::PdInfo>& pds, const std::vector<core::SrqInfo>& srqs,
+                 json& o, json& dev) {
   o["cq"] = json::array();
-  for (const auto& c : s.cqs) {
+  for (const auto& c : cqs) {
     json row = {{"cqn", c.cqn},
                 {"cqe", c.cqe},
                 {"users", c.users},
@@ -75,7 +107,7 @@ json objects(const rxe::DeviceSnapshot& s, json& dev) {
   }
   o["mr"] = json::array();
   std::uint64_t bytes = 0;
-  for (const auto& m : s.mrs) {
+  for (const auto& m : mrs) {
     o["mr"].push_back({{"rkey", m.rkey},
                        {"lkey", m.lkey},
                        {"mrlen", m.length},
@@ -84,12 +116,12 @@ json objects(const rxe::DeviceSnapshot& s, json& dev) {
                        {"access", m.access}});
     bytes += m.length;
   }
-  dev["mr_count"] = s.mrs.size();
+  dev["mr_count"] = mrs.size();
   dev["mr_bytes"] = bytes;
   o["pd"] = json::array();
-  for (const auto& p : s.pds) o["pd"].push_back({{"pdn", p.pdn}, {"users", p.users}});
+  for (const auto& p : pds) o["pd"].push_back({{"pdn", p.pdn}, {"users", p.users}});
   o["srq"] = json::array();
-  for (const auto& r : s.srqs) {
+  for (const auto& r : srqs) {
     o["srq"].push_back({{"srqn", r.srqn},
                         {"pdn", r.pdn},
                         {"max-wr", r.max_wr},
@@ -97,6 +129,21 @@ json objects(const rxe::DeviceSnapshot& s, json& dev) {
                         {"posted", r.posted},
                         {"lqpn", r.qpns}});
   }
+}
+
+json objects(const rxe::DeviceSnapshot& s, json& dev) {
+  json o = json::object();
+  o["qp"] = json::array();
+  for (const auto& q : s.qps) o["qp"].push_back(qp_row(q));
+  common_rows(s.cqs, s.mrs, s.pds, s.srqs, o, dev);
+  return o;
+}
+
+json objects(const iwarp::DeviceSnapshot& s, json& dev) {
+  json o = json::object();
+  o["qp"] = json::array();
+  for (const auto& q : s.qps) o["qp"].push_back(iwarp_qp_row(q));
+  common_rows(s.cqs, s.mrs, s.pds, s.srqs, o, dev);
   return o;
 }
 
@@ -119,6 +166,7 @@ std::string to_json(const ProcessReport& r) {
     for (const auto& [name, value] : d.counters) counters[name] = value;
     dev["counters"] = std::move(counters);
     if (d.objects) dev["objects"] = objects(*d.objects, dev);
+    if (d.iwarp_objects) dev["objects"] = objects(*d.iwarp_objects, dev);
     doc["devices"].push_back(std::move(dev));
   }
   fill_sections(doc);

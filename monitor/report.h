@@ -1,5 +1,5 @@
 // The document a process's monitoring endpoint answers with: who it is, each of its devices
-// with all its counters and (RoCE) its objects, and the sections added by layers above
+// with all its counters and its objects, and the sections added by layers above
 // (monitor/sections.h). JSON, with the rdma tool's field names where it has them
 // (docs/monitoring.md lists every field).
 #pragma once
@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "iwarp/snapshot.h"
 #include "rxe/snapshot.h"
 
 namespace softrdma::monitor {
@@ -20,7 +21,8 @@ struct DeviceReport {
   std::string name, transport, backend, address;  // "softroce0", "roce", "udp", "127.1.0.9"
   std::uint16_t lid = 0;
   std::vector<std::pair<std::string, std::uint64_t>> counters;
-  std::optional<rxe::DeviceSnapshot> objects;
+  std::optional<rxe::DeviceSnapshot> objects;          // softroce0's
+  std::optional<iwarp::DeviceSnapshot> iwarp_objects;  // softiwarp0's
 };
 
 struct ProcessReport {

@@ -5,8 +5,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "monitor/endpoint.h"
@@ -19,6 +21,8 @@ struct State {
   int fd = -1;
   bool running = false;
   Answer answer;
+  std::string path;  // the endpoint's file, removed at exit by the process that bound it
+  pid_t owner = 0;
 };
 
 State& state() {
@@ -33,6 +37,13 @@ void after_fork_child() {
   if (s.fd >= 0) close(s.fd);
   s.fd = -1;
   s.running = false;  // (fork happens outside start_server: the engine's lock is held)
+}
+
+// A normal exit removes the file (a killed process's is removed by the next listing); a forked
+// child that exits leaves its parent's alone.
+void remove_endpoint() {
+  State& s = state();
+  if (s.owner == getpid() && !s.path.empty()) unlink(s.path.c_str());
 }
 
 void send_all(int fd, const std::string& text) {
@@ -59,7 +70,7 @@ void serve(int listen_fd, Answer answer) {
     socklen_t len = sizeof cred;
     const bool allowed = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) == 0 &&
                          (cred.uid == 0 || cred.uid == geteuid());
-    send_all(fd, allowed ? answer() : std::string("{\"error\":\"permission denied\"}"));
+    send_all(fd, allowed ? answer() : nlohmann::json{{"error", "permission denied"}}.dump());
     close(fd);
   }
 }
@@ -74,12 +85,17 @@ bool start_server(Answer answer, std::string& error) {
   if (s.running) return true;
   const int fd = listen_endpoint();
   if (fd < 0) {
-    error = "monitoring endpoint @" + endpoint_name(static_cast<int>(getpid())) + ": " +
+    error = "monitoring endpoint " +
+            endpoint_path(static_cast<long>(geteuid()), static_cast<int>(getpid())) + ": " +
             std::strerror(-fd);
     return false;
   }
   s.fd = fd;
   s.running = true;
+  s.path = endpoint_path(static_cast<long>(geteuid()), static_cast<int>(getpid()));
+  s.owner = getpid();
+  static std::once_flag at_exit;
+  std::call_once(at_exit, [] { std::atexit(remove_endpoint); });
   std::thread(serve, fd, std::move(answer)).detach();
   return true;
 }

@@ -2,6 +2,7 @@
 #include "rxe/snapshot.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "rxe/device.h"
 
@@ -19,6 +20,8 @@ void Qp::info(QpInfo& out) const {
   out.srqn = srq_ ? srq_->srqn : 0;
   out.sq_psn = req_psn_;
   out.rq_psn = epsn_;
+  out.pkey_index = attr_.pkey_index;
+  out.pkey = pkey();
   const bool connected =
       type_ != QpType::kUd && attr_.qp_state >= QpState::kRtr && attr_.qp_state <= QpState::kSqe;
   out.peer = connected ? peer_.str() : std::string();
@@ -41,35 +44,13 @@ DeviceSnapshot Device::snapshot() const {
   }
   std::sort(s.qps.begin(), s.qps.end(),
             [](const QpInfo& a, const QpInfo& b) { return a.qpn < b.qpn; });
-  mrs_.for_each([&](const Mr& mr) {
-    s.mrs.push_back({mr.lkey, mr.rkey, mr.pd ? mr.pd->handle : 0, mr.access, mr.length, mr.iova});
-  });
-  std::sort(s.mrs.begin(), s.mrs.end(),
-            [](const MrInfo& a, const MrInfo& b) { return a.lkey < b.lkey; });
-  std::lock_guard lock(objects_mutex_);
-  for (const auto& cq : cqs_) {
-    CqInfo c{cq->cqn, cq->cqe(), cq->count(), 0};
-    cq->latency(c.latency_samples, c.latency_p50_ns, c.latency_p99_ns);
-    for (const QpInfo& q : s.qps)
-      c.users += (q.send_cqn == c.cqn) + (q.recv_cqn == c.cqn && q.recv_cqn != q.send_cqn);
-    s.cqs.push_back(c);
-  }
-  for (const auto& srq : srqs_) {
-    SrqInfo r{srq->srqn,     srq->pd() ? srq->pd()->handle : 0,
-              srq->max_wr(), srq->limit(),
-              srq->posted(), {}};
-    for (const QpInfo& q : s.qps) {
-      if (q.srqn == r.srqn) r.qpns.push_back(q.qpn);
-    }
-    s.srqs.push_back(std::move(r));
-  }
-  for (const auto& pd : pds_) {
-    PdInfo p{pd->handle, 0};
-    for (const QpInfo& q : s.qps) p.users += q.pdn == p.pdn;
-    for (const MrInfo& m : s.mrs) p.users += m.pdn == p.pdn;
-    for (const SrqInfo& r : s.srqs) p.users += r.pdn == p.pdn;
-    s.pds.push_back(p);
-  }
+  std::vector<QpLinks> links;
+  for (const QpInfo& q : s.qps) links.push_back({q.qpn, q.pdn, q.send_cqn, q.recv_cqn, q.srqn});
+  ObjectInfos o = object_infos(links);
+  s.cqs = std::move(o.cqs);
+  s.mrs = std::move(o.mrs);
+  s.pds = std::move(o.pds);
+  s.srqs = std::move(o.srqs);
   return s;
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/object_info.h"
 #include "core/types.h"
 #include "rxe/qp.h"
 #include "rxe/uses_core.h"
@@ -19,35 +20,14 @@ struct QpInfo {
   QpState state = QpState::kReset;
   std::uint32_t sq_psn = 0;          // next PSN to send
   std::uint32_t rq_psn = 0;          // next PSN expected
+  std::uint16_t pkey_index = 0;      // its P_Key table entry, and that entry's P_Key
+  std::uint16_t pkey = 0xFFFF;
   std::string peer;                  // RC/UC: the connected peer's address, else empty
   std::size_t send_outstanding = 0;  // posted send WRs not yet completed
   std::size_t recv_outstanding = 0;  // posted receive WRs not yet consumed (own RQ)
   QpCounters counters;
   // DCQCN: the rate the requester is paced at, and its target (bits/s); 0 with --cc none.
   double cc_rate_bps = 0, cc_target_bps = 0;
-};
-
-struct CqInfo {
-  std::uint32_t cqn = 0, cqe = 0;
-  std::size_t queued = 0;   // completions waiting to be polled
-  std::uint32_t users = 0;  // QPs that complete into it
-  // Post-to-poll latency of its send completions, once the device samples it.
-  std::uint64_t latency_samples = 0, latency_p50_ns = 0, latency_p99_ns = 0;
-};
-
-struct MrInfo {
-  std::uint32_t lkey = 0, rkey = 0, pdn = 0, access = 0;
-  std::uint64_t length = 0, iova = 0;
-};
-
-struct PdInfo {
-  std::uint32_t pdn = 0, users = 0;  // QPs, MRs and SRQs of the PD
-};
-
-struct SrqInfo {
-  std::uint32_t srqn = 0, pdn = 0, max_wr = 0, limit = 0;
-  std::size_t posted = 0;
-  std::vector<std::uint32_t> qpns;  // QPs that take from it
 };
 
 struct DeviceSnapshot {

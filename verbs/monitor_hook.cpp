@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <optional>
 
+#include "iwarp/device.h"
+#include "iwarp/snapshot.h"
 #include "monitor/report.h"
 #include "monitor/server.h"
 #include "verbs/engine.h"
@@ -41,6 +43,7 @@ std::optional<monitor::DeviceReport> iwarp_report(Engine& e) {
   dev.backend = "tcp";
   dev.address = e.address().str();
   dev.counters = iw->hw_counters();
+  dev.iwarp_objects = iw->snapshot();
   return dev;
 }
 

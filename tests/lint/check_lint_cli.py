@@ -196,5 +196,23 @@ for args in ([], ["--strict"]):
     expect(doc.get("error_count") == 1 and doc.get("warning_count") == 4,
            f"bad ICRC {args}: counts {doc}")
 
+# A file name with quotes, backslashes, control characters and a byte that is not UTF-8 still
+# gives valid (UTF-8) JSON, read and unreadable alike; the bad byte becomes U+FFFD.
+import shutil  # noqa: E402
+odd = os.path.join(work, 'q"uo\\te\x01\x1f\ttab\nnl')
+shutil.copyfile(os.path.join(conf, "roce-good-badicrc-truncated.pcap"), odd)
+for name, want in ((os.fsencode(odd), odd),
+                   (os.fsencode(odd) + b"\xff.pcap", odd + "\ufffd.pcap")):
+    r = subprocess.run([os.fsencode(softrdma), b"lint", b"--json", name], capture_output=True,
+                       timeout=60)
+    try:
+        doc = json.loads(r.stdout.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        doc = {}
+        expect(False, f"lint --json {name!r}: not valid UTF-8 JSON ({e}): {r.stdout!r}")
+    expect(doc.get("file") == want, f"lint --json {name!r}: file {doc.get('file')!r}")
+    expect(("violations" in doc) == (want == odd) and ("error" in doc) == (want != odd),
+           f"lint --json {name!r}: read or not {doc}")
+
 print(f"{len(failures)} failures")
 sys.exit(1 if failures else 0)

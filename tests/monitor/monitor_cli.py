@@ -17,8 +17,8 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import (expect, failures, free_port, wait_connected, wait_for,  # noqa: E402
-                     wait_listening)
+from testlib import (expect, failures, free_port, in_netns, wait_connected,  # noqa: E402
+                     wait_for, wait_listening)
 
 softrdma, promtool, case = sys.argv[1:4]
 
@@ -37,13 +37,14 @@ def tool_json(*args):
 class Pair:
     """An ib_write_bw pair (bidirectional, so that both QPs reach RTS) for `seconds`."""
 
-    def __init__(self, seconds=6):
+    def __init__(self, seconds=6, run_opts=(), extra=()):
         port = str(free_port())
-        args = ["ib_write_bw", "-b", "-D", str(seconds), "-s", "65536", "-p", port]
-        self.server = subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
-                                       stderr=subprocess.STDOUT, text=True)
+        args = ["ib_write_bw", "-b", "-D", str(seconds), "-s", "65536", "-p", port, *extra]
+        self.server = subprocess.Popen([softrdma, "run", *run_opts, "--", *args],
+                                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                       text=True)
         wait_listening(port, proc=self.server)
-        self.client = subprocess.Popen([softrdma, "run", "--", *args, "127.0.0.1"],
+        self.client = subprocess.Popen([softrdma, "run", *run_opts, "--", *args, "127.0.0.1"],
                                        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                        text=True)
         self.pids = [self.server.pid, self.client.pid]
@@ -133,6 +134,89 @@ elif case == "res_qp":
            stat[pair.client.pid]["mr_bytes"] == sum(m["mrlen"] for m in mrs),
            "MR count and bytes match the MRs", (mrs, stat))
     pair.finish()
+elif case == "res_pkey":
+    # perftest's --pkey_index=1 on the table --pkeys gives: each QP shows index 1 and its P_Key.
+    pair = Pair(run_opts=("--pkeys", "0xffff,0x8001"), extra=("--pkey_index=1",))
+    qps = pair.wait_connected()
+    expect(len(qps) == 2, "each side has an RC QP in RTS", qps)
+    for pid, q in qps.items():
+        expect(q.get("pkey") == 0x8001 and q.get("pkey-index") == 1,
+               f"pid {pid}: res qp --json has pkey 0x8001, pkey-index 1", q)
+        rc, out, err = tool("res", "qp", "-p", str(pid))
+        expect(rc == 0 and re.search(rf"^link softroce0/1 lqpn {q.get('lqpn')} .* comm ib_write_bw"
+                                     r" pkey 0x8001 pkey-index 1 ", out, re.M),
+               f"pid {pid}: res qp text shows pkey 0x8001 pkey-index 1", out + err)
+    pair.finish()
+    # Without --pkey_index: the default partition, index 0.
+    pair = Pair()
+    for pid, q in pair.wait_connected().items():
+        expect(q.get("pkey") == 0xFFFF and q.get("pkey-index") == 0,
+               f"pid {pid}: default pkey 0xffff, pkey-index 0", q)
+    pair.finish()
+elif case == "res_iwarp":
+    # An ib_write_bw -R pair over softiwarp0 (MPA rev 2 with CRC): its objects in res, with the
+    # field names softroce0's have, and what an iWARP QP has instead of PSNs.
+    port = str(free_port())
+    args = ["ib_write_bw", "-R", "-D", "8", "-s", "65536", "-p", port]
+    opts = ["--transport", "iwarp", "--mpa", "rev=2,crc"]
+    srv = subprocess.Popen([softrdma, "run", *opts, "--", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    wait_listening(port, proc=srv)
+    cli = subprocess.Popen([softrdma, "run", *opts, "--", *args, "127.0.0.1"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pids = [srv.pid, cli.pid]
+
+    def iw_rows(kind, pid):
+        rc, out, err = tool("res", kind, "--json", "-p", str(pid))
+        return [r for r in json.loads(out) if r.get("ifname") == "softiwarp0"] if rc == 0 else []
+    qps = {}
+
+    def in_rts():
+        for pid in pids:
+            rows = [q for q in iw_rows("qp", pid) if q.get("state") == "RTS"]
+            if rows:
+                qps[pid] = rows[0]
+        return len(qps) == 2
+    expect(wait_for(in_rts, 30, interval=0.1), "each side has a softiwarp0 QP in RTS", qps)
+    if len(qps) == 2:
+        s, c = qps[srv.pid], qps[cli.pid]
+        expect(s.get("local") == c.get("peer") and c.get("local") == s.get("peer") and
+               s.get("local", "").startswith("127.0.0.1:"), "the TCP ends cross", qps)
+        for q in (s, c):
+            for k, v in (("type", "RC"), ("mpa-rev", 2), ("mpa-crc", True), ("comm", "ib_write_bw"),
+                         ("port", 1)):
+                expect(q.get(k) == v, f"iWARP QP: {k} {v}", q)
+            for k in ("lqpn", "pdn", "send-cqn", "recv-cqn", "sq-wrs", "rq-wrs", "ird", "ord",
+                      "tx-fpdus", "rx-fpdus", "tx-bytes", "rx-bytes", "crc-errors",
+                      "terminates-sent", "terminates-rcvd", "pid"):
+                expect(k in q, f"iWARP QP has {k}", q)
+            for k in ("sq-psn", "rq-psn", "rqpn", "pkey", "retransmits", "seq-naks-sent"):
+                expect(k not in q, f"iWARP QP has no {k}", q)
+        moved = wait_for(lambda: any(q.get("tx-fpdus", 0) > c.get("tx-fpdus", 0)
+                                     for q in iw_rows("qp", cli.pid)), 10, interval=0.1)
+        expect(moved, "the client's tx-fpdus grows")
+        rc, out, err = tool("res", "qp", "-p", str(cli.pid))
+        expect(rc == 0 and re.search(rf"^link softiwarp0/1 lqpn {c['lqpn']} type RC state RTS "
+                                     rf"pdn \d+ pid {cli.pid} comm ib_write_bw local \S+ peer "
+                                     r"127\.0\.0\.1:\d+ .*mpa-rev 2 mpa-crc true", out, re.M),
+               "res qp text: the iWARP QP", out + err)
+    for pid in pids:
+        for kind, key in (("cq", "cqn"), ("mr", "lkey"), ("pd", "pdn")):
+            rows = iw_rows(kind, pid)
+            expect(rows and all(key in r and r.get("pid") == pid for r in rows),
+                   f"pid {pid}: res {kind} lists softiwarp0's", rows)
+        mrs = iw_rows("mr", pid)
+        dev = [d for d in tool_json("stat") if d.get("pid") == pid and
+               d.get("ifname") == "softiwarp0"]
+        expect(dev and dev[0].get("mr_count") == len(mrs), f"pid {pid}: softiwarp0 mr_count", dev)
+    for p in (cli, srv):
+        try:
+            out, _ = p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, _ = p.communicate()
+        if p.returncode != 0:
+            print(f"note: ib_write_bw pid {p.pid} exit {p.returncode}:\n{out[-500:]}")
 elif case == "exporter":
     pair = Pair()
     expect(pair.wait_connected(), "both QPs reach RTS")
@@ -202,8 +286,11 @@ elif case == "bad_input":
     rc, out, err = tool("res", "qp", "-p", str(os.getpid()))
     expect(rc == 2 and "runs no softrdma device" in err, "a PID without a device: exit 2", err)
     # A corrupt entry: this process holds its endpoint name and answers garbage.
+    ep_dir = f"/tmp/.softrdma-mon-{os.geteuid()}"
+    ep_path = f"{ep_dir}/{os.getpid()}"
+    os.makedirs(ep_dir, mode=0o700, exist_ok=True)
     ep = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    ep.bind(f"\0softrdma-mon/{os.getpid()}")
+    ep.bind(ep_path)
     ep.listen(8)
     answers = [b"{\"version\": 1, \"pid\": ", b"not json at all"]
     stop = False
@@ -231,15 +318,28 @@ elif case == "bad_input":
     ep.shutdown(socket.SHUT_RDWR)  # wakes the accept, so that the name is free again
     t.join()
     ep.close()
+    os.unlink(ep_path)
     # An entry that never answers: a clear message within the timeout, exit 2.
     mute = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    mute.bind(f"\0softrdma-mon/{os.getpid()}")
+    mute.bind(ep_path)
     mute.listen(8)
     start = time.time()
     rc, out, err = tool("stat", "-p", str(os.getpid()))
     expect(rc == 2 and "did not answer" in err, "a silent entry: exit 2", err)
     expect(time.time() - start < 5, "a silent entry: no hang")
     mute.close()
+    os.unlink(ep_path)
+    # A file left behind by a killed process is not listed: this one's socket is closed.
+    stale = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    stale.bind(ep_path)
+    stale.close()
+    rc, out, err = tool("stat", "--json")
+    expect(rc == 0 and os.getpid() not in [r["pid"] for r in json.loads(out or "[]")],
+           "a stale entry is not listed", out + err)
+    rc, out, err = tool("stat", "-p", str(os.getpid()))
+    expect(rc == 2 and "runs no softrdma device" in err, "stat -p of a stale entry: exit 2", err)
+    if os.path.exists(ep_path):
+        os.unlink(ep_path)
     # Bad usage.
     for args in (["stat", "-w", "0"], ["stat", "-p", "x"], ["res", "bogus"], ["stat", "--bogus"],
                  ["exporter", "--listen", "nowhere"], ["top", "-d", "-1"]):
@@ -255,6 +355,148 @@ elif case == "top":
         expect(m and int(m.group(1)) > 0, f"top --once: pid {pid} with packets/s", out)
     expect(re.search(r"^  qp \d+\s+RC\s+RTS\s+peer ", out, re.M), "top --once: the QPs", out)
     pair.finish()
+elif case == "top_cnp":
+    # The server's port marks ECN above 10 KB queued: it sends CNPs (notification point), the
+    # client handles them (reaction point); top shows both per device and per QP.
+    port = str(free_port())
+    args = ["ib_write_bw", "-D", "8", "-s", "65536", "-p", port]
+    srv = subprocess.Popen([softrdma, "run", "--switch", "rate=1G,buffer=4M,ecn=10K:20K:1",
+                            "--", *args], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True)
+    wait_listening(port, proc=srv)
+    cli = subprocess.Popen([softrdma, "run", "--", *args, "127.0.0.1"], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    head = re.compile(r"^PID .* RETX/S\s+NAKS/S\s+CNPTX/S\s+CNPRX/S$", re.M)
+    frame = {"out": ""}
+
+    def col(out, pid, n):
+        m = re.search(rf"^{pid}\s+ib_write_bw\s+softroce0\s+roce\s+\S+((?:\s+[\d.]+){{6}})$",
+                      out, re.M)
+        return float(m.group(1).split()[n]) if m else 0.0
+
+    def qp_cnps(out, pid, n):
+        """The QP lines under `pid`'s device line: whether one has CNP column `n` above 0."""
+        m = re.search(rf"^{pid} .*\n((?:  qp .*\n)+)", out, re.M)
+        rates = [re.search(r"((?:\s+[\d.]+){5})  sq-wrs", q) for q in
+                 (m.group(1).splitlines() if m else [])]
+        return any(r and float(r.group(1).split()[n]) > 0 for r in rates)
+
+    def cnps_flow():  # (a frame whose first sample came before the QPs has no QP rates)
+        rc, out, err = tool("top", "--once", "-d", "0.5")
+        frame["out"] = out
+        return (col(out, srv.pid, 4) > 0 and col(out, cli.pid, 5) > 0 and
+                qp_cnps(out, srv.pid, 3) and qp_cnps(out, cli.pid, 4))
+    wait_for(cnps_flow, 20, interval=0)
+    out = frame["out"]
+    expect(head.search(out), "top --once: CNPTX/S and CNPRX/S columns", out)
+    expect(col(out, srv.pid, 4) > 0, f"server {srv.pid}: CNPs sent per second", out)
+    expect(col(out, cli.pid, 5) > 0, f"client {cli.pid}: CNPs handled per second", out)
+    expect(col(out, srv.pid, 5) == 0 and col(out, cli.pid, 4) == 0,
+           "no CNPs the other way (the client's port does not mark)", out)
+    # The server's QP sends CNPs, the client's handles them.
+    expect(qp_cnps(out, srv.pid, 3), f"server {srv.pid}: a QP sending CNPs per second", out)
+    expect(qp_cnps(out, cli.pid, 4), f"client {cli.pid}: a QP handling CNPs per second", out)
+    for p in (cli, srv):
+        try:
+            p.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+elif case == "netns":
+    # An ib_write_bw pair in two network namespaces (smon-a, smon-b: two containers of one host),
+    # watched from the root namespace; and a root-namespace program watched from smon-a.
+    NS = {"smon-a": ("smon-va", "10.77.17.1", "fd77:17::1"),
+          "smon-b": ("smon-vb", "10.77.17.2", "fd77:17::2")}
+
+    def ip(*args):
+        return subprocess.run(["ip", *args], capture_output=True, text=True).returncode == 0
+
+    def delete_netns():
+        for ns in NS:
+            ip("netns", "del", ns)
+    delete_netns()
+    if os.geteuid() != 0 or not ip("netns", "add", "smon-a"):
+        print("SKIP: cannot make network namespaces (needs root and ip netns)")
+        sys.exit(77)
+    procs = []
+    try:
+        ok = ip("netns", "add", "smon-b") and ip("link", "add", "smon-va", "netns", "smon-a",
+                                                 "type", "veth", "peer", "name", "smon-vb",
+                                                 "netns", "smon-b")
+        for ns, (dev, a4, a6) in NS.items():
+            ok = ok and ip("-n", ns, "addr", "add", a4 + "/24", "dev", dev)
+            ok = ok and ip("-n", ns, "addr", "add", a6 + "/64", "dev", dev, "nodad")
+            ok = ok and ip("-n", ns, "link", "set", dev, "up") and ip("-n", ns, "link", "set",
+                                                                       "lo", "up")
+        if not ok:
+            print("SKIP: cannot set up the veth pair smon-va/smon-vb")
+            sys.exit(77)
+
+        def start(ns, *args):
+            pre = ["ip", "netns", "exec", ns, softrdma, "run", "--netdev",
+                   "udp:" + NS[ns][1]] if ns else [softrdma, "run"]
+            p = subprocess.Popen([*pre, "--", *args], stdout=subprocess.PIPE,
+                                 stderr=subprocess.STDOUT, text=True)
+            procs.append(p)
+            return p
+        port = str(free_port())
+        bw = ["ib_write_bw", "-b", "-D", "8", "-s", "65536", "-p", port]
+        srv = start("smon-a", *bw)
+        expect(wait_for(lambda: in_netns("smon-a", "tcp_listening", port), 30, interval=0.1,
+                        proc=srv), "the server listens in smon-a")
+        cli = start("smon-b", *bw, "10.77.17.1")
+        pair = [srv.pid, cli.pid]
+        # From the root namespace: both found, their QPs in RTS facing each other.
+        qps = wait_connected(softrdma, pair)
+        expect(len(qps) == 2, "root namespace: res qp shows both RC QPs in RTS", qps)
+        if len(qps) == 2:
+            expect(qps[srv.pid].get("peer") == "10.77.17.2" and
+                   qps[cli.pid].get("peer") == "10.77.17.1", "each QP's peer is the other", qps)
+        rows = mine(tool_json("stat"), pair)
+        expect(sorted(rows) == sorted(pair) and rows.get(srv.pid, {}).get("address") ==
+               "10.77.17.1" and rows.get(cli.pid, {}).get("address") == "10.77.17.2",
+               "root namespace: stat lists both with their namespaces' addresses", rows)
+        rc, out, err = tool("top", "--once", "-d", "0.2")
+        expect(all(re.search(rf"^{p}\s+ib_write_bw\s+softroce0", out, re.M) for p in pair),
+               "root namespace: top shows both", out + err)
+        # The other way round: a program of the root namespace, watched from smon-a.
+        port2 = str(free_port())
+        root = start(None, "ib_write_bw", "-p", port2)
+        expect(wait_for(lambda: root.pid in mine(tool_json("stat"), [root.pid]), 10,
+                        interval=0.1, proc=root), "the root-namespace server is listed")
+
+        def seen_from(ns, pids):
+            r = subprocess.run(["ip", "netns", "exec", ns, softrdma, "stat", "--json"],
+                               capture_output=True, text=True, timeout=30)
+            return sorted(mine(json.loads(r.stdout), pids)) if r.returncode == 0 else None
+        expect(seen_from("smon-a", [root.pid, cli.pid]) == sorted([root.pid, cli.pid]),
+               "smon-a: stat lists the root namespace's program and smon-b's")
+        # Gone when it goes (killed): from both sides.
+        root.kill()
+        root.wait()
+        expect(seen_from("smon-a", [root.pid]) == [], "smon-a: the killed program is gone")
+        expect(not mine(tool_json("stat"), [root.pid]), "root: the killed program is gone")
+        # Limited to the same user: another user sees none of root's devices.
+        r = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                            softrdma, "stat", "--json"], capture_output=True, text=True,
+                           timeout=30)
+        if r.returncode == 0:
+            expect(not mine(json.loads(r.stdout), pair), "user nobody sees none of them",
+                   r.stdout)
+        else:
+            print(f"note: cannot run softrdma as nobody here: {r.stderr.strip()[:200]}")
+        for p in (cli, srv):
+            try:
+                p.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.communicate()
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        delete_netns()
 else:
     sys.exit(f"unknown case {case}")
 

@@ -62,10 +62,7 @@ int cmd_lint(int argc, char** argv) {
   int rc = lint::run(file, opts, report, error);
   if (rc == 2 && report.counters().packets == 0) {
     std::fprintf(stderr, "softrdma lint: %s: %s\n", file, error.c_str());
-    if (json) {
-      std::cout << "{\"file\":" << lint::json_quote(file)
-                << ",\"error\":" << lint::json_quote(error) << "}\n";
-    }
+    if (json) lint::print_json_error(std::cout, file, error);
     return 2;
   }
   if (json) {

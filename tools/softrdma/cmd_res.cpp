@@ -26,12 +26,40 @@ int res_usage(const std::string& why) {
 
 // The text columns of each kind, in the rdma tool's order; "|" marks where pid and comm go.
 std::vector<std::string> columns(const std::string& kind) {
+  // An iWARP QP's row has no PSNs, P_Key, rqpn, NAKs or packets, and adds local and the rest.
   if (kind == "qp") {
-    return {"lqpn",          "rqpn",          "type",          "state",
-            "sq-psn",        "rq-psn",        "pdn",           "|",
-            "peer",          "sq-wrs",        "rq-wrs",        "retransmits",
-            "seq-naks-sent", "rnr-naks-sent", "rnr-naks-rcvd", "sent-pkts",
-            "rcvd-pkts"};
+    return {"lqpn",
+            "rqpn",
+            "type",
+            "state",
+            "sq-psn",
+            "rq-psn",
+            "pdn",
+            "|",
+            "pkey",
+            "pkey-index",
+            "local",
+            "peer",
+            "sq-wrs",
+            "rq-wrs",
+            "retransmits",
+            "seq-naks-sent",
+            "rnr-naks-sent",
+            "rnr-naks-rcvd",
+            "sent-pkts",
+            "rcvd-pkts",
+            "mpa-rev",
+            "mpa-crc",
+            "mpa-markers",
+            "ird",
+            "ord",
+            "tx-fpdus",
+            "rx-fpdus",
+            "tx-bytes",
+            "rx-bytes",
+            "crc-errors",
+            "terminates-sent",
+            "terminates-rcvd"};
   }
   if (kind == "cq") {
     return {"cqn",           "cqe", "users", "|", "queued", "latency-samples", "latency-p50-ns",
@@ -51,7 +79,7 @@ std::string text_of(const std::string& col, const json& v) {
     for (const json& e : v) s += (s.empty() ? "" : ",") + text_of(col, e);
     return s.empty() ? "-" : s;
   }
-  if ((col == "rkey" || col == "lkey") && v.is_number_unsigned()) {
+  if ((col == "rkey" || col == "lkey" || col == "pkey") && v.is_number_unsigned()) {
     char buf[16];
     std::snprintf(buf, sizeof buf, "0x%x", v.get<unsigned>());
     return buf;

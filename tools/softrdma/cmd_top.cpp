@@ -1,6 +1,7 @@
 // softrdma top [--once] [-d SECONDS] [-p PID]: a terminal view of the running devices and their
 // QPs, refreshed every SECONDS: packets/s, MB/s through the backend, retransmissions/s, NAKs/s,
-// WRs outstanding. q (or Ctrl-C) quits; --once prints one frame (rates over SECONDS) and exits.
+// CNPs sent (as notification point) and handled (as reaction point) per second, WRs outstanding. q
+// (or Ctrl-C) quits; --once prints one frame (rates over SECONDS) and exits.
 #include <poll.h>
 #include <signal.h>
 #include <termios.h>
@@ -49,6 +50,12 @@ double rate(const json* before, const json& now, std::initializer_list<const cha
   return b >= a ? static_cast<double>(b - a) / dt : 0;
 }
 
+std::string mb(double bytes_per_s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", bytes_per_s / 1e6);
+  return buf;
+}
+
 struct Sample {
   monitor::Collection c;
   Clock::time_point at;
@@ -71,37 +78,48 @@ std::string frame(const Sample* prev, const Sample& now, double every) {
   char line[256];
   std::snprintf(line, sizeof line, "softrdma top   every %.1f s   q quits\n\n", every);
   out += line;
-  std::snprintf(line, sizeof line, "%-8s %-16s %-11s %-6s %-16s %10s %9s %8s %8s\n", "PID", "COMM",
-                "DEVICE", "TRANS", "ADDRESS", "PKTS/S", "MB/S", "RETX/S", "NAKS/S");
+  std::snprintf(line, sizeof line, "%-8s %-16s %-11s %-6s %-16s %10s %9s %8s %8s %8s %8s\n", "PID",
+                "COMM", "DEVICE", "TRANS", "ADDRESS", "PKTS/S", "MB/S", "RETX/S", "NAKS/S",
+                "CNPTX/S", "CNPRX/S");
   out += line;
   for (const DeviceRow& d : device_rows(now.c)) {
     const json& dev = *d.device;
     const json& cnt = dev["counters"];
+    const bool iw = dev["transport"] == "iwarp";  // FPDUs and bytes over TCP, no NAKs or CNPs
     const auto b = dev_before.find(d.key());
     const json* old = b == dev_before.end() ? nullptr : b->second;
     std::snprintf(
-        line, sizeof line, "%-8d %-16.16s %-11.11s %-6.6s %-16.16s %10.0f %9.1f %8.1f %8.1f\n",
-        d.pid, (*d.process)["comm"].get<std::string>().c_str(),
-        dev["ifname"].get<std::string>().c_str(), dev["transport"].get<std::string>().c_str(),
-        dev["address"].get<std::string>().c_str(), rate(old, cnt, {"sent_pkts", "rcvd_pkts"}, dt),
-        rate(old, cnt, {"netdev_tx_bytes", "netdev_rx_bytes"}, dt) / 1e6,
+        line, sizeof line,
+        "%-8d %-16.16s %-11.11s %-6.6s %-16.16s %10.0f %9.1f %8.1f %8.1f %8.1f %8.1f\n", d.pid,
+        (*d.process)["comm"].get<std::string>().c_str(), dev["ifname"].get<std::string>().c_str(),
+        dev["transport"].get<std::string>().c_str(), dev["address"].get<std::string>().c_str(),
+        iw ? rate(old, cnt, {"tx_fpdus", "rx_fpdus"}, dt)
+           : rate(old, cnt, {"sent_pkts", "rcvd_pkts"}, dt),
+        (iw ? rate(old, cnt, {"tx_bytes", "rx_bytes"}, dt)
+            : rate(old, cnt, {"netdev_tx_bytes", "netdev_rx_bytes"}, dt)) /
+            1e6,
         rate(old, cnt, {"retransmits"}, dt),
-        rate(old, cnt, {"send_seq_err_nak", "send_rnr_err", "rcvd_rnr_err"}, dt));
+        rate(old, cnt, {"send_seq_err_nak", "send_rnr_err", "rcvd_rnr_err"}, dt),
+        rate(old, cnt, {"np_cnp_sent"}, dt), rate(old, cnt, {"rp_cnp_handled"}, dt));
     out += line;
     if (!dev.contains("objects")) continue;
     for (const json& q : dev["objects"]["qp"]) {
       const auto qb = qp_before.find(d.key() + "/" + std::to_string(get(q, "lqpn")));
       const json* qold = qb == qp_before.end() ? nullptr : qb->second;
       char who[96];
-      std::snprintf(who, sizeof who, "  qp %-6llu %-3.3s %-5.5s peer %-16.16s rqpn %llu",
+      const std::string rqpn = q.contains("rqpn") ? std::to_string(get(q, "rqpn")) : "-";
+      std::snprintf(who, sizeof who, "  qp %-6llu %-3.3s %-5.5s peer %-16.16s rqpn %s",
                     static_cast<unsigned long long>(get(q, "lqpn")),
                     q.value("type", std::string()).c_str(), q.value("state", std::string()).c_str(),
-                    q.value("peer", std::string("-")).c_str(),
-                    static_cast<unsigned long long>(get(q, "rqpn")));
-      std::snprintf(line, sizeof line, "%-61s %10.0f %9s %8.1f %8.1f  sq-wrs %llu rq-wrs %llu\n",
-                    who, rate(qold, q, {"sent-pkts", "rcvd-pkts"}, dt), "",
+                    q.value("peer", std::string("-")).c_str(), rqpn.c_str());
+      std::snprintf(line, sizeof line,
+                    "%-61s %10.0f %9s %8.1f %8.1f %8.1f %8.1f  sq-wrs %llu rq-wrs %llu\n", who,
+                    iw ? rate(qold, q, {"tx-fpdus", "rx-fpdus"}, dt)
+                       : rate(qold, q, {"sent-pkts", "rcvd-pkts"}, dt),
+                    (iw ? mb(rate(qold, q, {"tx-bytes", "rx-bytes"}, dt)) : std::string()).c_str(),
                     rate(qold, q, {"retransmits"}, dt),
                     rate(qold, q, {"seq-naks-sent", "rnr-naks-sent", "rnr-naks-rcvd"}, dt),
+                    rate(qold, q, {"np-cnp-sent"}, dt), rate(qold, q, {"rp-cnp-handled"}, dt),
                     static_cast<unsigned long long>(get(q, "sq-wrs")),
                     static_cast<unsigned long long>(get(q, "rq-wrs")));
       out += line;

@@ -97,7 +97,17 @@ void qp_series(Exposition& e, const std::string& base, const json& qp) {
       {"retransmits", "softrdma_qp_retransmits_total"},
       {"seq-naks-sent", "softrdma_qp_seq_naks_sent_total"},
       {"rnr-naks-sent", "softrdma_qp_rnr_naks_sent_total"},
-      {"rnr-naks-rcvd", "softrdma_qp_rnr_naks_rcvd_total"}};
+      {"rnr-naks-rcvd", "softrdma_qp_rnr_naks_rcvd_total"},
+      {"np-cnp-sent", "softrdma_qp_np_cnp_sent_total"},
+      {"rp-cnp-handled", "softrdma_qp_rp_cnp_handled_total"},
+      // iWARP QPs
+      {"tx-fpdus", "softrdma_qp_tx_fpdus_total"},
+      {"rx-fpdus", "softrdma_qp_rx_fpdus_total"},
+      {"tx-bytes", "softrdma_qp_tx_bytes_total"},
+      {"rx-bytes", "softrdma_qp_rx_bytes_total"},
+      {"crc-errors", "softrdma_qp_crc_errors_total"},
+      {"terminates-sent", "softrdma_qp_terminates_sent_total"},
+      {"terminates-rcvd", "softrdma_qp_terminates_rcvd_total"}};
   for (const auto& [field, name] : counters) {
     if (qp.contains(field)) {
       e.add(name, "counter", std::string("QP counter ") + field, labels, number(qp[field]));

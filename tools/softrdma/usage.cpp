@@ -78,9 +78,11 @@ constexpr std::array kCommands = {
     CommandHelp{"res", "softrdma res [qp|cq|mr|pd|srq|cm_id] [--json] [-p PID]",
                 "Lists the objects of every running softrdma device as `rdma res show` does, with\n"
                 "its field names (lqpn, rqpn, type, state, sq-psn, rq-psn, pdn, pid, comm; cqn,\n"
-                "cqe, users; rkey, lkey, mrlen), and softrdma's own: a QP's peer, its WRs\n"
-                "outstanding (sq-wrs, rq-wrs), retransmits, NAKs and RNR NAKs; each device's MR\n"
-                "count and bytes. Without a kind: how many of each per device.\n"
+                "cqe, users; rkey, lkey, mrlen), and softrdma's own: a QP's P_Key (pkey,\n"
+                "pkey-index), peer, its WRs outstanding (sq-wrs, rq-wrs), retransmits, NAKs and\n"
+                "RNR NAKs; each device's MR count and bytes. softiwarp0's QPs show their TCP\n"
+                "ends, MPA options and FPDU counters instead of PSNs. Without a kind: how many\n"
+                "of each per device.\n"
                 "\n"
                 "  --json   one JSON array, a row per object\n"
                 "  -p PID   that process's objects only\n"},
@@ -90,7 +92,8 @@ constexpr std::array kCommands = {
                 "(and qpn per QP). Runs until interrupted. Exit status 2 when it cannot listen.\n"},
     CommandHelp{"top", "softrdma top [--once] [-d SECONDS] [-p PID]",
                 "A view of the running devices and their QPs that refreshes every SECONDS\n"
-                "(default 1): packets/s, retransmissions/s, NAKs/s, WRs outstanding. q quits.\n"
+                "(default 1): packets/s, MB/s, retransmissions/s, NAKs/s, CNPs sent and handled\n"
+                "per second, WRs outstanding. q quits.\n"
                 "\n"
                 "  --once   print one frame (rates over SECONDS) and exit, for scripts\n"},
     CommandHelp{"help", "softrdma help [COMMAND]",
