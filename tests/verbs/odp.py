@@ -46,6 +46,7 @@ CASES = {
     "write_rings": ("ib_write_bw", ["-s", "65536", "-n", "500"], "rings", False),
     "read": ("ib_read_bw", ["-s", "65536", "-n", "500"], "direct", False),
     "send": ("ib_send_bw", ["-s", "65536", "-n", "500"], "direct", False),
+    "send_srq": ("ib_send_bw", ["-s", "65536", "-n", "500", "--use-srq"], "direct", False),
     "send_ud": ("ib_send_bw", ["-c", "UD", "-s", "1024", "-n", "500", "--rate_limit=4",
                                "--rate_limit_type=SW"], "direct", False),
 }

@@ -345,4 +345,157 @@ TEST_F(Odp, ReregKeepsAnOdpRegionOnDemand) {
             IBV_REREG_MR_ERR_INPUT);
 }
 
+// Two UC QPs of one device connected to each other, the Odp fixture's pages on demand.
+struct OdpUc : ::testing::Test {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {};
+  std::uint8_t* pages = nullptr;
+  ibv_mr* odp = nullptr;
+  ibv_mr* all = nullptr;  // implicit
+  std::vector<std::uint8_t> src = std::vector<std::uint8_t>(4096);
+
+  void SetUp() override {
+    ctx = open_by_name("softroce0");
+    ASSERT_NE(ctx, nullptr);
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    ASSERT_TRUE(pd && cq);
+    ibv_gid gid;
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &gid), 0);
+    for (auto& q : qp) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.qp_type = IBV_QPT_UC;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      q = ibv_create_qp(pd, &a);
+      ASSERT_NE(q, nullptr);
+    }
+    for (int i = 0; i < 2; ++i) {
+      ibv_qp_attr a{};
+      a.qp_state = IBV_QPS_INIT;
+      a.port_num = 1;
+      a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+      ASSERT_EQ(ibv_modify_qp(qp[i], &a,
+                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                0);
+      a = {};
+      a.qp_state = IBV_QPS_RTR;
+      a.path_mtu = IBV_MTU_1024;
+      a.dest_qp_num = qp[1 - i]->qp_num;
+      a.ah_attr.is_global = 1;
+      a.ah_attr.grh.dgid = gid;
+      a.ah_attr.grh.sgid_index = 1;
+      a.ah_attr.grh.hop_limit = 64;
+      a.ah_attr.port_num = 1;
+      ASSERT_EQ(ibv_modify_qp(
+                    qp[i], &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
+                0);
+      a = {};
+      a.qp_state = IBV_QPS_RTS;
+      ASSERT_EQ(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    }
+    void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    pages = static_cast<std::uint8_t*>(p);
+    std::memset(pages, kGuard, 3 * kPage);
+    constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND;
+    odp = ibv_reg_mr(pd, pages, 3 * kPage, kAccess);
+    all = ibv_reg_mr(pd, nullptr, SIZE_MAX, kAccess);
+    ASSERT_TRUE(odp && all);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 5 + 3);
+  }
+  void TearDown() override {
+    for (auto& q : qp) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (odp) ibv_dereg_mr(odp);
+    if (all) ibv_dereg_mr(all);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+    if (pages) munmap(pages, 3 * kPage);
+  }
+  std::uint8_t* middle() { return pages + kPage; }
+  // A signaled WRITE (or SEND) of `len` bytes of `src`, gathered through the implicit region.
+  int post(ibv_wr_opcode op, std::uint64_t remote, std::uint32_t len) {
+    ibv_sge s{Odp::at(src.data()), len, all->lkey};
+    ibv_send_wr w{};
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = op;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = remote;
+    w.wr.rdma.rkey = odp->rkey;
+    ibv_send_wr* bad = nullptr;
+    return ibv_post_send(qp[0], &w, &bad);
+  }
+  ibv_qp_state state(int i) {
+    ibv_qp_attr a{};
+    ibv_qp_init_attr init{};
+    ibv_query_qp(qp[i], &a, IBV_QP_STATE, &init);
+    return a.qp_state;
+  }
+};
+
+TEST_F(OdpUc, WriteSendAndReceiveThroughOdpRegions) {
+  ASSERT_EQ(post(IBV_WR_RDMA_WRITE, Odp::at(middle() + 10), 3000), 0);
+  auto wcs = poll_n(cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
+  ASSERT_TRUE(softrdma::test::wait_until([&] { return middle()[3009] == src[2999]; }));
+  EXPECT_EQ(std::memcmp(middle() + 10, src.data(), 3000), 0);
+  EXPECT_EQ(middle()[9], kGuard);
+  EXPECT_EQ(middle()[3010], kGuard);
+  // A SEND into a receive buffer of the explicit region.
+  ibv_sge r{Odp::at(pages + 2 * kPage), 2000, odp->lkey};
+  ibv_recv_wr rw{};
+  rw.wr_id = 5;
+  rw.sg_list = &r;
+  rw.num_sge = 1;
+  ibv_recv_wr* rbad = nullptr;
+  ASSERT_EQ(ibv_post_recv(qp[1], &rw, &rbad), 0);
+  ASSERT_EQ(post(IBV_WR_SEND, 0, 2000), 0);
+  wcs = poll_n(cq, 2);
+  ASSERT_EQ(wcs.size(), 2u);
+  for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
+  EXPECT_EQ(std::memcmp(pages + 2 * kPage, src.data(), 2000), 0);
+  EXPECT_EQ(pages[2 * kPage + 2000], kGuard);
+}
+
+TEST_F(OdpUc, WriteToUnmappedMemoryFailsTheResponderQpOnly) {
+  const long long faults = counter("odp_faults");
+  ASSERT_EQ(munmap(middle(), kPage), 0);
+  ASSERT_EQ(post(IBV_WR_RDMA_WRITE, Odp::at(middle()), 500), 0);
+  const auto wcs = poll_n(cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);  // UC: complete once sent
+  // UC has no NAK: the receiving QP fails, as on a bad rkey; nothing around the hole changes.
+  EXPECT_TRUE(softrdma::test::wait_until([&] { return state(1) == IBV_QPS_ERR; }));
+  EXPECT_EQ(counter("odp_faults"), faults + 1);
+  for (std::size_t i = 0; i < kPage; ++i) {
+    ASSERT_EQ(pages[i], kGuard);
+    ASSERT_EQ(pages[2 * kPage + i], kGuard);
+  }
+  EXPECT_EQ(state(0), IBV_QPS_RTS);
+}
+
+TEST_F(OdpUc, SendFromUnmappedMemoryIsALocalProtectionError) {
+  ASSERT_EQ(munmap(middle(), kPage), 0);
+  ibv_sge s{Odp::at(middle()), 64, odp->lkey};
+  ibv_send_wr w{};
+  w.sg_list = &s;
+  w.num_sge = 1;
+  w.opcode = IBV_WR_SEND;
+  w.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr* bad = nullptr;
+  ASSERT_EQ(ibv_post_send(qp[0], &w, &bad), 0);
+  const auto wcs = poll_n(cq, 1);
+  ASSERT_EQ(wcs.size(), 1u);
+  EXPECT_EQ(wcs[0].status, IBV_WC_LOC_PROT_ERR);
+}
+
 }  // namespace
