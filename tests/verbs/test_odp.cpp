@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,12 +30,13 @@ constexpr unsigned kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 constexpr std::uint8_t kGuard = 0x5A;
 const std::size_t kPage = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 
-// A counter of this process's softroce0 as `softrdma stat` reads it (docs/monitoring.md), or -1.
-long long counter(const char* name) {
+// A counter of the softroce0 of process `pid` (default: this one) as `softrdma stat` reads it
+// (docs/monitoring.md), or -1.
+long long counter(const char* name, pid_t pid = getpid()) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  const std::string path = "softrdma-mon/" + std::to_string(getpid());
+  const std::string path = "softrdma-mon/" + std::to_string(pid);
   std::memcpy(a.sun_path + 1, path.data(), path.size());
   const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
   std::string report;
@@ -496,6 +498,151 @@ TEST_F(OdpUc, SendFromUnmappedMemoryIsALocalProtectionError) {
   const auto wcs = poll_n(cq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_LOC_PROT_ERR);
+}
+
+// What the two processes of the direct-placement test tell each other through their pipes.
+struct Peer {
+  std::uint32_t qpn = 0, rkey = 0;
+  std::uint64_t addr = 0;
+  ibv_gid gid{};
+};
+
+// One RC QP of `ctx`, kept as the helper's QP 0 (which connect_to moves to RTS).
+ibv_qp* rc_qp(ibv_context* ctx, ibv_pd* pd, ibv_cq* cq, Loop& helper) {
+  ibv_qp_init_attr a{};
+  a.send_cq = a.recv_cq = cq;
+  a.qp_type = IBV_QPT_RC;
+  a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+  a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+  helper.ctx = ctx;
+  helper.qp[0] = ibv_create_qp(pd, &a);
+  helper.qp[1] = nullptr;
+  return helper.qp[0];
+}
+
+// The helper's QP 0 to RTS towards `to`'s QP, remote write allowed.
+bool connect_to(Loop& h, const Peer& to) {
+  ibv_qp_attr a{};
+  a.qp_state = IBV_QPS_INIT;
+  a.port_num = 1;
+  a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
+  if (ibv_modify_qp(h.qp[0], &a,
+                    IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
+    return false;
+  }
+  a = {};
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = to.qpn;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 1;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = to.gid;
+  a.ah_attr.grh.sgid_index = 1;
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  if (ibv_modify_qp(h.qp[0], &a,
+                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                        IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)) {
+    return false;
+  }
+  return h.rts(0);
+}
+
+// The receiving process: an ODP region over three guard pages; unmaps the middle one when
+// told ('u'), and at the end ('q') exits 0 if only the first 512 bytes changed.
+[[noreturn]] void odp_receiver(int in, int out) {
+  ibv_context* ctx = open_by_name("softroce0");
+  ibv_pd* pd = ctx ? ibv_alloc_pd(ctx) : nullptr;
+  ibv_cq* cq = pd ? ibv_create_cq(ctx, 16, nullptr, nullptr, 0) : nullptr;
+  void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (!cq || p == MAP_FAILED) _exit(10);
+  auto* pages = static_cast<std::uint8_t*>(p);
+  std::memset(pages, kGuard, 3 * kPage);
+  ibv_mr* mr = ibv_reg_mr(pd, pages, 3 * kPage,
+                          IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND);
+  Loop h;
+  Peer me, them;
+  if (!mr || !rc_qp(ctx, pd, cq, h) || ibv_query_gid(ctx, 1, 1, &me.gid)) _exit(11);
+  me.qpn = h.qp[0]->qp_num;
+  me.rkey = mr->rkey;
+  me.addr = Odp::at(pages);
+  if (write(out, &me, sizeof me) != sizeof me || read(in, &them, sizeof them) != sizeof them ||
+      !connect_to(h, them) || write(out, "r", 1) != 1) {
+    _exit(12);
+  }
+  for (char c = 0; read(in, &c, 1) == 1;) {
+    if (c == 'u') {
+      if (munmap(pages + kPage, kPage) != 0 || write(out, "k", 1) != 1) _exit(13);
+    } else if (c == 'q') {
+      for (std::size_t i = 512; i < kPage; ++i) {
+        if (pages[i] != kGuard || pages[2 * kPage + i] != kGuard) _exit(14);
+      }
+      _exit(0);
+    }
+  }
+  _exit(15);
+}
+
+// Two processes of one host: the sender writes RDMA WRITEs into the receiver's ODP region
+// itself (direct placement, docs/sharing-a-host.md) until the receiver unmaps the target page;
+// then the write goes by packet and is refused, and the receiver lives on.
+TEST(OdpDirectPlacement, AWriteIntoAnUnmappedPageOfAnotherProcessIsRefused) {
+  int down[2], up[2];
+  ASSERT_EQ(pipe(down), 0);
+  ASSERT_EQ(pipe(up), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    close(down[1]);
+    close(up[0]);
+    odp_receiver(down[0], up[1]);
+  }
+  close(down[0]);
+  close(up[1]);
+  Loop l;
+  l.mr_access = IBV_ACCESS_LOCAL_WRITE;
+  ASSERT_TRUE(l.open(open_by_name("softroce0")));
+  Peer me, them;
+  ASSERT_EQ(read(up[0], &them, sizeof them), static_cast<ssize_t>(sizeof them));
+  ASSERT_EQ(ibv_query_gid(l.ctx, 1, 1, &me.gid), 0);
+  me.qpn = l.qp[0]->qp_num;
+  ASSERT_EQ(write(down[1], &me, sizeof me), static_cast<ssize_t>(sizeof me));
+  ASSERT_TRUE(connect_to(l, them));
+  char c = 0;
+  ASSERT_EQ(read(up[0], &c, 1), 1);
+  const long long placed = counter("placed_sent");
+  auto write_to = [&](std::uint64_t remote) {
+    ibv_sge s{Odp::at(l.buf.data()), 512, l.mr->lkey};
+    ibv_send_wr w{};
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_RDMA_WRITE;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.rdma.remote_addr = remote;
+    w.wr.rdma.rkey = them.rkey;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_send(l.qp[0], &w, &bad)) return -2;
+    const auto wcs = poll_n(l.cq, 1);
+    return wcs.empty() ? -1 : static_cast<int>(wcs[0].status);
+  };
+  // Until the host-local ring is up the writes go by packet; then they are placed.
+  EXPECT_TRUE(softrdma::test::wait_until(
+      [&] { return write_to(them.addr) == IBV_WC_SUCCESS && counter("placed_sent") > placed; }));
+  ASSERT_EQ(write(down[1], "u", 1), 1);
+  ASSERT_EQ(read(up[0], &c, 1), 1);
+  EXPECT_EQ(write_to(them.addr + kPage), IBV_WC_REM_ACCESS_ERR);
+  int status = 0;
+  EXPECT_EQ(waitpid(child, &status, WNOHANG), 0);  // the receiver is alive
+  EXPECT_EQ(counter("resp_remote_access_errors", child), 1);
+  EXPECT_EQ(counter("odp_faults", child), 1);
+  EXPECT_EQ(counter("placed_refused"), 0);  // EFAULT does not stop placement on the link
+  ASSERT_EQ(write(down[1], "q", 1), 1);
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  close(down[1]);
+  close(up[0]);
+  l.close();
 }
 
 }  // namespace
