@@ -645,4 +645,124 @@ TEST(OdpDirectPlacement, AWriteIntoAnUnmappedPageOfAnotherProcessIsRefused) {
   l.close();
 }
 
+// Two UD QPs of one device, the receive buffers in an ODP region over three guard pages.
+struct OdpUd : ::testing::Test {
+  static constexpr std::uint32_t kQkey = 0x11111111;
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_qp* qp[2] = {};
+  ibv_ah* ah = nullptr;
+  std::uint8_t* pages = nullptr;
+  ibv_mr* odp = nullptr;
+  std::vector<std::uint8_t> src = std::vector<std::uint8_t>(1000);
+  ibv_mr* src_mr = nullptr;
+
+  void SetUp() override {
+    ctx = open_by_name("softroce0");
+    ASSERT_NE(ctx, nullptr);
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
+    ASSERT_TRUE(pd && cq);
+    ibv_gid gid;
+    ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &gid), 0);
+    for (auto& q : qp) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.qp_type = IBV_QPT_UD;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 8;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      q = ibv_create_qp(pd, &a);
+      ASSERT_NE(q, nullptr);
+      ibv_qp_attr m{};
+      m.qp_state = IBV_QPS_INIT;
+      m.port_num = 1;
+      m.qkey = kQkey;
+      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+                0);
+      m = {};
+      m.qp_state = IBV_QPS_RTR;
+      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE), 0);
+      m = {};
+      m.qp_state = IBV_QPS_RTS;
+      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
+    }
+    ibv_ah_attr aa{};
+    aa.is_global = 1;
+    aa.grh.dgid = gid;
+    aa.grh.sgid_index = 1;
+    aa.grh.hop_limit = 64;
+    aa.port_num = 1;
+    ah = ibv_create_ah(pd, &aa);
+    ASSERT_NE(ah, nullptr);
+    void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    ASSERT_NE(p, MAP_FAILED);
+    pages = static_cast<std::uint8_t*>(p);
+    std::memset(pages, kGuard, 3 * kPage);
+    odp = ibv_reg_mr(pd, pages, 3 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+    src_mr = ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_ON_DEMAND);
+    ASSERT_TRUE(odp && src_mr);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  }
+  void TearDown() override {
+    for (auto& q : qp) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (ah) ibv_destroy_ah(ah);
+    if (odp) ibv_dereg_mr(odp);
+    if (src_mr) ibv_dereg_mr(src_mr);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+    if (pages) munmap(pages, 3 * kPage);
+  }
+  // A receive of 40 + 1000 bytes at `at` on QP 1, then a 1000-byte datagram from QP 0; the two
+  // completions' statuses, the receive's first.
+  std::vector<int> exchange(std::uint8_t* at) {
+    ibv_sge r{Odp::at(at), 1040, odp->lkey};
+    ibv_recv_wr rw{};
+    rw.wr_id = 1;
+    rw.sg_list = &r;
+    rw.num_sge = 1;
+    ibv_recv_wr* rbad = nullptr;
+    ibv_sge s{Odp::at(src.data()), 1000, src_mr->lkey};
+    ibv_send_wr w{};
+    w.wr_id = 2;
+    w.sg_list = &s;
+    w.num_sge = 1;
+    w.opcode = IBV_WR_SEND;
+    w.send_flags = IBV_SEND_SIGNALED;
+    w.wr.ud.ah = ah;
+    w.wr.ud.remote_qpn = qp[1]->qp_num;
+    w.wr.ud.remote_qkey = kQkey;
+    ibv_send_wr* bad = nullptr;
+    if (ibv_post_recv(qp[1], &rw, &rbad) || ibv_post_send(qp[0], &w, &bad)) return {};
+    auto wcs = poll_n(cq, 2);
+    std::vector<int> out(2, -1);
+    for (const ibv_wc& wc : wcs) out[wc.wr_id == 1 ? 0 : 1] = wc.status;
+    return out;
+  }
+};
+
+TEST_F(OdpUd, DatagramsGoFromAndIntoOdpRegions) {
+  EXPECT_EQ(exchange(pages + kPage), (std::vector<int>{IBV_WC_SUCCESS, IBV_WC_SUCCESS}));
+  EXPECT_EQ(std::memcmp(pages + kPage + 40, src.data(), 1000), 0);
+  EXPECT_EQ(pages[kPage - 1], kGuard);
+  EXPECT_EQ(pages[kPage + 1040], kGuard);
+}
+
+TEST_F(OdpUd, AReceiveIntoUnmappedMemoryIsALocalProtectionError) {
+  const long long faults = counter("odp_faults");
+  ASSERT_EQ(munmap(pages + kPage, kPage), 0);
+  EXPECT_EQ(exchange(pages + kPage), (std::vector<int>{IBV_WC_LOC_PROT_ERR, IBV_WC_SUCCESS}));
+  EXPECT_EQ(counter("odp_faults"), faults + 1);
+  for (std::size_t i = 0; i < kPage; ++i) {
+    ASSERT_EQ(pages[i], kGuard);
+    ASSERT_EQ(pages[2 * kPage + i], kGuard);
+  }
+  // The QP goes on: the next datagram lands in mapped memory.
+  EXPECT_EQ(exchange(pages), (std::vector<int>{IBV_WC_SUCCESS, IBV_WC_SUCCESS}));
+  EXPECT_EQ(std::memcmp(pages + 40, src.data(), 1000), 0);
+}
+
 }  // namespace
