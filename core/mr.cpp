@@ -79,16 +79,18 @@ std::shared_ptr<Mr> MrTable::find(std::uint32_t key) const {
 }
 
 MrCheck MrTable::resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                         std::uint32_t access, std::uint8_t** host, std::uint32_t qpn) const {
+                         std::uint32_t access, std::uint8_t** host, std::uint32_t qpn,
+                         bool* on_demand) const {
   // Callers hold a Guard (shared lock) across resolve and the copy.
   auto it = keys_.find(key);
-  if (it == keys_.end()) return resolve_mw(key, pd, iova, len, access, host, qpn);
+  if (it == keys_.end()) return resolve_mw(key, pd, iova, len, access, host, qpn, on_demand);
   const Mr& mr = *it->second;
   if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
   if (mr.pd != pd) return MrCheck::kBadPd;
   if ((mr.access & access) != access) return MrCheck::kNoAccess;
   if (!in_range(iova, len, mr.iova, mr.length)) return MrCheck::kOutOfBounds;
   *host = mr.addr + (iova - mr.iova);
+  if (on_demand) *on_demand = mr.on_demand();
   return MrCheck::kOk;
 }
 

@@ -1,7 +1,8 @@
 // Protection domains, memory regions and memory windows: unpredictable keys, access flags,
 // bounds. Every local and remote memory access of the engine goes through MrTable::resolve,
 // which never hands out a pointer outside a registered, valid region (a window only inside
-// the part of its region it is bound to).
+// the part of its region it is bound to). On-demand paging regions may have pages unmapped:
+// resolve says so, and their memory is touched through core/safe_copy.h only.
 #pragma once
 
 #include <atomic>
@@ -27,6 +28,12 @@ class RegionWatcher {
   virtual void region_closed(std::uint32_t rkey) = 0;
 };
 
+// On-demand paging (IBV_ACCESS_ON_DEMAND's value): nothing is pinned or even mapped at
+// registration; every access copies fault-safely. Implicit ODP: addr 0, length kImplicitOdp,
+// the whole address space (iova == host address).
+inline constexpr std::uint32_t kAccessOnDemand = 1u << 6;
+inline constexpr std::uint64_t kImplicitOdpLength = ~std::uint64_t{0};
+
 struct Pd {
   std::uint32_t handle = 0;
 };
@@ -41,6 +48,7 @@ struct Mr {
   std::uint32_t rkey = 0;
   std::atomic<bool> valid{true};  // cleared by LOCAL_INV / SEND_WITH_INV
   std::uint32_t windows = 0;      // memory windows bound to it (under the table's lock)
+  bool on_demand() const { return (access & kAccessOnDemand) != 0; }
 };
 
 // A memory window: remote access to part of a region, under a key of its own whose low byte
@@ -98,9 +106,15 @@ class MrTable {
 
   // Resolves an access of `len` bytes at `iova` through `key` by QP `qpn` of `pd` needing
   // `access` (0 for a local read). A window's key serves remote access only, and a type 2
-  // window only its QP. On kOk, *host is the host pointer. Hold a Guard while it is used.
+  // window only its QP. On kOk, *host is the host pointer and *on_demand (when given) whether
+  // the memory is an ODP region's, to be copied through core/safe_copy.h. Hold a Guard while
+  // it is used.
   MrCheck resolve(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                  std::uint32_t access, std::uint8_t** host, std::uint32_t qpn = 0) const;
+                  std::uint32_t access, std::uint8_t** host, std::uint32_t qpn = 0,
+                  bool* on_demand = nullptr) const;
+  // Accesses to ODP regions that found their memory unmapped (or read-only), local or remote.
+  void count_odp_fault() const { odp_faults_.fetch_add(1, std::memory_order_relaxed); }
+  std::uint64_t odp_faults() const { return odp_faults_.load(std::memory_order_relaxed); }
   // Invalidate (LOCAL_INV, SEND_WITH_INV): an MR's key, or a bound type 2 window's (which
   // `qpn`, when not 0, must be bound to). False when there is no such key to invalidate.
   bool invalidate(std::uint32_t key, std::uint32_t qpn = 0);
@@ -133,7 +147,9 @@ class MrTable {
   bool key_taken(std::uint32_t k) const;  // by a region, or by a window's handle
   void unbind(Mw& w);
   MrCheck resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                     std::uint32_t access, std::uint8_t** host, std::uint32_t qpn) const;
+                     std::uint32_t access, std::uint8_t** host, std::uint32_t qpn,
+                     bool* on_demand) const;
+  mutable std::atomic<std::uint64_t> odp_faults_{0};
   mutable std::shared_mutex mutex_;
   std::unordered_map<std::uint32_t, std::shared_ptr<Mr>> keys_;
   std::unordered_map<std::uint32_t, Mw> windows_;  // by handle (key >> 8)

@@ -107,7 +107,8 @@ bool MrTable::has_windows(const Pd* pd) const {
 }
 
 MrCheck MrTable::resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova, std::uint64_t len,
-                            std::uint32_t access, std::uint8_t** host, std::uint32_t qpn) const {
+                            std::uint32_t access, std::uint8_t** host, std::uint32_t qpn,
+                            bool* on_demand) const {
   // Under the caller's Guard, as resolve.
   if (!(access & kRemoteAccess)) return MrCheck::kBadKey;  // local access names regions only
   auto it = windows_.find(key >> 8);
@@ -121,6 +122,7 @@ MrCheck MrTable::resolve_mw(std::uint32_t key, const Pd* pd, std::uint64_t iova,
   const Mr& mr = *w.mr;
   if (!mr.valid.load(std::memory_order_acquire)) return MrCheck::kInvalidated;
   *host = mr.addr + (w.base - mr.iova) + (iova - w.iova);
+  if (on_demand) *on_demand = mr.on_demand();
   return MrCheck::kOk;
 }
 

@@ -49,8 +49,11 @@ std::shared_ptr<Mr> Objects::reg_mr(Pd* pd, void* addr, std::uint64_t length, st
                                     std::uint32_t access, int* err) {
   // Remote write or atomic access needs local write (IBTA 10.6.3.1).
   const bool remote_write = (access & (kAccessRemoteWrite | kAccessRemoteAtomic)) != 0;
-  if ((remote_write && !(access & kAccessLocalWrite)) || length > attr_.max_mr_size ||
-      (!addr && length)) {
+  // Implicit ODP: the whole address space, at iova 0 (the host address is the iova).
+  const bool implicit =
+      (access & kAccessOnDemand) && !addr && length == kImplicitOdpLength && iova == 0;
+  if ((remote_write && !(access & kAccessLocalWrite)) ||
+      (!implicit && (length > attr_.max_mr_size || (!addr && length)))) {
     set(err, EINVAL);
     return nullptr;
   }

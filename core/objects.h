@@ -31,7 +31,8 @@ class Objects {
   Pd* alloc_pd();
   int dealloc_pd(Pd* pd);  // EBUSY while a QP, SRQ, AH or memory window uses it; EINVAL: unknown
   // EINVAL: remote write/atomic without local write, longer than max_mr_size, or no address for
-  // a nonzero length; ENOMEM: out of keys. `err` may be null.
+  // a nonzero length (but implicit ODP: kAccessOnDemand, addr 0, kImplicitOdpLength, iova 0);
+  // ENOMEM: out of keys. `err` may be null.
   std::shared_ptr<Mr> reg_mr(Pd* pd, void* addr, std::uint64_t length, std::uint64_t iova,
                              std::uint32_t access, int* err);
   int dereg_mr(std::uint32_t lkey);  // EBUSY while memory windows are bound to it

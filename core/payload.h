@@ -1,5 +1,6 @@
 // Copies between a message and the memory its scatter/gather list names, through
-// the MR table's checks (lkey, PD, access, bounds).
+// the MR table's checks (lkey, PD, access, bounds); an on-demand paging region's memory
+// fault-safely (core/safe_copy.h), its unmapped pages a kLocProtErr.
 #pragma once
 
 #include <cstdint>

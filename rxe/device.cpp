@@ -168,6 +168,7 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.dropped_bad_opcode += c.dropped_bad_opcode;
   sum.placed_sent += c.placed_sent;
   sum.placed_received += c.placed_received;
+  sum.resp_remote_access_errors += c.resp_remote_access_errors;
   sum.np_ecn_marked_roce_packets += c.np_ecn_marked_roce_packets;
   sum.np_cnp_sent += c.np_cnp_sent;
   sum.rp_cnp_handled += c.rp_cnp_handled;
@@ -218,6 +219,8 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"placed_sent", q.placed_sent},
       {"placed_rcvd", q.placed_received},
       {"placed_refused", placement_refused_.load()},
+      {"resp_remote_access_errors", q.resp_remote_access_errors},
+      {"odp_faults", mrs_.odp_faults()},
       {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
       {"np_cnp_sent", q.np_cnp_sent},
       {"rp_cnp_handled", q.rp_cnp_handled},

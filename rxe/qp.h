@@ -81,6 +81,8 @@ struct QpCounters {
   // Direct placement: RDMA WRITE packets whose payload this QP wrote into the peer itself, and
   // packets it received so placed (their payload not copied again).
   std::uint64_t placed_sent = 0, placed_received = 0;
+  // Remote access error NAKs this QP's responder sent (mlx5's resp_remote_access_errors).
+  std::uint64_t resp_remote_access_errors = 0;
   // Congestion control (mlx5's names): CE-marked packets received and CNPs sent for them
   // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
   std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,

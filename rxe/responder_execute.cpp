@@ -6,6 +6,7 @@
 
 #include "rxe/device.h"
 #include "core/payload.h"
+#include "core/safe_copy.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/responder.h"
@@ -77,13 +78,17 @@ RxVerdict Qp::execute_write(const InboundRequest& rq) {
   if (rq.n) {
     MrTable::Guard g(dev_.mrs());
     std::uint8_t* host = nullptr;
+    bool on_demand = false;
     const MrCheck c = dev_.mrs().resolve(write_rkey_, pd_, write_va_ + cur_offset_, rq.n,
-                                         kAccessRemoteWrite, &host, qpn_);
+                                         kAccessRemoteWrite, &host, qpn_, &on_demand);
     if (c != MrCheck::kOk) return fail_placement(rq, nak_for(c), WcStatus::kSuccess);
     if (rq.raw.placed) {
       ++counters_.placed_received;  // its sender wrote it already (direct placement)
-    } else {
+    } else if (!on_demand) {
       std::memcpy(host, rq.pkt.payload.data(), rq.n);
+    } else if (!core::fault_safe_write(host, rq.pkt.payload.data(), rq.n)) {
+      dev_.mrs().count_odp_fault();  // an ODP region's page unmapped under the write
+      return fail_placement(rq, wire::syndrome::kNakRemoteAccess, WcStatus::kSuccess);
     }
   }
   cur_offset_ += rq.n;
@@ -118,8 +123,16 @@ RxVerdict Qp::execute_atomic(const InboundRequest& rq) {
   {
     MrTable::Guard g(dev_.mrs());
     std::uint8_t* host = nullptr;
-    const MrCheck c = dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host, qpn_);
+    bool on_demand = false;
+    const MrCheck c =
+        dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host, qpn_, &on_demand);
     if (c != MrCheck::kOk) return fail_request(rq, nak_for(c));
+    // An ODP region: its (8-byte aligned, so one page's) word probed first. A page unmapped by
+    // another thread between the probe and the atomic is the window docs/verbs-abi.md names.
+    if (on_demand && !core::fault_safe_probe_writable(host)) {
+      dev_.mrs().count_odp_fault();
+      return fail_request(rq, wire::syndrome::kNakRemoteAccess);
+    }
     std::atomic_ref<std::uint64_t> target(*reinterpret_cast<std::uint64_t*>(host));
     if (rq.pkt.hdr.bth.opcode == wire::op::kRcCompareSwap) {
       orig = a.compare;

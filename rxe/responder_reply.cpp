@@ -6,6 +6,7 @@
 
 #include "rxe/device.h"
 #include "core/payload.h"
+#include "core/safe_copy.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/segment.h"
@@ -56,6 +57,7 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
 
 void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status) {
   if (type_ == QpType::kRc) send_ack(nak_syndrome, psn);
+  if (nak_syndrome == wire::syndrome::kNakRemoteAccess) ++counters_.resp_remote_access_errors;
   if (have_wqe_ && recv_status != WcStatus::kSuccess) fail_recv_wqe(recv_status);
   const AsyncEventType ev = nak_syndrome == wire::syndrome::kNakRemoteAccess
                                 ? AsyncEventType::kQpAccessErr
@@ -134,14 +136,21 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     if (n) {
       MrTable::Guard g(dev_.mrs());
       std::uint8_t* host = nullptr;
-      if (dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host, qpn_) !=
-          MrCheck::kOk) {
-        // The region went away under the read: remote access error, as hardware.
+      bool on_demand = false;
+      bool ok = dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host, qpn_,
+                                   &on_demand) == MrCheck::kOk;
+      if (ok && on_demand && !core::fault_safe_read(p->data + *hl, host, n)) {
+        dev_.mrs().count_odp_fault();  // an ODP region's page unmapped under the read
+        ok = false;
+      } else if (ok && !on_demand) {
+        std::memcpy(p->data + *hl, host, n);
+      }
+      if (!ok) {
+        // The region (or its memory) went away under the read: remote access error, as hardware.
         r.active = false;
         responder_error(syndrome::kNakRemoteAccess, r.next_psn, WcStatus::kSuccess);
         return false;
       }
-      std::memcpy(p->data + *hl, host, n);
     }
     const std::uint8_t pad = roce_pad(n);
     std::memset(p->data + *hl + n, 0, pad + kIcrcLen);

@@ -86,6 +86,7 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   a.completion_timestamp_mask = ~uint64_t{0};
   a.hca_core_clock = 1'000'000;  // kHz: timestamps are nanoseconds
   a.raw_packet_caps = 0;
+  fill_odp_caps(ctx, a);
   std::memcpy(attr, &a, std::min(attr_size, sizeof a));
   return 0;
 }
@@ -192,6 +193,7 @@ ibv_context* ibv_open_device(ibv_device* device) {
   ctx->vctx.query_port = query_port_impl;
   ctx->vctx.query_device_ex = query_device_ex_impl;
   ctx->vctx.query_rt_values = query_rt_values_impl;
+  ctx->vctx.advise_mr = advise_mr;
   fill_context_ops(ctx);
   ++d->refcount;
   return &c;

@@ -73,6 +73,12 @@ const Provider& iwarp_provider();  // softiwarp0: verbs/provider_iwarp.cpp
 void fill_common_attr(const core::DeviceAttr& r, std::uint64_t node_guid, ibv_device_attr& a);
 // The port attributes both devices share: active, Ethernet, 4X EDR, 2 GiB messages.
 void fill_common_port_attr(ibv_port_attr& a);
+// On-demand paging (verbs/odp_api.cpp): softroce0 only, where the kernel allows fault-safe
+// copies (core/safe_copy.h); its odp_caps (zero elsewhere), and ibv_advise_mr.
+bool odp_supported(ibv_context* c);
+void fill_odp_caps(ibv_context* c, ibv_device_attr_ex& a);
+int advise_mr(ibv_pd* pd, ibv_advise_mr_advice advice, std::uint32_t flags, ibv_sge* sg_list,
+              std::uint32_t num_sge);
 
 // What the core lends the providers (verbs/qp_api.cpp): a SoftQp for an engine QP of number
 // `qpn` made from `a`, with the capabilities it got.

@@ -28,15 +28,17 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
   constexpr unsigned kRdma = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                              IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
   // Memory windows on softroce0 only (verbs/mw_api.cpp).
+  // On-demand paging where the device offers it (verbs/odp_api.cpp).
+  const unsigned odp = odp_supported(pd->context) ? IBV_ACCESS_ON_DEMAND : 0;
   const unsigned known = kRdma | IBV_ACCESS_RELAXED_ORDERING | IBV_ACCESS_OPTIONAL_RANGE |
-                         provider(pd->context).extra_mr_access();
+                         provider(pd->context).extra_mr_access() | odp;
   if (access & ~known) {
-    // Zero-based, on-demand paging, huge-page hints (and windows on softiwarp0) are not
+    // Zero-based, huge-page hints (and windows and on-demand paging on softiwarp0) are not
     // implemented.
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
-  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND);
+  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND);
   auto mr = objects(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
@@ -103,6 +105,13 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
       (flags & IBV_REREG_MR_CHANGE_ACCESS) ? static_cast<unsigned>(access) : m->rxe->access;
   if ((acc & (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_ATOMIC)) &&
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  // A region stays on-demand or not (its copies depend on it), and an implicit one covers the
+  // whole address space: no new translation.
+  const bool was_odp = m->rxe->on_demand();
+  if (was_odp != ((acc & IBV_ACCESS_ON_DEMAND) != 0) ||
+      (was_odp && newaddr && m->rxe->length == core::kImplicitOdpLength)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
   core::MrTable& mrs = objects(mr->context).mrs();
