@@ -36,9 +36,11 @@ long long counter(const char* name, pid_t pid = getpid()) {
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
-  const std::string path = "softrdma-mon/" + std::to_string(pid);
-  std::memcpy(a.sun_path + 1, path.data(), path.size());
-  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + path.size());
+  // monitor/endpoint.h: /tmp/.softrdma-mon-<uid>/<pid>
+  const std::string path =
+      "/tmp/.softrdma-mon-" + std::to_string(getuid()) + "/" + std::to_string(pid);
+  std::memcpy(a.sun_path, path.data(), path.size());
+  const auto len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
   std::string report;
   if (connect(fd, reinterpret_cast<sockaddr*>(&a), len) == 0) {
     char buf[4096];
