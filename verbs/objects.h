@@ -14,6 +14,7 @@
 
 #include "rxe/device.h"
 #include "verbs/engine.h"
+#include "verbs/ibta15.h"
 #include "verbs/provider.h"
 
 namespace softrdma::verbs {
@@ -90,6 +91,8 @@ struct IwQpHooks {
 
 struct SoftQp {
   ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
+  // rdma-core 45's ibv_qp_ex goes on with wr_flush: programs built on its headers find it here.
+  WrFlushFn wr_flush;
   rxe::Qp* rxe;
   iwarp::Qp* iw = nullptr;           // instead of rxe on a softiwarp0 context
   std::shared_ptr<IwQpHooks> hooks;  // softiwarp0 only
@@ -97,6 +100,8 @@ struct SoftQp {
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
   int wr_error = 0;
 };
+
+static_assert(offsetof(SoftQp, wr_flush) == sizeof(ibv_qp_ex));
 
 inline SoftContext* soft(ibv_context* c) {
   return reinterpret_cast<SoftContext*>(reinterpret_cast<char*>(c) -
@@ -162,6 +167,9 @@ inline bool inherited(ibv_context* c) {
 // Shared by the API and the data path.
 void fill_context_ops(SoftContext* ctx);
 void fill_qp_ex_ops(ibv_qp_ex* qpx);
+// SoftQp::wr_flush (verbs/datapath.cpp).
+void wr_flush_op(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
+                 uint8_t level);
 void fill_cq_ex_ops(ibv_cq_ex* cqx);
 void fill_mw_ops(SoftContext* ctx);  // softroce0's memory windows (verbs/mw_api.cpp)
 // A BIND_MW work request's window fields: `mw` to get key `rkey` over `info`.

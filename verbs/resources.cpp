@@ -36,7 +36,7 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
-  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND);
+  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND | kIbvAccessFlushGlobal);
   auto mr = objects(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
