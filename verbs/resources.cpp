@@ -105,6 +105,13 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
       !(acc & IBV_ACCESS_LOCAL_WRITE)) {
     return IBV_REREG_MR_ERR_INPUT;
   }
+  // FLUSH access as ibv_reg_mr takes it: global visibility where the device has it, never
+  // persistence (docs/verbs-abi.md).
+  if ((acc & kIbvAccessFlushPersistent) ||
+      ((acc & kIbvAccessFlushGlobal) &&
+       !(provider(mr->context).extra_mr_access() & kIbvAccessFlushGlobal))) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
   core::MrTable& mrs = objects(mr->context).mrs();
   if (!mrs.rereg(mr->lkey, newpd, newaddr, length, reinterpret_cast<uint64_t>(addr), acc)) {
     return IBV_REREG_MR_ERR_INPUT;

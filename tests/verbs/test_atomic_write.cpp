@@ -115,6 +115,10 @@ TEST(PlacementDevice, SoftroceReportsAtomicWriteAndGlobalFlushOnly) {
   ibv_mr* mr = ibv_reg_mr(pd, mem.data(), mem.size(),
                           static_cast<int>(IBV_ACCESS_LOCAL_WRITE | kIbvAccessFlushGlobal));
   ASSERT_NE(mr, nullptr);
+  // Nor can it be had by re-registering.
+  EXPECT_EQ(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, nullptr, nullptr, 0,
+                         static_cast<int>(IBV_ACCESS_LOCAL_WRITE | kIbvAccessFlushPersistent)),
+            IBV_REREG_MR_ERR_INPUT);
   ibv_dereg_mr(mr);
   ibv_dealloc_pd(pd);
   ibv_close_device(roce);
