@@ -20,6 +20,11 @@ namespace softrdma::cm {
 // Starts the agent on first use (takes the lock itself). nullptr context and errno set
 // when the device cannot start.
 ibv_context* agent_context();
+// The partition rdma_cm uses (partition.cpp): the P_Key at index 0 of the port's table (0xFFFF
+// on iWARP), host order; and the index of the table entry of `ctx` that matches `pkey` (IBTA
+// 10.9.3: low 15 bits equal, one side a full member), or -1.
+std::uint16_t cm_partition();
+int pkey_index_for(ibv_context* ctx, std::uint16_t pkey);
 ibv_pd* agent_pd();
 const wire::Gid16& agent_gid();
 // agent_gid()'s index in the port's GID table: the sgid_index of rdma_cm's address vectors.

@@ -261,7 +261,7 @@ int rdma_resolve_route(rdma_cm_id* id, int timeout_ms) {
     p.traffic_class = c->tos;
     p.reversible = 1;
     p.numb_path = 1;
-    p.pkey = htons(0xFFFF);
+    p.pkey = htons(cm_partition());
     p.mtu_selector = 2;  // exactly
     p.mtu = static_cast<std::uint8_t>(mtu);
     p.rate_selector = 2;

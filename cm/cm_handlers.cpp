@@ -139,7 +139,8 @@ void on_message(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid)
   if (in.refused) reject(wire::rej_reason::kInvalidServiceId);
   if (!in.child) return;
   CmId* c = in.child;
-  c->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+  // The partition the REQ names: its QP takes the table entry that matches it (init_qp_attr).
+  c->id.route.addr.addr.ibaddr.pkey = htons(m.pkey);
   c->tos = m.primary.traffic_class;
   c->remote_comm_id = m.local_comm_id;
   c->local_comm_id = random_u32();

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 
 #include "cm/agent_internal.h"
 
@@ -21,6 +22,15 @@ void on_timeout(CmId* id) {
     case State::kReqSent:
     case State::kRepSent:
     case State::kSidrReqSent:
+      if (id->state != State::kRepSent && cm_partition() != 0xFFFF) {
+        // On a partition of its own, the likeliest cause: a peer that is not a member of it
+        // drops the MADs (IBTA 10.9.3; its drop_bad_pkey counts them), as a NIC would.
+        std::fprintf(stderr,
+                     "softrdma: rdma_cm: no answer to the connection request on partition "
+                     "0x%04x (P_Key index 0 of --pkeys) after %d retries: a peer whose P_Key "
+                     "table lacks that partition drops it; RDMA_CM_EVENT_UNREACHABLE\n",
+                     cm_partition(), kMaxCmRetries);
+      }
       id->state = State::kClosed;
       if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_UNREACHABLE, -ETIMEDOUT));
       break;

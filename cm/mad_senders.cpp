@@ -83,6 +83,7 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.local_cm_response_timeout = kRespTimeoutCode;
   m.retry_count = id->retry_count & 7;
   m.path_mtu = id->path_mtu;
+  m.pkey = cm_partition();  // the partition of the connection, which the MADs travel on too
   m.rnr_retry_count = id->rnr_retry_count & 7;
   m.max_cm_retries = kMaxCmRetries;
   m.srq = id->id.qp ? id->id.qp->srq != nullptr : id->srq;

@@ -13,8 +13,13 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
   const bool ud = id->id.qp_type == IBV_QPT_UD;
   const bool rc = id->id.qp_type == IBV_QPT_RC;
   switch (attr->qp_state) {
-    case IBV_QPS_INIT:
-      attr->pkey_index = 0;
+    case IBV_QPS_INIT: {
+      // The id's partition (a REQ's, or ours): its entry in the table, or none (EINVAL).
+      const std::uint16_t pkey = ntohs(id->id.route.addr.addr.ibaddr.pkey);
+      const int index =
+          pkey == 0 ? 0 : pkey_index_for(id->id.verbs ? id->id.verbs : agent().ctx, pkey);
+      if (index < 0) return EINVAL;
+      attr->pkey_index = static_cast<std::uint16_t>(index);
       attr->port_num = 1;
       *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
       if (ud) {
@@ -32,6 +37,7 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
         *mask |= IBV_QP_ACCESS_FLAGS;
       }
       return 0;
+    }
     case IBV_QPS_RTR:
       *mask = IBV_QP_STATE;
       if (ud) return 0;

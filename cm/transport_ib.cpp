@@ -21,7 +21,7 @@ class IbCm final : public Transport {
     std::memcpy(&id->id.route.addr.src_storage, addr, addr_len(addr));
     set_port(&id->id.route.addr.src_addr, port);
     std::memcpy(id->id.route.addr.addr.ibaddr.sgid.raw, agent_gid().data(), 16);
-    id->id.route.addr.addr.ibaddr.pkey = htons(0xFFFF);
+    id->id.route.addr.addr.ibaddr.pkey = htons(cm_partition());
     watch_registry(id);
     return 0;
   }

@@ -45,6 +45,8 @@ enum class WcOpcode : std::uint8_t {
   kFetchAdd = 4,
   kBindMw = 5,
   kLocalInv = 6,
+  kFlush = 8,        // IBTA 1.5 A19 (rdma-core 45's IBV_WC_FLUSH)
+  kAtomicWrite = 9,  // IBTA 1.5 A19 (IBV_WC_ATOMIC_WRITE)
   kRecv = 128,
   kRecvRdmaWithImm = 129,
 };
@@ -63,6 +65,8 @@ enum class WrOpcode : std::uint8_t {
   kBindMw = 8,
   kSendWithInv = 9,
   kTso = 10,
+  kFlush = 14,        // IBTA 1.5 A19 (rdma-core 45's IBV_WR_FLUSH)
+  kAtomicWrite = 15,  // IBTA 1.5 A19 (IBV_WR_ATOMIC_WRITE)
 };
 
 enum SendFlags : std::uint32_t {
@@ -79,6 +83,8 @@ enum Access : std::uint32_t {
   kAccessRemoteAtomic = 1u << 3,
   kAccessMwBind = 1u << 4,
   kAccessZeroBased = 1u << 5,
+  kAccessFlushGlobal = 1u << 8,      // FLUSH to global visibility may target it (IBTA 1.5 A19)
+  kAccessFlushPersistent = 1u << 9,  // FLUSH to persistence may target it
 };
 
 // Two P_Keys match when their low 15 bits are equal (and not 0) and at least one of them is a
@@ -172,6 +178,10 @@ struct SendWr {
   // atomics
   std::uint64_t compare_add = 0;
   std::uint64_t swap = 0;
+  // FLUSH (its target is remote_addr and rkey): the length of the range, the placement type
+  // (wire::flush::kGlobal, kPersistent) and the selectivity level (kRange, kRegion)
+  std::uint64_t flush_length = 0;
+  std::uint8_t flush_type = 0, flush_level = 0;
   // UD
   std::uint32_t ah = 0;  // address handle id
   std::uint32_t remote_qpn = 0;

@@ -23,6 +23,34 @@ std::string icrc_str(std::uint32_t icrc) {
   return buf;
 }
 
+// ATOMIC WRITE (IBTA 1.5 A19): a RETH of DMA length 8 and 8 bytes of payload, at an 8-byte
+// aligned address.
+template <class Add>
+void check_atomic_write(const wire::RocePacket& pkt, const Add& add) {
+  const wire::Reth& reth = *pkt.hdr.reth;
+  if (reth.dma_len != wire::kAtomicWriteLen || pkt.payload.size() != wire::kAtomicWriteLen) {
+    add("roce.atomic_write", "RETH DMA length 8 and 8 bytes of payload",
+        "DMA length " + std::to_string(reth.dma_len) + ", " + bytes_str(pkt.payload.size()));
+  }
+  if (reth.va & 7) add("roce.atomic_alignment", "VA aligned to 8 bytes", hex(reth.va, 16));
+}
+
+// FETH (IBTA 1.5 A19): placement type global visibility (1), persistence (2) or both; level 0
+// (the RETH's range) or 1 (the whole region); the other bits reserved.
+template <class Add>
+void check_feth(const wire::Feth& f, const Add& add) {
+  if (f.placement == 0 || (f.placement & ~3u)) {
+    add("roce.feth", "placement type 1 (global), 2 (persistent) or 3", std::to_string(f.placement));
+  }
+  if (f.selectivity > wire::flush::kRegion) {
+    add("roce.feth", "selectivity level 0 (range) or 1 (memory region)",
+        std::to_string(f.selectivity));
+  }
+  if (f.reserved != 0) {
+    add("roce.feth_reserved", "0 in FETH bits 31-6", hex(f.reserved, 8));
+  }
+}
+
 }  // namespace
 
 void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& report) {
@@ -84,6 +112,8 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
     if (pkt->hdr.atomic_eth && (pkt->hdr.atomic_eth->va & 7) != 0) {
       add("roce.atomic_alignment", "VA aligned to 8 bytes", hex(pkt->hdr.atomic_eth->va, 16));
     }
+    if (info.kind == OpKind::kAtomicWrite) check_atomic_write(*pkt, add);
+    if (pkt->hdr.feth) check_feth(*pkt->hdr.feth, add);
     if (pkt->hdr.aeth && aeth_kind(pkt->hdr.aeth->syndrome) == AethKind::kReserved) {
       add("roce.aeth_syndrome", "ACK, RNR NAK or NAK", hex(pkt->hdr.aeth->syndrome, 2));
     }

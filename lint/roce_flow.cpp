@@ -474,8 +474,11 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     }
   }
 
-  // Outstanding reads and atomics, answered by responses.
-  if (info.kind == OpKind::kReadRequest && pkt.hdr.reth) {
+  // Outstanding reads and atomics, answered by responses. ATOMIC WRITE and FLUSH (IBTA 1.5
+  // A19) are answered as a read of no bytes is: one RDMA READ response ONLY, without payload.
+  const bool empty_read = info.kind == OpKind::kAtomicWrite || info.kind == OpKind::kFlush;
+  if ((info.kind == OpKind::kReadRequest || empty_read) && pkt.hdr.reth) {
+    const std::uint32_t len = empty_read ? 0 : pkt.hdr.reth->dma_len;
     if (f.reads.size() > kMaxOutstanding) {
       f.reads.clear();  // lost track: responses without a read are no longer judged
       f.overflow = true;
@@ -484,8 +487,8 @@ void RoceFlowChecker::on_request(std::uint64_t frame_no, const std::string& wher
     // A resent read (or a second copy of one, or a resend of one the capture did not show)
     // may be answered after later PSNs: a responder may abandon responses when requests are
     // resent, so only reads sent once are held to PSN order.
-    if (fresh || it->second.answered || it->second.len != pkt.hdr.reth->dma_len) {
-      it->second = Flow::Read{pkt.hdr.reth->dma_len, frame_no};
+    if (fresh || it->second.answered || it->second.len != len) {
+      it->second = Flow::Read{len, frame_no};
     }
     it->second.resent |= retransmission;
   } else if (info.kind == OpKind::kAtomic) {

@@ -133,7 +133,10 @@ std::uint32_t trace_class_of(std::uint8_t opcode) {
       return kTraceRead;
     case wire::OpKind::kAtomic:
     case wire::OpKind::kAtomicAck:
+    case wire::OpKind::kAtomicWrite:
       return kTraceAtomic;
+    case wire::OpKind::kFlush:  // (both answered by a read response, class "read")
+      return kTraceWrite;
     case wire::OpKind::kAck:
       return kTraceAck;
     case wire::OpKind::kCnp:

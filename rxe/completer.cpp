@@ -35,6 +35,10 @@ WcOpcode wc_opcode(WrOpcode op) {
       return WcOpcode::kLocalInv;
     case WrOpcode::kBindMw:
       return WcOpcode::kBindMw;
+    case WrOpcode::kAtomicWrite:
+      return WcOpcode::kAtomicWrite;
+    case WrOpcode::kFlush:
+      return WcOpcode::kFlush;
     default:
       return WcOpcode::kSend;
   }
@@ -66,9 +70,8 @@ void Qp::complete_send(SendWqe& w) {
   wc.qp_num = qpn_;
   wc.post_ns = w.post_ns;
   if (w.status == WcStatus::kSuccess) {
-    wc.byte_len = w.is_read_or_atomic() && w.opcode != WrOpcode::kRdmaRead
-                      ? 8
-                      : static_cast<std::uint32_t>(w.length);
+    // Atomics 8 (checked at post), ATOMIC WRITE 8, FLUSH its range's length (as rxe).
+    wc.byte_len = static_cast<std::uint32_t>(w.length);
   }
   // An unreliable send is complete once its last packet has left: inside a progress pass
   // that is at the pass's transmit, so the completion waits for it like a receive does
@@ -195,7 +198,8 @@ bool Qp::on_read_or_atomic_response(const wire::RocePacket& pkt) {
   if (!target) return false;
   SendWqe& w = *target;
   const bool atomic_ack = pkt.info->kind == wire::OpKind::kAtomicAck;
-  if (atomic_ack != (w.opcode != WrOpcode::kRdmaRead) || !w.is_read_or_atomic()) {
+  const bool wants_atomic_ack = w.opcode != WrOpcode::kRdmaRead && !w.answered_by_empty_read();
+  if (atomic_ack != wants_atomic_ack || !w.is_read_or_atomic()) {
     fail_head(WcStatus::kBadRespErr);
     return false;
   }
@@ -209,6 +213,13 @@ bool Qp::on_read_or_atomic_response(const wire::RocePacket& pkt) {
     std::uint8_t buf[8];
     std::memcpy(buf, &orig, 8);  // host order into the local buffer, as verbs expects
     if (!place_response(w, 0, buf, 8)) return false;
+    w.done = true;
+  } else if (w.answered_by_empty_read()) {
+    // ATOMIC WRITE, FLUSH: one RDMA READ response ONLY, without payload.
+    if (pkt.info->seg != wire::Seg::kOnly || !pkt.payload.empty()) {
+      fail_head(WcStatus::kBadRespErr);
+      return false;
+    }
     w.done = true;
   } else {
     const auto n = static_cast<std::uint32_t>(pkt.payload.size());

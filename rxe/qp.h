@@ -47,6 +47,7 @@ struct SendWqe {
   std::uint64_t remote_addr = 0;
   std::uint32_t rkey = 0;
   std::uint64_t compare_add = 0, swap = 0;
+  std::uint8_t flush_type = 0, flush_level = 0;  // FLUSH: the FETH's placement type and level
   MwBind bind;  // BIND_MW
   // UD destination
   AhAttr av;
@@ -66,9 +67,14 @@ struct SendWqe {
   bool gap_retried = false;      // a retry for resp_psn is already under way
   std::uint64_t atomic_orig = 0;
   std::uint64_t post_ns = 0;  // steady clock at post_send, when the device samples latency
+  // READs, atomics, ATOMIC WRITE and FLUSH: answered by responses, counted in max_rd_atomic.
   bool is_read_or_atomic() const {
     return opcode == WrOpcode::kRdmaRead || opcode == WrOpcode::kAtomicCmpAndSwp ||
-           opcode == WrOpcode::kAtomicFetchAndAdd;
+           opcode == WrOpcode::kAtomicFetchAndAdd || answered_by_empty_read();
+  }
+  // ATOMIC WRITE and FLUSH (IBTA 1.5 A19): one request packet, one zero-length read response.
+  bool answered_by_empty_read() const {
+    return opcode == WrOpcode::kAtomicWrite || opcode == WrOpcode::kFlush;
   }
   bool is_local() const { return opcode == WrOpcode::kLocalInv || opcode == WrOpcode::kBindMw; }
 };
@@ -154,6 +160,12 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   RxVerdict check_target(const InboundRequest& rq);  // RETH/AtomicETH: access, rkey, bounds
   RxVerdict check_write_target(const InboundRequest& rq);
   RxVerdict check_read_target(const InboundRequest& rq);
+  // ATOMIC WRITE and FLUSH (responder_placement.cpp): their checks, execution and duplicates.
+  RxVerdict check_atomic_write_target(const InboundRequest& rq);
+  RxVerdict check_flush_target(const InboundRequest& rq);
+  RxVerdict execute_atomic_write(const InboundRequest& rq);
+  RxVerdict execute_flush(const InboundRequest& rq);
+  void duplicate_placement(const InboundRequest& rq);
   RxVerdict check_resources(const InboundRequest& rq);  // a receive WQE, or an RNR NAK
   RxVerdict execute_request(const InboundRequest& rq);
   RxVerdict execute_send(const InboundRequest& rq);
@@ -183,6 +195,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
                std::uint64_t orig = 0);
   void send_ack(std::uint8_t syndrome, std::uint32_t psn);
   void send_atomic_ack(std::uint32_t psn, std::uint64_t orig);
+  // Queues / sends the answer to an ATOMIC WRITE or a FLUSH: an RDMA READ response ONLY of
+  // no payload, with an ACK in its AETH (IBTA 1.5 A19, as rxe answers them).
+  void respond_empty_read(std::uint32_t psn);
+  void send_empty_read_response(std::uint32_t psn);
   void send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
                         std::optional<std::uint64_t> atomic_orig);
   void responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status);

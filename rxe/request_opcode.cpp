@@ -18,7 +18,7 @@ struct RequestShape {
   std::uint8_t atomic_opcode = 0;
 };
 
-constexpr std::size_t kWrOpcodes = static_cast<std::size_t>(WrOpcode::kTso) + 1;
+constexpr std::size_t kWrOpcodes = static_cast<std::size_t>(WrOpcode::kAtomicWrite) + 1;
 
 constexpr std::array<RequestShape, kWrOpcodes> make_shapes() {
   std::array<RequestShape, kWrOpcodes> t{};
@@ -31,6 +31,8 @@ constexpr std::array<RequestShape, kWrOpcodes> make_shapes() {
   at(WrOpcode::kRdmaRead) = {OpKind::kReadRequest, 0, 0};
   at(WrOpcode::kAtomicCmpAndSwp) = {OpKind::kAtomic, 0, wire::op::kRcCompareSwap};
   at(WrOpcode::kAtomicFetchAndAdd) = {OpKind::kAtomic, 0, wire::op::kRcFetchAdd};
+  at(WrOpcode::kAtomicWrite) = {OpKind::kAtomicWrite, 0, 0};  // RC only: the table has no UC one
+  at(WrOpcode::kFlush) = {OpKind::kFlush, 0, 0};
   return t;
 }
 

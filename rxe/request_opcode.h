@@ -16,8 +16,8 @@ namespace softrdma::rxe {
 // none where the transport has no such packet.
 std::optional<std::uint8_t> request_opcode(QpType type, WrOpcode op, bool first, bool last);
 
-// The operation a work request sends (kSend, kWrite, kReadRequest, kAtomic; kNone for the
-// local ones).
+// The operation a work request sends (kSend, kWrite, kReadRequest, kAtomic, kAtomicWrite,
+// kFlush; kNone for the local ones).
 wire::OpKind request_kind(WrOpcode op);
 
 }  // namespace softrdma::rxe

@@ -119,7 +119,7 @@ bool Qp::run_send(Clock::time_point now) {
       }
       w.started = true;
       w.first_psn = w.next_psn = w.resp_psn = req_psn_;
-      w.npkts = (w.opcode == WrOpcode::kAtomicCmpAndSwp || w.opcode == WrOpcode::kAtomicFetchAndAdd)
+      w.npkts = (w.is_read_or_atomic() && w.opcode != WrOpcode::kRdmaRead)
                     ? 1
                     : packets_for(w.length, type_ == QpType::kUd ? 0xFFFFFFFF : mtu_);
       w.last_psn = psn_add(w.first_psn, w.npkts - 1);
@@ -233,13 +233,16 @@ bool Qp::compose_request(const SendWqe& w, RequestPacket& rp) const {
         type_ == QpType::kUd ? remaining : std::min<std::uint64_t>(mtu_, remaining));
     first = rp.off == 0;
     rp.last = rp.off + rp.n == w.length;
+  } else if (kind == OpKind::kAtomicWrite) {
+    rp.n = static_cast<std::uint32_t>(kAtomicWriteLen);  // its one packet carries the 8 bytes
   }
   const auto opcode = request_opcode(type_, w.opcode, first, rp.last);
   if (!opcode) return false;
   h.bth.opcode = *opcode;
   // The extended headers are those the opcode table names for it.
-  const std::uint8_t ext = roce_opcode_info(*opcode).headers;
+  const std::uint16_t ext = roce_opcode_info(*opcode).headers;
   if (ext & kDeth) h.deth = Deth{w.remote_qkey, 0, qpn_};
+  if (ext & kFeth) h.feth = Feth{w.flush_type, w.flush_level, 0};
   if (ext & kReth) {  // a WRITE's first packet (off 0), or a READ from what is still missing
     h.reth = Reth{w.remote_addr + rp.off, w.rkey, static_cast<std::uint32_t>(w.length - rp.off)};
   }

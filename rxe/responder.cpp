@@ -93,6 +93,8 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
       epsn_ = psn_add(rq.psn, packets_for(rq.pkt.hdr.reth->dma_len, mtu_));
       return;
     case wire::OpKind::kAtomic:  // answered by its atomic ACK (execute_atomic)
+    case wire::OpKind::kAtomicWrite:  // and these by an empty read response (execute_flush, ...)
+    case wire::OpKind::kFlush:
       epsn_ = psn_add(rq.psn, 1);
       return;
     default:
@@ -152,6 +154,10 @@ void Qp::duplicate_request(const InboundRequest& rq) {
       start_read(rq.psn, reth).duplicate = true;
       return;
     }
+    case wire::OpKind::kAtomicWrite:
+    case wire::OpKind::kFlush:
+      duplicate_placement(rq);
+      return;
     case wire::OpKind::kAtomic:
       for (const RespResource& r : resources_) {
         if (r.kind == RespResource::Kind::kAtomic && r.first_psn == rq.psn) {
@@ -197,6 +203,10 @@ RxVerdict Qp::check_target(const InboundRequest& rq) {
       return check_write_target(rq);
     case wire::OpKind::kReadRequest:
       return check_read_target(rq);
+    case wire::OpKind::kAtomicWrite:
+      return check_atomic_write_target(rq);
+    case wire::OpKind::kFlush:
+      return check_flush_target(rq);
     case wire::OpKind::kAtomic: {
       const wire::AtomicEth& a = *rq.pkt.hdr.atomic_eth;
       if (!(attr_.qp_access_flags & kAccessRemoteAtomic) || resources_.empty() || (a.va & 7)) {

@@ -25,6 +25,10 @@ RxVerdict Qp::execute_request(const InboundRequest& rq) {
       return execute_read(rq);
     case wire::OpKind::kAtomic:
       return execute_atomic(rq);
+    case wire::OpKind::kAtomicWrite:
+      return execute_atomic_write(rq);
+    case wire::OpKind::kFlush:
+      return execute_flush(rq);
     default:
       ++counters_.dropped_bad_opcode;
       return RxVerdict::kIgnore;

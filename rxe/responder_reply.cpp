@@ -55,6 +55,21 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
   send_to_peer(p);
 }
 
+void Qp::send_empty_read_response(std::uint32_t psn) {
+  using namespace wire;
+  netdev::Packet* p = dev_.tx_packet();
+  RoceHeaders h;
+  h.bth.opcode = op::kRcReadResponseOnly;
+  h.bth.pkey = pkey();
+  h.bth.dest_qp = attr_.dest_qp_num;
+  h.bth.psn = psn;
+  h.aeth = Aeth{syndrome::kAckNoCredit, msn_};
+  auto n = build_roce(MutBytes(p->data, p->cap), h, {});
+  if (!n) return;
+  p->len = static_cast<std::uint32_t>(*n);
+  send_to_peer(p);
+}
+
 void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status) {
   if (type_ == QpType::kRc) send_ack(nak_syndrome, psn);
   if (nak_syndrome == wire::syndrome::kNakRemoteAccess) ++counters_.resp_remote_access_errors;
@@ -78,11 +93,16 @@ void Qp::fail_recv_wqe(WcStatus status) {
 
 void Qp::respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic, std::uint64_t orig) {
   // ACKs and NAKs are cumulative: a queued one is replaced by a newer one.
-  if (!atomic && !responses_.empty() && !responses_.back().atomic) {
+  if (!atomic && !responses_.empty() && !responses_.back().atomic &&
+      !responses_.back().empty_read) {
     responses_.back() = Response{syndrome, psn, false, 0};
     return;
   }
   responses_.push_back(Response{syndrome, psn, atomic, orig});
+}
+
+void Qp::respond_empty_read(std::uint32_t psn) {
+  responses_.push_back(Response{wire::syndrome::kAckNoCredit, psn, false, 0, true});
 }
 
 bool Qp::respond_in_order() {
@@ -104,6 +124,8 @@ bool Qp::respond_in_order() {
       responses_.pop_front();
       if (r.atomic) {
         send_atomic_ack(r.psn, r.orig);
+      } else if (r.empty_read) {
+        send_empty_read_response(r.psn);
       } else {
         send_ack(r.syndrome, r.psn);
       }

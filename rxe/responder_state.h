@@ -15,7 +15,8 @@ namespace softrdma::rxe {
 
 // A READ being answered, or an atomic's result kept for duplicates.
 struct RespResource {
-  enum class Kind : std::uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+  // kPlacement: an ATOMIC WRITE or FLUSH done, remembered so that a duplicate is answered again.
+  enum class Kind : std::uint8_t { kFree, kRead, kAtomic, kPlacement } kind = Kind::kFree;
   std::uint32_t first_psn = 0, last_psn = 0;
   // READ
   std::uint64_t va = 0;
@@ -47,6 +48,7 @@ struct ResponderState {
     std::uint32_t psn;
     bool atomic;
     std::uint64_t orig;
+    bool empty_read = false;  // ATOMIC WRITE / FLUSH: a zero-length RDMA READ response ONLY
   };
   std::deque<Response> responses_;  // answers not yet sent, in order
   std::vector<RespResource> resources_;

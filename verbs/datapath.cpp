@@ -26,6 +26,8 @@ int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out) {
   out.opcode = static_cast<core::WrOpcode>(wr->opcode);
   out.send_flags = wr->send_flags;
   if (wr->num_sge < 0) return EINVAL;
+  // ibv_send_wr has no field for a FLUSH's placement type and level: ibv_wr_flush only.
+  if (static_cast<int>(wr->opcode) == kIbvWrFlush) return EINVAL;
   out.sg_list = std::span(reinterpret_cast<const core::Sge*>(wr->sg_list),
                           static_cast<std::size_t>(wr->num_sge));
   switch (wr->opcode) {
@@ -44,6 +46,7 @@ int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out) {
     case IBV_WR_RDMA_WRITE:
     case IBV_WR_RDMA_WRITE_WITH_IMM:
     case IBV_WR_RDMA_READ:
+    case IBV_WR_ATOMIC_WRITE:  // its 8 bytes from the SGE (or inline), as an RDMA WRITE's
       out.remote_addr = wr->wr.rdma.remote_addr;
       out.rkey = wr->wr.rdma.rkey;
       break;
@@ -363,8 +366,19 @@ void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
 void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) {
   wr_unsupported(q);
 }
-void wr_atomic_write(ibv_qp_ex* q, uint32_t, uint64_t, const void*) {
-  wr_unsupported(q);
+// The 8 bytes are read now (the caller may reuse them at once), as inline data.
+void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* atomic_wr) {
+  if (!atomic_wr) {
+    soft(q)->wr_error = EINVAL;
+    return;
+  }
+  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicWrite);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  const auto* b = static_cast<const uint8_t*>(atomic_wr);
+  p.inline_data.assign(b, b + 8);
+  p.sge.assign(1, core::Sge{reinterpret_cast<uint64_t>(p.inline_data.data()), 8, 0});
+  p.wr.send_flags |= IBV_SEND_INLINE;
 }
 void wr_set_ud_addr(ibv_qp_ex* q, ibv_ah* ah, uint32_t qpn, uint32_t qkey) {
   PendingWr* p = cur(q);
@@ -417,6 +431,16 @@ void wr_set_inline_data(ibv_qp_ex* q, void* addr, size_t length) {
 }  // namespace
 
 namespace softrdma::verbs {
+
+void wr_flush_op(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
+                 uint8_t level) {
+  PendingWr& p = begin_wr(q, core::WrOpcode::kFlush);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  p.wr.flush_length = len;
+  p.wr.flush_type = type;
+  p.wr.flush_level = level;
+}
 
 ibv_cq_ex* create_cq_ex_op(ibv_context* context, ibv_cq_init_attr_ex* attr);
 

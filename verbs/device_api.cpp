@@ -80,7 +80,8 @@ int query_device_ex_impl(ibv_context* ctx, const ibv_query_device_ex_input* inpu
   ibv_device_attr_ex a{};
   provider(ctx).query_device(ctx, a.orig_attr);
   // The extended fields that repeat the plain ones, as rdma-core fills them.
-  a.device_cap_flags_ex = static_cast<std::uint64_t>(a.orig_attr.device_cap_flags);
+  a.device_cap_flags_ex =
+      static_cast<std::uint64_t>(a.orig_attr.device_cap_flags) | provider(ctx).cap_flags_ex_high();
   a.phys_port_cnt_ex = a.orig_attr.phys_port_cnt;
   a.max_dm_size = 0;
   a.completion_timestamp_mask = ~uint64_t{0};

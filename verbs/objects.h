@@ -14,6 +14,7 @@
 
 #include "rxe/device.h"
 #include "verbs/engine.h"
+#include "verbs/ibta15.h"
 #include "verbs/provider.h"
 
 namespace softrdma::verbs {
@@ -79,6 +80,8 @@ struct PendingWr {
 
 struct SoftQp {
   ibv_qp_ex qpx;  // qp_base first: applications see &qpx.qp_base
+  // rdma-core 45's ibv_qp_ex goes on with wr_flush: programs built on its headers find it here.
+  WrFlushFn wr_flush;
   // The provider's QP (softroce0: an rxe::Qp, softiwarp0: an iwarp::Qp) and what else it keeps
   // for the QP (softiwarp0: where its events go); only the provider that made them reads them.
   void* transport = nullptr;
@@ -87,6 +90,8 @@ struct SoftQp {
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
   int wr_error = 0;
 };
+
+static_assert(offsetof(SoftQp, wr_flush) == sizeof(ibv_qp_ex));
 
 inline SoftContext* soft(ibv_context* c) {
   return reinterpret_cast<SoftContext*>(reinterpret_cast<char*>(c) -
@@ -153,6 +158,9 @@ inline bool inherited(ibv_context* c) {
 // Shared by the API and the data path.
 void fill_context_ops(SoftContext* ctx);
 void fill_qp_ex_ops(ibv_qp_ex* qpx);
+// SoftQp::wr_flush (verbs/datapath.cpp).
+void wr_flush_op(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
+                 uint8_t level);
 void fill_cq_ex_ops(ibv_cq_ex* cqx);
 void fill_mw_ops(SoftContext* ctx);  // softroce0's memory windows (verbs/mw_api.cpp)
 // A BIND_MW work request's window fields: `mw` to get key `rkey` over `info`.

@@ -34,6 +34,8 @@ class Provider {
   // Device and port attributes, the port's GID and P_Key tables.
   virtual core::Objects& objects(ibv_context* c) const = 0;
   virtual void query_device(ibv_context* c, ibv_device_attr& out) const = 0;
+  // The capability bits of device_cap_flags_ex beyond device_cap_flags' 32 (verbs/ibta15.h).
+  virtual std::uint64_t cap_flags_ex_high() const { return 0; }
   virtual void query_port(ibv_context* c, ibv_port_attr& out) const = 0;
   virtual std::vector<core::Gid> gids(ibv_context* c) const = 0;
   virtual const std::vector<std::uint16_t>& pkeys(ibv_context* c) const = 0;

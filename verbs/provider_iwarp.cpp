@@ -71,8 +71,10 @@ class IwarpProvider final : public Provider {
                     std::uint32_t qpn) const override {
     if (qpn != 0) return fail<ibv_qp>(EOPNOTSUPP);  // no GSI QP on iWARP
     if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) &&
-        (a->send_ops_flags & IBV_QP_EX_WITH_BIND_MW)) {
-      return fail<ibv_qp>(EOPNOTSUPP);  // no memory windows on softiwarp0
+        (a->send_ops_flags &
+         (IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE | kIbvQpExWithFlush))) {
+      // No memory windows on softiwarp0, and no ATOMIC WRITE or FLUSH: RFC 7306 has neither.
+      return fail<ibv_qp>(EOPNOTSUPP);
     }
     int err = 0;
     iwarp::Qp* q =

@@ -153,7 +153,11 @@ class RoceProvider final : public Provider {
     return sendable_gid_index(soft(c));
   }
 
-  unsigned extra_mr_access() const override { return IBV_ACCESS_MW_BIND; }
+  // Windows, and FLUSH to global visibility (never to persistence: docs/verbs-abi.md).
+  unsigned extra_mr_access() const override { return IBV_ACCESS_MW_BIND | kIbvAccessFlushGlobal; }
+  std::uint64_t cap_flags_ex_high() const override {
+    return kIbvDeviceAtomicWrite | kIbvDeviceFlushGlobal;
+  }
   void route_async_events(ibv_context* c) const override {
     static std::once_flag once;
     rxe::Device& d = dev(c);

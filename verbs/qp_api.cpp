@@ -10,11 +10,11 @@ using namespace softrdma::verbs;
 
 namespace {
 
-constexpr uint64_t kSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
-                              IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
-                              IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
-                              IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV |
-                              IBV_QP_EX_WITH_SEND_WITH_INV | IBV_QP_EX_WITH_BIND_MW;
+constexpr uint64_t kSendOps =
+    IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
+    IBV_QP_EX_WITH_SEND_WITH_IMM | IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
+    IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD | IBV_QP_EX_WITH_LOCAL_INV | IBV_QP_EX_WITH_SEND_WITH_INV |
+    IBV_QP_EX_WITH_BIND_MW | IBV_QP_EX_WITH_ATOMIC_WRITE | kIbvQpExWithFlush;
 
 void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a, std::uint32_t qpn) {
   ibv_qp& qp = s->qpx.qp_base;
@@ -31,6 +31,7 @@ void init_ibv_qp(SoftQp* s, ibv_context* context, const ibv_qp_init_attr_ex* a, 
   pthread_mutex_init(&qp.mutex, nullptr);
   pthread_cond_init(&qp.cond, nullptr);
   fill_qp_ex_ops(&s->qpx);
+  s->wr_flush = wr_flush_op;
   s->qpx.comp_mask = 0;
 }
 

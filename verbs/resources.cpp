@@ -38,7 +38,8 @@ ibv_mr* reg_mr_common(ibv_pd* pd, void* addr, size_t length, uint64_t iova, unsi
     return fail<ibv_mr>(EOPNOTSUPP);
   }
   int err = 0;
-  const unsigned acc = access & (kRdma | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND);
+  const unsigned acc =
+      access & (kRdma | IBV_ACCESS_MW_BIND | IBV_ACCESS_ON_DEMAND | kIbvAccessFlushGlobal);
   auto mr = objects(pd->context).reg_mr(soft(pd)->rxe, addr, length, iova, acc, &err);
   if (!mr) return fail<ibv_mr>(err);
   auto* m = new SoftMr{};
@@ -112,6 +113,13 @@ int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length, i
   const bool was_odp = m->rxe->on_demand();
   if (was_odp != ((acc & IBV_ACCESS_ON_DEMAND) != 0) ||
       (was_odp && newaddr && m->rxe->length == core::kImplicitOdpLength)) {
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  // FLUSH access as ibv_reg_mr takes it: global visibility where the device has it, never
+  // persistence (docs/verbs-abi.md).
+  if ((acc & kIbvAccessFlushPersistent) ||
+      ((acc & kIbvAccessFlushGlobal) &&
+       !(provider(mr->context).extra_mr_access() & kIbvAccessFlushGlobal))) {
     return IBV_REREG_MR_ERR_INPUT;
   }
   core::MrTable& mrs = objects(mr->context).mrs();

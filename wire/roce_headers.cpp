@@ -84,6 +84,17 @@ void encode_deth(std::uint8_t* p, const Deth& h) {
   store24(p + 5, h.src_qp & kQpnMask);
 }
 
+Expected<Feth> parse_feth(Bytes in) {
+  if (in.size() < kFethLen) return Error::kTruncated;
+  const std::uint32_t w = load32(in.data());
+  return Feth{static_cast<std::uint8_t>(w & 0x0F), static_cast<std::uint8_t>((w >> 4) & 0x3),
+              w & ~std::uint32_t{0x3F}};
+}
+void encode_feth(std::uint8_t* p, const Feth& h) {
+  store32(p, (h.reserved & ~std::uint32_t{0x3F}) | ((h.selectivity & 0x3u) << 4) |
+                 (h.placement & 0x0Fu));
+}
+
 std::size_t roce_len(const RoceOpcodeInfo& info, std::size_t payload_len) {
   return info.header_len() + payload_len + roce_pad(payload_len) + kIcrcLen;
 }
@@ -92,6 +103,7 @@ bool roce_reserved_set(const RocePacket& pkt) {
   const Bth& b = pkt.hdr.bth;
   if (b.resv6 != 0 || b.resv7 != 0) return true;
   if (pkt.hdr.deth && pkt.hdr.deth->resv != 0) return true;
+  if (pkt.hdr.feth && pkt.hdr.feth->reserved != 0) return true;
   for (std::uint8_t x : pkt.cnp_reserved) {
     if (x != 0) return true;
   }
@@ -114,6 +126,10 @@ Expected<RocePacket> parse_roce(Bytes in) {
   if (info.headers & kDeth) {
     pkt.hdr.deth = *parse_deth(Bytes(p, kDethLen));
     p += kDethLen;
+  }
+  if (info.headers & kFeth) {
+    pkt.hdr.feth = *parse_feth(Bytes(p, kFethLen));
+    p += kFethLen;
   }
   if (info.headers & kReth) {
     pkt.hdr.reth = *parse_reth(Bytes(p, kRethLen));
@@ -157,13 +173,13 @@ Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
   const RoceOpcodeInfo& info = roce_opcode_info(h.bth.opcode);
   if (!info.defined()) return Error::kUnknownOpcode;
   if (!info.payload && payload_len != 0) return Error::kBadValue;
-  const auto need = [&](std::uint8_t bit, bool present) {
+  const auto need = [&](std::uint16_t bit, bool present) {
     return !(info.headers & bit) || present;
   };
-  if (!need(kDeth, h.deth.has_value()) || !need(kReth, h.reth.has_value()) ||
-      !need(kAtomicEth, h.atomic_eth.has_value()) || !need(kAeth, h.aeth.has_value()) ||
-      !need(kAtomicAckEth, h.atomic_ack_eth.has_value()) || !need(kImmDt, h.imm.has_value()) ||
-      !need(kIeth, h.inv_rkey.has_value())) {
+  if (!need(kDeth, h.deth.has_value()) || !need(kFeth, h.feth.has_value()) ||
+      !need(kReth, h.reth.has_value()) || !need(kAtomicEth, h.atomic_eth.has_value()) ||
+      !need(kAeth, h.aeth.has_value()) || !need(kAtomicAckEth, h.atomic_ack_eth.has_value()) ||
+      !need(kImmDt, h.imm.has_value()) || !need(kIeth, h.inv_rkey.has_value())) {
     return Error::kBadValue;
   }
   const std::size_t hlen = info.header_len();
@@ -176,6 +192,10 @@ Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
   if (info.headers & kDeth) {
     encode_deth(p, *h.deth);
     p += kDethLen;
+  }
+  if (info.headers & kFeth) {
+    encode_feth(p, *h.feth);
+    p += kFethLen;
   }
   if (info.headers & kReth) {
     encode_reth(p, *h.reth);

@@ -1,5 +1,5 @@
 // RoCEv2 transport headers: BTH and the extended headers (RETH, AETH, AtomicETH,
-// AtomicAckETH, ImmDt, IETH, DETH), and the whole packet as carried in a UDP
+// AtomicAckETH, ImmDt, IETH, DETH, FETH), and the whole packet as carried in a UDP
 // datagram to port 4791: BTH | extended headers | payload | pad | ICRC.
 #pragma once
 
@@ -67,6 +67,19 @@ struct AtomicEth {
   std::uint64_t compare = 0;
 };
 
+// FLUSH extended transport header (IBTA 1.5 A19): the placement type (bits 3-0: 1 global
+// visibility, 2 persistence; both may be set) and the selectivity level (bits 5-4: 0 the
+// RETH's range, 1 the whole memory region); the other bits are reserved.
+struct Feth {
+  std::uint8_t placement = 0;
+  std::uint8_t selectivity = 0;
+  std::uint32_t reserved = 0;  // bits 31-6, as they stand in the word
+};
+namespace flush {
+inline constexpr std::uint8_t kGlobal = 1, kPersistent = 2;  // placement type bits
+inline constexpr std::uint8_t kRange = 0, kRegion = 1;       // selectivity levels
+}  // namespace flush
+
 struct AtomicAckEth {
   std::uint64_t orig = 0;
 };
@@ -82,6 +95,7 @@ struct Deth {
 struct RoceHeaders {
   Bth bth;
   std::optional<Deth> deth;
+  std::optional<Feth> feth;
   std::optional<Reth> reth;
   std::optional<AtomicEth> atomic_eth;
   std::optional<Aeth> aeth;
@@ -106,7 +120,8 @@ struct RocePacket {
 // kBadPad (pad count larger than the payload, or pad on an opcode that carries
 // none), kBadLength (payload where none is allowed). The ICRC is returned, not
 // checked. Reserved fields (BTH resv6/resv7, DETH resv, a CNP's 16 bytes) are
-// returned, not judged: IBTA has receivers ignore them; see roce_reserved_set.
+// returned, not judged: IBTA has receivers ignore them; see roce_reserved_set. (FETH fields
+// are returned as they are too: lint and the responder judge them.)
 Expected<RocePacket> parse_roce(Bytes udp_payload);
 // True when a reserved field of the packet is not zero (a sender's fault, which receivers
 // ignore).
@@ -119,6 +134,7 @@ Expected<Aeth> parse_aeth(Bytes in);
 Expected<AtomicEth> parse_atomic_eth(Bytes in);
 Expected<AtomicAckEth> parse_atomic_ack_eth(Bytes in);
 Expected<Deth> parse_deth(Bytes in);
+Expected<Feth> parse_feth(Bytes in);
 
 void encode_bth(std::uint8_t* p, const Bth& h);
 void encode_reth(std::uint8_t* p, const Reth& h);
@@ -126,6 +142,7 @@ void encode_aeth(std::uint8_t* p, const Aeth& h);
 void encode_atomic_eth(std::uint8_t* p, const AtomicEth& h);
 void encode_atomic_ack_eth(std::uint8_t* p, const AtomicAckEth& h);
 void encode_deth(std::uint8_t* p, const Deth& h);
+void encode_feth(std::uint8_t* p, const Feth& h);
 
 // Pad bytes needed after `payload_len` bytes to reach a 4-byte boundary.
 inline std::uint8_t roce_pad(std::size_t payload_len) {

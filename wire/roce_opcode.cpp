@@ -16,7 +16,8 @@ struct Row {
 };
 
 // IBTA vol. 1, table 38 (opcodes) and the header layouts of 9.2–9.5, for the
-// transports RoCEv2 devices use; RD and XRC are not implemented.
+// transports RoCEv2 devices use, and FLUSH and ATOMIC WRITE of release 1.5 (annex A19, the
+// memory placement extensions); RD and XRC are not implemented.
 constexpr Row kRows[] = {
     {0x00, {"RC SEND_FIRST", T::kRc, K::kSend, S::kFirst, 0, true, true}},
     {0x01, {"RC SEND_MIDDLE", T::kRc, K::kSend, S::kMiddle, 0, true, true}},
@@ -46,6 +47,8 @@ constexpr Row kRows[] = {
     {0x14, {"RC FETCH_ADD", T::kRc, K::kAtomic, S::kOnly, kAtomicEth, false, true}},
     {0x16, {"RC SEND_LAST_WITH_INVALIDATE", T::kRc, K::kSend, S::kLast, kIeth, true, true}},
     {0x17, {"RC SEND_ONLY_WITH_INVALIDATE", T::kRc, K::kSend, S::kOnly, kIeth, true, true}},
+    {0x1C, {"RC FLUSH", T::kRc, K::kFlush, S::kOnly, kFeth | kReth, false, true}},
+    {0x1D, {"RC ATOMIC_WRITE", T::kRc, K::kAtomicWrite, S::kOnly, kReth, true, true}},
     {0x20, {"UC SEND_FIRST", T::kUc, K::kSend, S::kFirst, 0, true, true}},
     {0x21, {"UC SEND_MIDDLE", T::kUc, K::kSend, S::kMiddle, 0, true, true}},
     {0x22, {"UC SEND_LAST", T::kUc, K::kSend, S::kLast, 0, true, true}},
@@ -74,10 +77,10 @@ constexpr std::array<RoceOpcodeInfo, 256> make_table() {
 constexpr std::array<RoceOpcodeInfo, 256> kTable = make_table();
 
 // segment_opcode's index: transport, kind, seg and suffix (none, ImmDt, IETH).
-constexpr std::size_t kTransports = 5, kKinds = 9, kSegs = 5, kSuffixes = 3;
+constexpr std::size_t kTransports = 5, kKinds = 11, kSegs = 5, kSuffixes = 3;
 constexpr std::uint8_t kNoOpcode = 0xFF;  // undefined in the table
 
-constexpr std::size_t suffix_index(std::uint8_t headers) {
+constexpr std::size_t suffix_index(std::uint16_t headers) {
   return (headers & kImmDt) ? 1 : (headers & kIeth) ? 2 : 0;
 }
 
@@ -103,8 +106,9 @@ constexpr auto kShapes = make_shapes();
 
 }  // namespace
 
-std::size_t ext_header_len(std::uint8_t ext) {
+std::size_t ext_header_len(std::uint16_t ext) {
   std::size_t n = 0;
+  if (ext & kFeth) n += kFethLen;
   if (ext & kDeth) n += kDethLen;
   if (ext & kReth) n += kRethLen;
   if (ext & kAtomicEth) n += kAtomicEthLen;
@@ -125,7 +129,7 @@ const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode) {
 }
 
 std::optional<std::uint8_t> segment_opcode(Transport transport, OpKind kind, Seg seg,
-                                           std::uint8_t suffix) {
+                                           std::uint16_t suffix) {
   if (suffix & ~(kImmDt | kIeth)) return std::nullopt;
   const std::uint8_t op = kShapes[shape_index(transport, kind, seg, suffix_index(suffix))];
   if (op == kNoOpcode) return std::nullopt;

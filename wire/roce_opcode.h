@@ -1,4 +1,5 @@
-// The IBTA opcode table for RoCEv2 (RC, UC, UD and CNP): for each 8-bit opcode,
+// The IBTA opcode table for RoCEv2 (RC, UC, UD and CNP; RC FLUSH and ATOMIC WRITE of IBTA 1.5
+// annex A19): for each 8-bit opcode,
 // which extended headers follow the BTH, the transport, the packet's place in its
 // message, whether payload is allowed and whether it is a request or a response.
 #pragma once
@@ -20,11 +21,14 @@ enum class OpKind : std::uint8_t {
   kAck,
   kAtomicAck,
   kAtomic,
-  kCnp
+  kCnp,
+  kAtomicWrite,  // IBTA 1.5 A19: RETH and 8 bytes, answered by a zero-length read response
+  kFlush,        // IBTA 1.5 A19: FETH and RETH, answered by a zero-length read response
 };
 
-// Extended headers, as bits; they follow the BTH in this (IBTA) order.
-enum ExtHeader : std::uint8_t {
+// Extended headers, as bits; they follow the BTH in this (IBTA) order, but for the FETH,
+// which comes first (BTH | FETH | RETH).
+enum ExtHeader : std::uint16_t {
   kDeth = 1u << 0,
   kReth = 1u << 1,
   kAtomicEth = 1u << 2,
@@ -33,11 +37,13 @@ enum ExtHeader : std::uint8_t {
   kImmDt = 1u << 5,
   kIeth = 1u << 6,
   kCnpPad = 1u << 7,  // the 16 reserved bytes of a CNP
+  kFeth = 1u << 8,    // FLUSH extended transport header (IBTA 1.5 A19)
 };
 
 inline constexpr std::size_t kBthLen = 12, kRethLen = 16, kAethLen = 4, kAtomicEthLen = 28,
                              kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4, kDethLen = 8,
-                             kCnpPadLen = 16, kIcrcLen = 4;
+                             kCnpPadLen = 16, kIcrcLen = 4, kFethLen = 4;
+inline constexpr std::size_t kAtomicWriteLen = 8;  // an ATOMIC WRITE's payload
 inline constexpr std::uint16_t kRoceV2Port = 4791;
 
 struct RoceOpcodeInfo {
@@ -45,7 +51,7 @@ struct RoceOpcodeInfo {
   Transport transport = Transport::kNone;
   OpKind kind = OpKind::kNone;
   Seg seg = Seg::kNone;
-  std::uint8_t headers = 0;  // ExtHeader bits
+  std::uint16_t headers = 0;  // ExtHeader bits
   bool payload = false;      // may carry payload
   bool request = false;      // sent by the requester (false: a response)
   bool immediate() const { return headers & kImmDt; }
@@ -60,8 +66,8 @@ const RoceOpcodeInfo& roce_opcode_info(std::uint8_t opcode);
 // message, on `transport`, carrying the suffix header `suffix` (0, kImmDt or kIeth); none
 // where IBTA defines no such packet. Atomics (two opcodes of one shape) are not found here.
 std::optional<std::uint8_t> segment_opcode(Transport transport, OpKind kind, Seg seg,
-                                           std::uint8_t suffix = 0);
-std::size_t ext_header_len(std::uint8_t ext_bits);
+                                           std::uint16_t suffix = 0);
+std::size_t ext_header_len(std::uint16_t ext_bits);
 
 // Named opcodes used across the code base.
 namespace op {
@@ -73,7 +79,7 @@ inline constexpr std::uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSend
                               kRcReadResponseMiddle = 0x0E, kRcReadResponseLast = 0x0F,
                               kRcReadResponseOnly = 0x10, kRcAck = 0x11, kRcAtomicAck = 0x12,
                               kRcCompareSwap = 0x13, kRcFetchAdd = 0x14, kRcSendLastInv = 0x16,
-                              kRcSendOnlyInv = 0x17;
+                              kRcSendOnlyInv = 0x17, kRcFlush = 0x1C, kRcAtomicWrite = 0x1D;
 inline constexpr std::uint8_t kUcBase = 0x20, kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65,
                               kCnp = 0x81;
 }  // namespace op

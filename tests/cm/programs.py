@@ -254,6 +254,66 @@ def case_trace():
             expect(lint.returncode == 0, f"trace {os.path.basename(f)}: lint", lint.stdout)
 
 
+def case_partition():
+    """rdma_cm on a partition of its own (--pkeys 0x8001,0xffff: index 0 is 0x8001): every
+    packet, the CM MADs on QP1 included, carries P_Key 0x8001 and the REQ names it; a limited
+    member (0x0001) connects to a full one; a peer without the partition drops the request and
+    the client fails, saying so, instead of hanging."""
+    if not tshark:
+        skip("no tshark")
+    opts = ["--pkeys", "0x8001,0xffff"]
+    with tempfile.TemporaryDirectory() as d:
+        pcaps = [os.path.join(d, "s.pcapng"), os.path.join(d, "c.pcapng")]
+        p = str(port())
+        args = ["-a", "127.0.0.1", "-p", p, "-C", "5"]
+        srv = start(["rping", "-s", *args], run_opts=[*opts, "--pcap", pcaps[0]])
+        expect(wait_bound(p), "partition: server up")
+        cli = start(["rping", "-c", "-v", *args], run_opts=[*opts, "--pcap", pcaps[1]])
+        crc, cout = finish(cli)
+        src, sout = finish(srv)
+        expect(crc == 0 and src == 0 and "rdma-ping-4:" in cout,
+               "partition: rping on partition 0x8001", cout + sout)
+        for f in pcaps:
+            r = subprocess.run([tshark, "-r", f, "-T", "fields", "-e", "infiniband.bth.destqp",
+                                "-e", "infiniband.bth.p_key", "-e", "infiniband.cm.req.pkey"],
+                               capture_output=True, text=True, timeout=60)
+            rows = [line.split("\t") for line in r.stdout.splitlines()]
+            keys = {int(k, 0) for _, k, *_ in rows if k}
+            cm = [row for row in rows if int(row[0], 0) == 1]
+            req = {int(row[2], 0) for row in rows if len(row) > 2 and row[2]}
+            name = os.path.basename(f)
+            expect(keys == {0x8001}, f"partition {name}: every packet carries 0x8001: {keys}",
+                   r.stdout)
+            expect(len(cm) >= 3 and len(rows) > len(cm), f"partition {name}: CM MADs and data",
+                   r.stdout)
+            expect(req == {0x8001}, f"partition {name}: the REQ names partition 0x8001: {req}",
+                   r.stdout)
+            lint = subprocess.run([softrdma, "lint", f], capture_output=True, text=True)
+            expect(lint.returncode == 0, f"partition {name}: lint", lint.stdout)
+    # A limited member of the partition (0x0001) and a full one (0x8001) match.
+    p = str(port())
+    args = ["-a", "127.0.0.1", "-p", p, "-C", "5"]
+    srv = start(["rping", "-s", *args], run_opts=["--pkeys", "0x0001,0xffff"])
+    expect(wait_bound(p), "partition: limited server up")
+    cli = start(["rping", "-c", "-v", *args], run_opts=opts)
+    crc, cout = finish(cli)
+    src, sout = finish(srv)
+    expect(crc == 0 and src == 0 and "rdma-ping-4:" in cout,
+           "partition: a full member connects to a limited one", cout + sout)
+    # No common partition: the server drops the CM MADs, the client fails in bounded time.
+    p = str(port())
+    args = ["-a", "127.0.0.1", "-p", p, "-C", "5"]
+    srv = start(["rping", "-s", *args], run_opts=["--pkeys", "0x8002,0xffff"])
+    expect(wait_bound(p), "partition: other server up")
+    cli = start(["rping", "-c", "-v", *args], run_opts=opts)
+    crc, cout = finish(cli, timeout=60)
+    srv.kill()
+    finish(srv)
+    expect(crc not in (0, None), f"partition: a client of another partition fails ({crc})", cout)
+    expect("no answer to the connection request on partition 0x8001" in cout and
+           "RDMA_CM_EVENT_UNREACHABLE" in cout, "partition: the client says why", cout)
+
+
 def case_rping_ipv6():
     p = str(port())
     args = ["-a", "::1", "-p", p, "-C", "5"]

@@ -255,3 +255,44 @@ TEST(LintSeverity, DocsListEveryRuleWithItsSeverity) {
     }
   }
 }
+
+// IBTA 1.5 A19: an ATOMIC WRITE carries exactly 8 bytes at an aligned address, a FLUSH's FETH
+// a defined placement type and level; its reserved bits are a warning. Good ones pass.
+TEST(LintSeverity, AtomicWriteAndFlushHeadersAreChecked) {
+  const auto plain = [](std::uint8_t opcode, std::uint32_t psn) {
+    wire::RoceHeaders h;
+    h.bth.opcode = opcode;
+    h.bth.dest_qp = 0x11 + psn;  // a QP each: no flow to follow
+    h.bth.psn = psn;
+    return h;
+  };
+  std::vector<std::vector<std::uint8_t>> frames;
+  auto aw = plain(wire::op::kRcAtomicWrite, 1);
+  aw.reth = wire::Reth{0x10000, 0x1234, 8};
+  frames.push_back(build(true, aw, 8));  // 1: good
+  aw.bth.psn = 2;
+  aw.reth->va = 0x10004;
+  frames.push_back(build(true, aw, 8));  // 2: misaligned
+  aw.bth.psn = 3;
+  aw.reth = wire::Reth{0x10000, 0x1234, 16};
+  frames.push_back(build(true, aw, 16));  // 3: 16 bytes
+  auto fl = plain(wire::op::kRcFlush, 4);
+  fl.reth = wire::Reth{0x10000, 0x1234, 4096};
+  fl.feth = wire::Feth{wire::flush::kGlobal, wire::flush::kRange, 0};
+  frames.push_back(build(true, fl, 0));  // 4: good
+  fl.bth.psn = 5;
+  fl.feth = wire::Feth{0, 2, 0};
+  frames.push_back(build(true, fl, 0));  // 5: no placement type, level 2
+  fl.bth.psn = 6;
+  fl.feth = wire::Feth{wire::flush::kGlobal, wire::flush::kRegion, 0x40};
+  frames.push_back(build(true, fl, 0));  // 6: a reserved bit
+  const Linted l = lint_frames(frames, false);
+  using V = std::vector<std::pair<std::uint64_t, std::string>>;
+  EXPECT_EQ(rules(l.report), (V{{2, "roce.atomic_alignment"},
+                                {3, "roce.atomic_write"},
+                                {5, "roce.feth"},
+                                {5, "roce.feth"},
+                                {6, "roce.feth_reserved"}}));
+  EXPECT_EQ(l.report.errors(), 4u);
+  EXPECT_EQ(l.report.warnings(), 1u);
+}

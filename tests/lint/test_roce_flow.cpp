@@ -47,6 +47,7 @@ class Conversation {
     p.h.bth.psn = psn_;
     const RoceOpcodeInfo& info = roce_opcode_info(opcode);
     if (info.headers & kReth) p.h.reth = Reth{0x10000, 0x1234, static_cast<std::uint32_t>(payload)};
+    if (info.headers & kFeth) p.h.feth = Feth{flush::kGlobal, flush::kRange, 0};
     if (info.headers & kAtomicEth) p.h.atomic_eth = AtomicEth{0x20008, 0x1234, 1, 0};
     if (info.headers & kImmDt) p.h.imm = 7;
     if (info.headers & kIeth) p.h.inv_rkey = 9;

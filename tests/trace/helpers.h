@@ -65,6 +65,7 @@ inline std::vector<std::uint8_t> datagram(std::uint8_t opcode, std::uint32_t qpn
   h.bth.psn = psn & wire::kPsnMask;
   const wire::RoceOpcodeInfo& info = wire::roce_opcode_info(opcode);
   if (info.headers & wire::kReth) h.reth = wire::Reth{0x1000, 0x1234, 64};
+  if (info.headers & wire::kFeth) h.feth = wire::Feth{wire::flush::kGlobal, wire::flush::kRange, 0};
   if (info.headers & wire::kAeth) h.aeth = wire::Aeth{0x1F, psn};
   if (info.headers & wire::kDeth) h.deth = wire::Deth{0x11111111, 0, 0x22};
   if (info.headers & wire::kAtomicEth) h.atomic_eth = wire::AtomicEth{0x2000, 0x1234, 1, 0};

@@ -254,6 +254,16 @@ TEST_F(Odp, AtomicOnUnmappedMemoryIsARemoteAccessError) {
   EXPECT_TRUE(guards_intact());
 }
 
+// IBTA 1.5's ATOMIC WRITE into an ODP page unmapped under it: probed as an atomic is, refused.
+TEST_F(Odp, AtomicWriteToUnmappedMemoryIsARemoteAccessError) {
+  EXPECT_EQ(rdma(IBV_WR_ATOMIC_WRITE, odp->rkey, at(middle() + 8), 8), IBV_WC_SUCCESS);
+  const long long naks = counter("resp_remote_access_errors");
+  unmap_middle();
+  EXPECT_EQ(rdma(IBV_WR_ATOMIC_WRITE, odp->rkey, at(middle() + 16), 8), IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(counter("resp_remote_access_errors"), naks + 1);
+  EXPECT_TRUE(guards_intact());
+}
+
 TEST_F(Odp, AtomicOnReadOnlyMemoryChangesNothing) {
   ASSERT_EQ(mprotect(middle(), kPage, PROT_READ), 0);
   EXPECT_EQ(fetch_add(odp->rkey, at(middle() + 8), 1), IBV_WC_REM_ACCESS_ERR);

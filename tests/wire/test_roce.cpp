@@ -39,6 +39,9 @@ RoceHeaders sample_headers(std::uint8_t opcode, std::mt19937& rng) {
   const RoceOpcodeInfo& info = roce_opcode_info(opcode);
   if (info.headers & kDeth)
     h.deth = Deth{static_cast<std::uint32_t>(r32(rng)), 0, r32(rng) & kQpnMask};
+  if (info.headers & kFeth)
+    h.feth = Feth{static_cast<std::uint8_t>(1 + r32(rng) % 3),
+                  static_cast<std::uint8_t>(r32(rng) & 1), 0};
   if (info.headers & kReth)
     h.reth = Reth{(std::uint64_t{r32(rng)} << 32) | r32(rng), static_cast<std::uint32_t>(r32(rng)),
                   static_cast<std::uint32_t>(r32(rng))};
@@ -172,7 +175,7 @@ TEST(RoceOpcode, TableMatchesSpec) {
   EXPECT_EQ(roce_opcode_info(0x22).seg, Seg::kLast);
   int defined = 0;
   for (int i = 0; i < 256; ++i) defined += roce_opcode_info(static_cast<std::uint8_t>(i)).defined();
-  EXPECT_EQ(defined, 23 + 12 + 2 + 1);
+  EXPECT_EQ(defined, 25 + 12 + 2 + 1);
 }
 
 TEST(RoceHeaders, EveryOpcodeRoundTrips) {
@@ -226,10 +229,57 @@ TEST(RoceHeaders, EveryOpcodeRoundTrips) {
         EXPECT_EQ(p->hdr.deth->qkey, h.deth->qkey);
         EXPECT_EQ(p->hdr.deth->src_qp, h.deth->src_qp);
       }
+      EXPECT_EQ(p->hdr.feth.has_value(), h.feth.has_value());
+      if (h.feth) {
+        EXPECT_EQ(p->hdr.feth->placement, h.feth->placement);
+        EXPECT_EQ(p->hdr.feth->selectivity, h.feth->selectivity);
+      }
       EXPECT_EQ(p->hdr.imm, h.imm);
       EXPECT_EQ(p->hdr.inv_rkey, h.inv_rkey);
     }
   }
+}
+
+// IBTA 1.5 A19: FLUSH is BTH | FETH | RETH (the FETH before the RETH), ATOMIC WRITE BTH | RETH
+// | 8 bytes; both RC requests of one packet.
+TEST(RoceOpcode, FlushAndAtomicWriteAreLaidOutAsA19Says) {
+  const RoceOpcodeInfo& f = roce_opcode_info(op::kRcFlush);
+  EXPECT_EQ(f.name, "RC FLUSH");
+  EXPECT_EQ(f.kind, OpKind::kFlush);
+  EXPECT_EQ(f.headers, kFeth | kReth);
+  EXPECT_EQ(f.header_len(), 32u);
+  EXPECT_FALSE(f.payload);
+  EXPECT_TRUE(f.request);
+  const RoceOpcodeInfo& w = roce_opcode_info(op::kRcAtomicWrite);
+  EXPECT_EQ(w.name, "RC ATOMIC_WRITE");
+  EXPECT_EQ(w.kind, OpKind::kAtomicWrite);
+  EXPECT_EQ(w.headers, kReth);
+  EXPECT_EQ(w.header_len(), 28u);
+  EXPECT_TRUE(w.payload);
+  EXPECT_EQ(segment_opcode(Transport::kRc, OpKind::kFlush, Seg::kOnly), op::kRcFlush);
+  EXPECT_EQ(segment_opcode(Transport::kUc, OpKind::kAtomicWrite, Seg::kOnly), std::nullopt);
+
+  RoceHeaders h;
+  h.bth.opcode = op::kRcFlush;
+  h.reth = Reth{0x1122334455667788, 0xAABBCCDD, 4096};
+  std::vector<std::uint8_t> buf(64);
+  EXPECT_EQ(build_roce(buf, h, {}).error(), Error::kBadValue);  // no FETH
+  h.feth = Feth{flush::kGlobal | flush::kPersistent, flush::kRegion, 0};
+  auto n = build_roce(buf, h, {});
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 36u);
+  // The FETH word: selectivity in bits 5-4, placement type in bits 3-0; then the RETH.
+  EXPECT_EQ(load32(buf.data() + kBthLen), 0x13u);
+  EXPECT_EQ(load64(buf.data() + kBthLen + kFethLen), 0x1122334455667788u);
+  buf.resize(*n);
+  buf[kBthLen] = 0x80;  // a reserved bit
+  auto p = parse_roce(buf);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->hdr.feth->placement, 3);
+  EXPECT_EQ(p->hdr.feth->selectivity, 1);
+  EXPECT_EQ(p->hdr.feth->reserved, 0x80000000u);
+  EXPECT_TRUE(roce_reserved_set(*p));
+  EXPECT_EQ(p->hdr.reth->dma_len, 4096u);
 }
 
 TEST(RoceHeaders, BuildRejectsMissingHeadersAndPayloadWhereNoneAllowed) {

@@ -105,6 +105,17 @@ expect(len(rows) >= 40 and all(v[0] == "1" for v in rows.values()),
 expect(any(v[1] for v in rows.values()) and any(v[2] for v in rows.values()),
        "the sample has IPv6 and VLAN RoCEv2 frames")
 
+# IBTA 1.5, which tshark 4.0 does not know: sample-trace's FLUSH (global visibility, a range of
+# 4096 bytes) and ATOMIC WRITE (bytes 00..07) decode as the plugin's fields.
+rows = fields(sample, ["infiniband.bth.opcode", "softrdma.feth.placement",
+                       "softrdma.feth.selectivity", "softrdma.reth.va", "softrdma.reth.dmalen",
+                       "softrdma.atomic_write.data", "_ws.malformed"],
+              "infiniband.bth.opcode == 28 || infiniband.bth.opcode == 29")
+got = sorted(v for v in rows.values())
+expect(got == [["28", "1", "0", "0x00007f0000001000", "4096", "", ""],
+               ["29", "", "", "0x00007f0000001000", "8", "0001020304050607", ""]],
+       f"FLUSH and ATOMIC WRITE fields: {got}")
+
 # 3. MPA revision 2: sample-trace's request carries IRD 16, ORD 8 (its reply 8, 16).
 rows = fields(sample, ["softrdma.mpa.ird", "softrdma.mpa.ord", "iwarp_mpa.req"],
               "softrdma.mpa.ird")

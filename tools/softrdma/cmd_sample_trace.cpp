@@ -31,6 +31,10 @@ RoceHeaders headers_for(std::uint8_t opcode, std::uint32_t psn, std::uint32_t pa
     h.reth = Reth{0x00007f0000001000, 0x1234, info.seg == Seg::kOnly ? payload_len : 4096};
   }
   if (info.kind == OpKind::kReadRequest) h.reth->dma_len = 4096;
+  if (info.headers & kFeth) {  // a FLUSH of 4096 bytes to global visibility
+    h.feth = Feth{flush::kGlobal, flush::kRange, 0};
+    h.reth->dma_len = 4096;
+  }
   if (info.headers & kAtomicEth) h.atomic_eth = AtomicEth{0x00007f0000002000, 0x5678, 1, 0};
   if (info.headers & kAeth) h.aeth = Aeth{syndrome::kAckNoCredit, psn};
   if (info.headers & kAtomicAckEth) h.atomic_ack_eth = AtomicAckEth{41};
@@ -72,10 +76,10 @@ int cmd_sample_trace(int argc, char** argv) {
     const auto opcode = static_cast<std::uint8_t>(opc);
     const RoceOpcodeInfo& info = roce_opcode_info(opcode);
     if (!info.defined()) continue;
-    const std::size_t plen = info.payload ? (info.seg == Seg::kFirst || info.seg == Seg::kMiddle
-                                                 ? 256
-                                                 : 13)
-                                          : 0;
+    const std::size_t plen = info.kind == OpKind::kAtomicWrite ? kAtomicWriteLen
+                             : info.payload
+                                 ? (info.seg == Seg::kFirst || info.seg == Seg::kMiddle ? 256 : 13)
+                                 : 0;
     a.ip_id = static_cast<std::uint16_t>(packets);
     auto n = build_roce_frame(buf, a, headers_for(opcode, psn++, static_cast<std::uint32_t>(plen)),
                               Bytes(payload).first(plen));

@@ -1,5 +1,6 @@
 /* The softrdma Wireshark 4.0 plugin: a post-dissector that verifies RoCEv2 ICRCs, decodes
- * RFC 6581 (MPA revision 2) IRD/ORD words and turns softrdma packet comments into fields. */
+ * RFC 6581 (MPA revision 2) IRD/ORD words, the headers of IBTA 1.5's FLUSH and ATOMIC WRITE
+ * (which Wireshark 4.0 does not know) and turns softrdma packet comments into fields. */
 #include <ctype.h>
 #include <epan/expert.h>
 #include <epan/packet.h>
@@ -15,6 +16,10 @@
 #define ICRC_LEN 4
 #define MPA_KEY_LEN 16
 #define MPA_FLAG_ENHANCED 0x10
+#define OP_RC_FLUSH 0x1C        /* IBTA 1.5 annex A19: BTH | FETH | RETH */
+#define OP_RC_ATOMIC_WRITE 0x1D /* BTH | RETH | 8 bytes */
+#define FETH_LEN 4
+#define RETH_LEN 16
 
 #ifndef SOFTRDMA_PLUGIN_VERSION
 #define SOFTRDMA_PLUGIN_VERSION "0.1.0"
@@ -41,11 +46,18 @@ static int hf_qp = -1;
 static int hf_fault = -1;
 static int hf_drop = -1;
 static int hf_retrans = -1;
+static int hf_feth_placement = -1;
+static int hf_feth_selectivity = -1;
+static int hf_reth_va = -1;
+static int hf_reth_rkey = -1;
+static int hf_reth_dmalen = -1;
+static int hf_atomic_write_data = -1;
 
 static gint ett_softrdma = -1;
 static gint ett_icrc = -1;
 static gint ett_mpa = -1;
 static gint ett_annotation = -1;
+static gint ett_ibta15 = -1;
 
 static expert_field ei_bad_icrc = EI_INIT;
 static expert_field ei_bad_annotation = EI_INIT;
@@ -215,6 +227,44 @@ static void check_icrc(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree, prot
   }
 }
 
+static const value_string flush_placement_vals[] = {{1, "global visibility"},
+                                                    {2, "persistence"},
+                                                    {3, "global visibility and persistence"},
+                                                    {0, NULL}};
+static const value_string flush_selectivity_vals[] = {
+    {0, "memory region range"}, {1, "memory region"}, {0, NULL}};
+
+/* FLUSH and ATOMIC WRITE: their FETH and RETH and an ATOMIC WRITE's 8 bytes, as fields. */
+static void decode_ibta15(tvbuff_t* tvb, proto_tree* tree, proto_tree** root,
+                          const frame_layers* l) {
+  guint off, need;
+  guint8 opcode;
+  proto_item* ti;
+  proto_tree* sub;
+  if (l->l4_len < 8 + BTH_LEN + ICRC_LEN || tvb_captured_length(tvb) < l->l4_off + 8 + 1) return;
+  if (tvb_get_ntohs(tvb, l->l4_off + 2) != ROCEV2_PORT) return;
+  off = l->l4_off + 8;
+  opcode = tvb_get_guint8(tvb, off);
+  if (opcode != OP_RC_FLUSH && opcode != OP_RC_ATOMIC_WRITE) return;
+  need = BTH_LEN + (opcode == OP_RC_FLUSH ? FETH_LEN : 8) + RETH_LEN + ICRC_LEN;
+  if (l->l4_len < 8 + need || !tvb_bytes_exist(tvb, off, need - ICRC_LEN)) return;
+  off += BTH_LEN;
+  ti = proto_tree_add_item(softrdma_tree(tvb, tree, root), proto_softrdma, tvb, off,
+                           need - BTH_LEN - ICRC_LEN, ENC_NA);
+  proto_item_set_text(ti, "IBTA 1.5 %s", opcode == OP_RC_FLUSH ? "FLUSH" : "ATOMIC WRITE");
+  sub = proto_item_add_subtree(ti, ett_ibta15);
+  if (opcode == OP_RC_FLUSH) {
+    proto_tree_add_item(sub, hf_feth_selectivity, tvb, off, 4, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_feth_placement, tvb, off, 4, ENC_BIG_ENDIAN);
+    off += FETH_LEN;
+  }
+  proto_tree_add_item(sub, hf_reth_va, tvb, off, 8, ENC_BIG_ENDIAN);
+  proto_tree_add_item(sub, hf_reth_rkey, tvb, off + 8, 4, ENC_BIG_ENDIAN);
+  proto_tree_add_item(sub, hf_reth_dmalen, tvb, off + 12, 4, ENC_BIG_ENDIAN);
+  if (opcode == OP_RC_ATOMIC_WRITE)
+    proto_tree_add_item(sub, hf_atomic_write_data, tvb, off + RETH_LEN, 8, ENC_NA);
+}
+
 static void decode_mpa(tvbuff_t* tvb, proto_tree* tree, proto_tree** root, const frame_layers* l) {
   guint tcp_hdr_len, off;
   guint8 flags, revision;
@@ -325,7 +375,10 @@ static int dissect_softrdma(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree,
     }
   }
   if (find_layers(tvb, pinfo, &l)) {
-    if (l.l4_proto == 17) check_icrc(tvb, pinfo, tree, &root, &l);
+    if (l.l4_proto == 17) {
+      check_icrc(tvb, pinfo, tree, &root, &l);
+      decode_ibta15(tvb, tree, &root, &l);
+    }
     if (l.l4_proto == 6) decode_mpa(tvb, tree, &root, &l);
   }
   return root ? (int)tvb_captured_length(tvb) : 0;
@@ -367,8 +420,28 @@ static void proto_register_softrdma(void) {
       {&hf_drop, {"Drop reason", "softrdma.drop", FT_STRING, BASE_NONE, NULL, 0x0, NULL, HFILL}},
       {&hf_retrans,
        {"Retransmission", "softrdma.retrans", FT_BOOLEAN, BASE_NONE, NULL, 0x0, NULL, HFILL}},
+      {&hf_feth_placement,
+       {"Placement type", "softrdma.feth.placement", FT_UINT32, BASE_DEC,
+        VALS(flush_placement_vals), 0x0000000F, "FLUSH extended transport header, bits 3-0",
+        HFILL}},
+      {&hf_feth_selectivity,
+       {"Selectivity level", "softrdma.feth.selectivity", FT_UINT32, BASE_DEC,
+        VALS(flush_selectivity_vals), 0x00000030, "FLUSH extended transport header, bits 5-4",
+        HFILL}},
+      {&hf_reth_va,
+       {"Virtual address", "softrdma.reth.va", FT_UINT64, BASE_HEX, NULL, 0x0,
+        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+      {&hf_reth_rkey,
+       {"Remote key", "softrdma.reth.rkey", FT_UINT32, BASE_HEX, NULL, 0x0,
+        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+      {&hf_reth_dmalen,
+       {"DMA length", "softrdma.reth.dmalen", FT_UINT32, BASE_DEC, NULL, 0x0,
+        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+      {&hf_atomic_write_data,
+       {"Atomic write data", "softrdma.atomic_write.data", FT_BYTES, BASE_NONE, NULL, 0x0,
+        "The 8 bytes an ATOMIC WRITE stores", HFILL}},
   };
-  static gint* ett[] = {&ett_softrdma, &ett_icrc, &ett_mpa, &ett_annotation};
+  static gint* ett[] = {&ett_softrdma, &ett_icrc, &ett_mpa, &ett_annotation, &ett_ibta15};
   static ei_register_info ei[] = {
       {&ei_bad_icrc, {"softrdma.icrc.bad", PI_CHECKSUM, PI_ERROR, "Bad ICRC", EXPFILL}},
       {&ei_bad_annotation,
