@@ -245,7 +245,7 @@ int Device::destroy_qp(Qp* qp) {
     serial = qp->serial_;
     qps_.erase(it);
   }
-  // Completions a pass made for it and still holds are dropped, and one being handed out is
+  // Completions a pass made for it and still holds are dropped, and a hand-out under way is
   // waited for (not when a CQ callback of that very hand-out destroys the QP).
   drop_held_wcs(serial);
   return 0;

@@ -156,7 +156,7 @@ class Device : public core::Objects {
   // Receive completions of the current pass (under held_mutex_). release_held_wcs hands them
   // to their CQs one at a time holding release_mutex_; destroy_qp takes release_mutex_, then
   // drops the QP's entries, so it never waits for a pass (a pass can take long, and the
-  // progress thread runs them back to back), only for a CQ push in flight.
+  // progress thread runs them back to back), only for a hand-out under way (CQ pushes).
   std::mutex held_mutex_, release_mutex_;
   std::deque<HeldWc> held_wcs_;
   void release_held_wcs();
