@@ -129,6 +129,8 @@ void add(QpCounters& to, const QpCounters& c) {
 }  // namespace
 
 int Device::destroy_qp(Qp* qp) {
+  // Passes push a QP's completions at once, under progress_mu_, and what they leave for after
+  // it (callbacks) holds no pointer to the QP: once this returns nothing of it appears.
   std::lock_guard lock(progress_mu_);
   auto it = qps_.find(qp->qpn());
   if (it == qps_.end()) return EINVAL;

@@ -77,7 +77,7 @@ void Qp::complete_send(SendWqe& w) {
   // that is at the pass's transmit, so the completion waits for it like a receive does
   // (a program may exit as soon as it sees it).
   if (type_ != QpType::kRc) {
-    dev_.complete_recv(send_cq_, wc, false);
+    dev_.complete_recv(*this, send_cq_, wc, false);
     return;
   }
   if (!send_cq_->push(wc, false)) dev_.async_event({AsyncEventType::kCqErr, nullptr, send_cq_});

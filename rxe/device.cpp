@@ -17,7 +17,8 @@ namespace softrdma::rxe {
 
 namespace {
 constexpr std::size_t kBatch = 64;
-thread_local bool t_in_step = false;  // this thread is inside Device::step
+thread_local bool t_in_step = false;    // this thread is inside Device::step
+thread_local bool t_releasing = false;  // ... handing out its held completions
 }  // namespace
 
 Mtu mtu_for_ip_mtu(std::uint32_t ip_mtu) {
@@ -145,6 +146,7 @@ Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Q
   }
   auto qp = std::make_unique<Qp>(*this, qpn, type, pd, send_cq, recv_cq, srq, cap, sq_sig_all);
   Qp* raw = qp.get();
+  raw->serial_ = next_qp_serial_++;
   qps_[qpn] = std::move(qp);
   *err = 0;
   return raw;
@@ -233,13 +235,22 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
 }
 
 int Device::destroy_qp(Qp* qp) {
-  std::unique_lock lock(qps_mutex_);
-  auto it = qps_.find(qp->qpn());
-  if (it == qps_.end() || it->second.get() != qp) return EINVAL;
-  detach_all_mcast(qp->qpn());
-  if (dir_) dir_->remove_qp(qp->qpn());
-  add(retired_, qp->counters());
-  qps_.erase(it);
+  std::uint64_t serial = 0;
+  {
+    // Passes reach a QP through qps_ under a shared lock only: once it is out of the map no
+    // pass touches it or makes completions for it.
+    std::unique_lock lock(qps_mutex_);
+    auto it = qps_.find(qp->qpn());
+    if (it == qps_.end() || it->second.get() != qp) return EINVAL;
+    detach_all_mcast(qp->qpn());
+    if (dir_) dir_->remove_qp(qp->qpn());
+    add(retired_, qp->counters());
+    serial = qp->serial_;
+    qps_.erase(it);
+  }
+  // Completions a pass made for it and still holds are dropped, and a hand-out under way is
+  // waited for (not when a CQ callback of that very hand-out destroys the QP).
+  drop_held_wcs(serial);
   return 0;
 }
 
@@ -442,19 +453,41 @@ void Device::signal_kick() {
   kick_signaled_.store(true, std::memory_order_release);
 }
 
-void Device::complete_recv(Cq* cq, const Wc& wc, bool solicited) {
+void Device::complete_recv(const Qp& qp, Cq* cq, const Wc& wc, bool solicited) {
   if (t_in_step) {
-    held_wcs_.push_back({cq, wc, solicited});
+    std::lock_guard lock(held_mutex_);
+    held_wcs_.push_back({qp.serial_, cq, wc, solicited});
     return;
   }
   if (!cq->push(wc, solicited)) async_event({AsyncEventType::kCqErr, nullptr, cq});
 }
 
 void Device::release_held_wcs() {
-  for (const HeldWc& h : held_wcs_) {
+  {
+    std::lock_guard lock(held_mutex_);
+    if (held_wcs_.empty()) return;
+  }
+  // One at a time, the push outside held_mutex_: a CQ's callbacks may destroy a QP.
+  std::lock_guard release(release_mutex_);
+  t_releasing = true;
+  for (;;) {
+    HeldWc h{};
+    {
+      std::lock_guard lock(held_mutex_);
+      if (held_wcs_.empty()) break;
+      h = held_wcs_.front();
+      held_wcs_.pop_front();
+    }
     if (!h.cq->push(h.wc, h.solicited)) async_event({AsyncEventType::kCqErr, nullptr, h.cq});
   }
-  held_wcs_.clear();
+  t_releasing = false;
+}
+
+void Device::drop_held_wcs(std::uint64_t qp_serial) {
+  std::unique_lock release(release_mutex_, std::defer_lock);
+  if (!t_releasing) release.lock();
+  std::lock_guard lock(held_mutex_);
+  std::erase_if(held_wcs_, [qp_serial](const HeldWc& h) { return h.qp_serial == qp_serial; });
 }
 
 Clock::time_point Device::step() {

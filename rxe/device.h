@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,10 +18,10 @@
 
 #include "core/cq.h"
 #include "core/mr.h"
+#include "core/objects.h"
 #include "core/srq.h"
 #include "core/types.h"
 #include "netdev/netdev.h"
-#include "core/objects.h"
 #include "rxe/cc.h"
 #include "rxe/directory.h"
 #include "rxe/qp.h"
@@ -131,8 +132,9 @@ class Device : public core::Objects {
   // Inside a progress pass, receive completions (and UC/UD send completions) wait until
   // the pass has sent what it owes (ACKs above all, or the datagram itself): as on a NIC,
   // the packet leaves before the application can see the completion — and so before it
-  // can exit. Outside a pass they go out at once.
-  void complete_recv(Cq* cq, const Wc& wc, bool solicited);
+  // can exit. Outside a pass they go out at once. A completion held for a QP that is
+  // destroyed before the pass ends is dropped: none of a QP's appears after destroy_qp.
+  void complete_recv(const Qp& qp, Cq* cq, const Wc& wc, bool solicited);
   // The local IP address for a source GID index (falls back to the first address).
   netdev::IpAddr source_address(std::uint8_t sgid_index) const;
   bool gid_to_ip(const Gid& gid, netdev::IpAddr& out) const;
@@ -146,12 +148,19 @@ class Device : public core::Objects {
   // the next timer deadline. Caller holds progress_mutex_.
   Clock::time_point step();
   struct HeldWc {
+    std::uint64_t qp_serial;  // Qp::serial_ of the QP it belongs to
     Cq* cq;
     Wc wc;
     bool solicited;
   };
-  std::vector<HeldWc> held_wcs_;  // receive completions of the current pass
+  // Receive completions of the current pass (under held_mutex_). release_held_wcs hands them
+  // to their CQs one at a time holding release_mutex_; destroy_qp takes release_mutex_, then
+  // drops the QP's entries, so it never waits for a pass (a pass can take long, and the
+  // progress thread runs them back to back), only for a hand-out under way (CQ pushes).
+  std::mutex held_mutex_, release_mutex_;
+  std::deque<HeldWc> held_wcs_;
   void release_held_wcs();
+  void drop_held_wcs(std::uint64_t qp_serial);
   void signal_kick();  // wakes the progress thread
   void rx_step();
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
@@ -173,6 +182,7 @@ class Device : public core::Objects {
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   std::uint32_t next_qpn_ = 0x11;
+  std::uint64_t next_qp_serial_ = 1;  // never reused, unlike QPNs (under qps_mutex_)
 
   // Multicast groups joined: group GID -> attached QPNs. Lock order: qps_mutex_ -> mcast_mutex_.
   mutable std::shared_mutex mcast_mutex_;

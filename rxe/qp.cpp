@@ -266,7 +266,7 @@ int Qp::post_recv(const RecvWr& wr) {
 }
 
 void Qp::post_recv_completion(const Wc& wc, bool solicited) {
-  dev_.complete_recv(recv_cq_, wc, solicited);
+  dev_.complete_recv(*this, recv_cq_, wc, solicited);
 }
 
 void Qp::flush_queues() {

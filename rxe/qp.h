@@ -275,6 +275,7 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)
   bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
   std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
+  std::uint64_t serial_ = 0;        // the device's number for this QP, never reused
 
   // Receive queue (the responder takes from it, or from the SRQ).
   RecvQueue rq_;

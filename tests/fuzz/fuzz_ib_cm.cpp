@@ -3,7 +3,7 @@
 // parser, and for REQ and SIDR_REQ the IP CM header at the start of the private data. A MAD
 // that parses must build back to one that parses to the same bytes again (parser and builder
 // agree), and ClassPortInfo, LAP, APR and other classes must be turned away by the header alone.
-// The agent's state machine itself is not reached here (it lives in librdmacm's process state).
+// The agent's state machine behind these parsers is fuzz_cm_agent's.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -60,6 +60,10 @@ def main():
             print("  last output: " + "\n  ".join(out.strip().splitlines()[-3:]))
             failed = True
             continue
+        late = re.search(r"late_completions (\d+)", summary[0]) if summary else None
+        if late and int(late[1]) > 0:
+            print("  completions of destroyed QPs turned up (late_completions)")
+            failed = True
         if not samples or len(samples) < 4:
             print("  too few samples")
             failed = True

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "tools/softrdma/cli_args.h"
 #include "tools/softrdma/commands.h"
 #include "tools/softrdma/private_view.h"
 #include "tools/softrdma/usage.h"
@@ -51,58 +52,14 @@ int run_usage(const char* why) {
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
-  const std::pair<const char*, const char*> opts[] = {{"--netdev", "SOFTRDMA_NETDEV"},
-                                                      {"--faults", "SOFTRDMA_FAULTS"},
-                                                      {"--mtu", "SOFTRDMA_MTU"},
-                                                      {"--pcap", "SOFTRDMA_PCAP"},
-                                                      {"--pcap-filter", "SOFTRDMA_PCAP_FILTER"},
-                                                      {"--device", "SOFTRDMA_DEVICE"},
-                                                      {"--transport", "SOFTRDMA_TRANSPORT"},
-                                                      {"--mpa", "SOFTRDMA_MPA"},
-                                                      {"--vlan", "SOFTRDMA_VLAN"},
-                                                      {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
-                                                      {"--pkeys", "SOFTRDMA_PKEYS"},
-                                                      {"--local", "SOFTRDMA_LOCAL"},
-                                                      {"--view", "SOFTRDMA_VIEW"},
-                                                      {"--cc", "SOFTRDMA_CC"},
-                                                      {"--switch", "SOFTRDMA_SWITCH"}};
-  int i = 0;
-  for (; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--") {
-      ++i;
-      break;
-    }
-    if (a == "--stats") {  // a flag: no value
-      setenv("SOFTRDMA_STATS", "1", 1);
-      continue;
-    }
-    bool known = false;
-    for (const auto& [flag, var] : opts) {
-      const std::string f = flag;
-      std::string value;
-      if (a == f) {
-        if (i + 1 >= argc) return run_usage((f + " needs a value").c_str());
-        value = argv[++i];
-      } else if (a.rfind(f + "=", 0) == 0) {
-        value = a.substr(f.size() + 1);
-      } else {
-        continue;
-      }
-      setenv(var, value.c_str(), 1);
-      known = true;
-      break;
-    }
-    if (!known) {
-      if (a[0] == '-') return run_usage(("unknown option '" + a + "'").c_str());
-      break;  // the program, without "--"
-    }
-  }
-  if (i >= argc) return run_usage("no PROGRAM given");
+  RunArgs args;
+  std::string error;
+  if (!parse_run_args(argc, argv, args, error)) return run_usage(error.c_str());
+  for (const auto& [var, value] : args.env) setenv(var.c_str(), value.c_str(), 1);
+  const int i = args.program;
   // Check the configuration now: a bad option is a clear error, not a silent
   // fallback inside the program.
   verbs::Config cfg;
-  std::string error;
   if (!verbs::load_config(cfg, error)) {
     std::fprintf(stderr, "softrdma run: %s\n", error.c_str());
     return 2;

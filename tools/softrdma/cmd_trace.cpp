@@ -10,6 +10,7 @@
 #include "pcap/pcapng_reader.h"
 #include "pcap/pcapng_writer.h"
 #include "pcap/reader.h"
+#include "tools/softrdma/cli_args.h"
 #include "tools/softrdma/commands.h"
 
 namespace softrdma::tools {
@@ -144,26 +145,10 @@ int cmd_trace(int argc, char** argv) {
   if (std::strcmp(argv[0], "merge") != 0) {
     return trace_usage((std::string("unknown subcommand '") + argv[0] + "'").c_str());
   }
-  std::vector<std::string> inputs;
-  std::string output;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "-o" || a == "--output") {
-      if (i + 1 >= argc) return trace_usage("-o needs a file name");
-      if (!output.empty()) return trace_usage("-o given twice");
-      output = argv[++i];
-    } else if (a.size() > 1 && a[0] == '-') {
-      return trace_usage(("unknown option '" + a + "'").c_str());
-    } else {
-      inputs.push_back(a);
-    }
-  }
-  if (output.empty()) return trace_usage("no output given (-o OUT)");
-  if (inputs.empty()) return trace_usage("no input given");
-  for (const std::string& in : inputs) {
-    if (in == output) return trace_usage(("output " + output + " is also an input").c_str());
-  }
-  return merge(inputs, output);
+  MergeArgs args;
+  std::string error;
+  if (!parse_merge_args(argc - 1, argv + 1, args, error)) return trace_usage(error.c_str());
+  return merge(args.inputs, args.output);
 }
 
 }  // namespace softrdma::tools
