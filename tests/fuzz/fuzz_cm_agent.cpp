@@ -223,7 +223,7 @@ void step(World& w, fuzz::Reader& r) {
       m.primary.local_ack_timeout = r.u8() & 0x1F;
       put_ip_cm(m.private_data.data(), src, w.self, r.u16());
       if (!exact) m.private_data[0] = r.u8();
-      wire::build_cm_req(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -235,7 +235,7 @@ void step(World& w, fuzz::Reader& r) {
       m.starting_psn = r.u32() & 0xFFFFFF;
       m.responder_resources = r.u8();
       m.initiator_depth = r.u8();
-      wire::build_cm_rep(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -243,7 +243,7 @@ void step(World& w, fuzz::Reader& r) {
       wire::CmRtu m;
       m.local_comm_id = remote;
       m.remote_comm_id = local;
-      wire::build_cm_rtu(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -253,7 +253,7 @@ void step(World& w, fuzz::Reader& r) {
       m.remote_comm_id = local;
       m.reason = r.u16();
       m.message_rejected = r.u8() & 3;
-      wire::build_cm_rej(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -262,7 +262,7 @@ void step(World& w, fuzz::Reader& r) {
       m.local_comm_id = remote;
       m.remote_comm_id = local;
       m.service_timeout = r.u8() & 0x1F;
-      wire::build_cm_mra(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -270,7 +270,7 @@ void step(World& w, fuzz::Reader& r) {
       wire::CmDreq m;
       m.local_comm_id = remote;
       m.remote_comm_id = local;
-      wire::build_cm_dreq(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -278,7 +278,7 @@ void step(World& w, fuzz::Reader& r) {
       wire::CmDrep m;
       m.local_comm_id = remote;
       m.remote_comm_id = local;
-      wire::build_cm_drep(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -287,7 +287,7 @@ void step(World& w, fuzz::Reader& r) {
       m.request_id = exact && remote ? remote : r.u32();
       m.service_id = wire::ip_cm_service_id(RDMA_PS_UDP, exact ? w.port[1] : r.u16());
       put_ip_cm(m.private_data.data(), src, w.self, r.u16());
-      wire::build_cm_sidr_req(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
@@ -297,7 +297,7 @@ void step(World& w, fuzz::Reader& r) {
       m.status = r.u8() % 6;
       m.qpn = r.u32() & 0xFFFFFF;
       m.qkey = r.u32();
-      wire::build_cm_sidr_rep(mad, tid, m);
+      wire::build_cm(mad, tid, m);
       inject(mad, src);
       break;
     }
