@@ -127,8 +127,10 @@ class IwarpProvider final : public Provider {
 }  // namespace
 
 const Provider& iwarp_provider() {
-  static const IwarpProvider p;
-  return p;
+  // Never destroyed: threads of the program (the CM agent's, a poller's) may still call it
+  // while static destructors run at exit.
+  static const IwarpProvider* const p = new IwarpProvider;
+  return *p;
 }
 
 }  // namespace softrdma::verbs

@@ -225,8 +225,10 @@ class RoceProvider final : public Provider {
 }  // namespace
 
 const Provider& roce_provider() {
-  static const RoceProvider p;
-  return p;
+  // Never destroyed: threads of the program (the CM agent's, a poller's) may still call it
+  // while static destructors run at exit.
+  static const RoceProvider* const p = new RoceProvider;
+  return *p;
 }
 
 }  // namespace softrdma::verbs
