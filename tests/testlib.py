@@ -146,6 +146,33 @@ def finish(p, timeout=60):
     return p.returncode, out
 
 
+def run_stats(text, device="softroce0"):
+    """The counters of `softrdma run --stats`'s line for `device` in `text`, as {name: int}, or
+    None. The line need not start a line: perftest may end its last line without a newline."""
+    m = re.search(rf"softrdma: stats {device} \S+:((?: \w+=\d+)+)$", text, re.M)
+    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
+
+
+def run_pair(softrdma, server, client, server_opts=(), client_opts=None, timeout=120):
+    """Runs `server` under `softrdma run SERVER_OPTS --`, then, once it listens on its TCP port
+    (`-p PORT` in `server`), `client` under `softrdma run CLIENT_OPTS --` (the server's options
+    when None). Returns ((exit, output), (exit, output)); an exit is None for a program that had
+    to be killed after `timeout` seconds."""
+    client_opts = server_opts if client_opts is None else client_opts
+    srv = subprocess.Popen([softrdma, "run", *server_opts, "--", *server], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    wait_listening(server[server.index("-p") + 1], proc=srv)
+    try:
+        c = subprocess.run([softrdma, "run", *client_opts, "--", *client], capture_output=True,
+                           text=True, timeout=timeout)
+        client_result = (c.returncode, c.stdout + c.stderr)
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout or b""
+        out = out.decode(errors="replace") if isinstance(out, bytes) else out
+        return finish(srv, 0), (None, out + "\n(timed out)")
+    return finish(srv, timeout), client_result
+
+
 def in_netns(ns, pred_name, *args):
     """`pred_name(*args)` (a predicate of this module) evaluated inside network namespace `ns`,
     where /proc/net and abstract unix sockets are that namespace's own."""

@@ -11,7 +11,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import expect, failures, free_port, wait_listening  # noqa: E402
+from testlib import expect, failures, free_port, run_pair, run_stats as stats  # noqa: E402
 
 softrdma, case = sys.argv[1:3]
 
@@ -19,24 +19,7 @@ softrdma, case = sys.argv[1:3]
 def pair(args, run_opts):
     port = str(free_port())
     server = [*args, "-p", port]
-    srv = subprocess.Popen([softrdma, "run", *run_opts, "--", *server], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    wait_listening(port, proc=srv)
-    try:
-        c = subprocess.run([softrdma, "run", *run_opts, "--", *server, "127.0.0.1"],
-                           capture_output=True, text=True, timeout=120)
-        s_out, _ = srv.communicate(timeout=120)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.communicate()
-        raise
-    return (srv.returncode, s_out), (c.returncode, c.stdout + c.stderr)
-
-
-def stats(text):
-    # perftest's last line may lack its newline: the stats line is not always at a line start.
-    m = re.search(r"softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
+    return run_pair(softrdma, server, [*server, "127.0.0.1"], server_opts=run_opts)
 
 
 # CASE: the program, its options, --local, and whether the writes are placed directly.

@@ -11,7 +11,8 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import expect, failures, free_port, wait_listening  # noqa: E402
+from testlib import (expect, failures, free_port, run_pair, run_stats as stats,  # noqa: E402
+                     wait_listening)
 
 softrdma, case = sys.argv[1:3]
 
@@ -23,26 +24,8 @@ def run_one(args, timeout=60, env=None):
 
 
 def pair(server, client, timeout=120, run_opts=()):
-    """Starts `server`, then, once it listens on its TCP port (`-p`), `client` with the
-    server's address; returns both results."""
-    srv = subprocess.Popen([softrdma, "run", *run_opts, "--", *server], stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    wait_listening(server[server.index("-p") + 1], proc=srv)
-    try:
-        c = subprocess.run([softrdma, "run", *run_opts, "--", *client], capture_output=True,
-                           text=True, timeout=timeout)
-        s_out, _ = srv.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        srv.communicate()
-        raise
-    return (srv.returncode, s_out), (c.returncode, c.stdout + c.stderr)
-
-
-def stats(text):
-    """The counters of a `softrdma run --stats` line in `text`, or None."""
-    m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
-    return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
+    """`server`, then `client` with the server's address, both under `softrdma run RUN_OPTS`."""
+    return run_pair(softrdma, server, client, server_opts=run_opts, timeout=timeout)
 
 
 def check_pair(name, server, client, patterns, client_only=False, **kw):
@@ -185,10 +168,9 @@ elif case == "pkeys":
         expect(src == 0 and crc == 0, "ib_write_bw --pkey_index=1 on partition 0x8001",
                sout + cout)
         for side, out in (("server", sout), ("client", cout)):
-            # (perftest may end its last line without a newline: the stats line follows on it)
-            bad = re.search(r"softrdma: stats softroce0 \S+ .*drop_bad_pkey=(\d+)", out)
-            expect(bad and bad.group(1) == "0", f"the {side} took every packet of its partition",
-                   out)
+            counters = stats(out)
+            expect(counters and counters["drop_bad_pkey"] == 0,
+                   f"the {side} took every packet of its partition", out)
         traces = [os.path.join(d, f) for f in os.listdir(d)]
         keys = set()
         for t in traces:
@@ -199,18 +181,13 @@ elif case == "pkeys":
     # A client of another partition gets nothing through: the server drops and counts.
     port = str(free_port())
     args = ["ib_write_bw", "-p", port, "-s", "4096", "-n", "20", "--pkey_index=1"]
-    srv = subprocess.Popen([softrdma, "run", "--stats", "--pkeys", "0xffff,0x8001", "--", *args],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wait_listening(port, proc=srv)
-    rc, cout = run_one(["--pkeys", "0xffff,0x8002", "--", *args, "127.0.0.1"], timeout=120)
-    try:
-        sout, _ = srv.communicate(timeout=60)
-    except subprocess.TimeoutExpired:
-        srv.kill()
-        sout, _ = srv.communicate()
-    bad = re.search(r"softrdma: stats softroce0 \S+ .*drop_bad_pkey=(\d+)", sout)
+    (_, sout), (rc, cout) = run_pair(softrdma, args, [*args, "127.0.0.1"],
+                                     server_opts=("--stats", "--pkeys", "0xffff,0x8001"),
+                                     client_opts=("--pkeys", "0xffff,0x8002"))
+    counters = stats(sout)
     expect(rc != 0, "a client of partition 0x8002 fails", cout)
-    expect(bad and int(bad.group(1)) > 0, "the server counts its P_Key violations", sout)
+    expect(counters and counters["drop_bad_pkey"] > 0, "the server counts its P_Key violations",
+           sout)
 elif case == "rc_pingpong_gid":
     # Scripts written for rxe name the IPv4 RoCE v2 GID as index 1: data goes both ways.
     port = str(free_port())
@@ -262,27 +239,23 @@ elif case == "local_kernel":
                run_opts=("--local", "kernel"))
     port = str(free_port())
     args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "2000"]
-    srv = subprocess.Popen([softrdma, "run", "--local", "kernel", "--", *args],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wait_listening(port, proc=srv)
-    rc, out = run_one(["--", *args, "127.0.0.1"], timeout=60)
-    s_out, _ = srv.communicate(timeout=60)
-    expect(rc == 0 and srv.returncode == 0 and re.search(r"2000 iters in", out),
+    (src, s_out), (rc, out) = run_pair(softrdma, args, [*args, "127.0.0.1"],
+                                       server_opts=("--local", "kernel"), client_opts=(),
+                                       timeout=60)
+    expect(rc == 0 and src == 0 and re.search(r"2000 iters in", out),
            "rc_pingpong between a ring device and a kernel-only one", out + s_out)
 elif case == "stats":
     # --stats: each process prints its device's counters when it exits. The server drops 5% of
     # what it sends, so its line counts injected drops and the pair counts retransmissions.
     port = str(free_port())
     args = ["ibv_rc_pingpong", "-g", "1", "-p", port, "-n", "300"]
-    srv = subprocess.Popen([softrdma, "run", "--stats", "--faults", "drop=0.05,seed=7", "--", *args],
-                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    wait_listening(port, proc=srv)
     # The client also traces: the counters come from the backend under the trace.
     with tempfile.TemporaryDirectory(prefix="softrdma-stats-") as d:
-        rc, out = run_one(["--stats", "--pcap", os.path.join(d, "c.pcapng"), "--", *args,
-                           "127.0.0.1"], timeout=120)
-    s_out, _ = srv.communicate(timeout=120)
-    expect(rc == 0 and srv.returncode == 0, "pingpong with --stats", out + s_out)
+        (src, s_out), (rc, out) = run_pair(
+            softrdma, args, [*args, "127.0.0.1"],
+            server_opts=("--stats", "--faults", "drop=0.05,seed=7"),
+            client_opts=("--stats", "--pcap", os.path.join(d, "c.pcapng")))
+    expect(rc == 0 and src == 0, "pingpong with --stats", out + s_out)
 
 
     s_stats, c_stats = stats(s_out), stats(out)
