@@ -65,34 +65,23 @@ long long counter(const char* name, pid_t pid = getpid()) {
   return std::stoll(m[1]);
 }
 
-// Three pages, guard bytes in all, registered on demand; the middle one unmapped or read-only
-// when a test says so.
-struct Odp : ::testing::Test {
-  Loop l;
+// Three pages filled with guard bytes; tests take the middle one away or write into it, and the
+// first and last stay guards.
+struct GuardPages {
   std::uint8_t* pages = nullptr;
-  ibv_mr* odp = nullptr;
 
-  void SetUp() override {
-    l.mr_access = kAll;
-    l.qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
-    ASSERT_TRUE(l.open(open_by_name("softroce0")));
-    ASSERT_TRUE(l.connect());
+  bool map() {
     void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
+    if (p == MAP_FAILED) return false;
     pages = static_cast<std::uint8_t*>(p);
     std::memset(pages, kGuard, 3 * kPage);
-    odp = ibv_reg_mr(l.pd, pages, 3 * kPage, static_cast<int>(kAll | IBV_ACCESS_ON_DEMAND));
-    ASSERT_NE(odp, nullptr) << std::strerror(errno);
-    for (std::size_t i = 0; i < 4096; ++i) l.buf[i] = static_cast<std::uint8_t>(i * 3 + 1);
+    return true;
   }
-  void TearDown() override {
-    if (odp) ibv_dereg_mr(odp);
-    l.close();
+  void unmap() {
     if (pages) munmap(pages, 3 * kPage);
+    pages = nullptr;
   }
-
   std::uint8_t* middle() { return pages + kPage; }
-  void unmap_middle() { ASSERT_TRUE(take_away(middle(), kPage)); }
   // The first and last pages hold guard bytes only.
   bool guards_intact() {
     for (std::size_t i = 0; i < kPage; ++i) {
@@ -100,6 +89,31 @@ struct Odp : ::testing::Test {
     }
     return true;
   }
+};
+
+// Three guard pages registered on demand, and a connected RC pair; the middle page unmapped or
+// read-only when a test says so.
+struct Odp : ::testing::Test, GuardPages {
+  Loop l;
+  ibv_mr* odp = nullptr;
+
+  void SetUp() override {
+    l.mr_access = kAll;
+    l.qp_access = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    ASSERT_TRUE(l.open(open_by_name("softroce0")));
+    ASSERT_TRUE(l.connect());
+    ASSERT_TRUE(map());
+    odp = ibv_reg_mr(l.pd, pages, 3 * kPage, static_cast<int>(kAll | IBV_ACCESS_ON_DEMAND));
+    ASSERT_NE(odp, nullptr) << std::strerror(errno);
+    for (std::size_t i = 0; i < 4096; ++i) l.buf[i] = static_cast<std::uint8_t>(i * 3 + 1);
+  }
+  void TearDown() override {
+    if (odp) ibv_dereg_mr(odp);
+    l.close();
+    unmap();
+  }
+
+  void unmap_middle() { ASSERT_TRUE(take_away(middle(), kPage)); }
   static std::uint64_t at(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
   // One signaled work request on QP 0; its completion's status (-1: none, -2: not posted).
@@ -369,16 +383,17 @@ TEST_F(Odp, ReregKeepsAnOdpRegionOnDemand) {
             IBV_REREG_MR_ERR_INPUT);
 }
 
-// Two UC QPs of one device connected to each other, the Odp fixture's pages on demand.
-struct OdpUc : ::testing::Test {
+// Two QPs of `Type` on one device, both in RTS: UC QPs connected to each other, UD QPs with Q_Key
+// kQkey and an address handle to the device itself; and three guard pages.
+template <ibv_qp_type Type>
+struct OdpPair : ::testing::Test, GuardPages {
+  static constexpr std::uint32_t kQkey = 0x11111111;
   ibv_context* ctx = nullptr;
   ibv_pd* pd = nullptr;
   ibv_cq* cq = nullptr;
   ibv_qp* qp[2] = {};
-  std::uint8_t* pages = nullptr;
-  ibv_mr* odp = nullptr;
-  ibv_mr* all = nullptr;  // implicit
-  std::vector<std::uint8_t> src = std::vector<std::uint8_t>(4096);
+  ibv_ah* ah = nullptr;                 // UD
+  std::vector<ibv_mr*> mrs;             // what reg() registered
 
   void SetUp() override {
     ctx = open_by_name("softroce0");
@@ -388,10 +403,16 @@ struct OdpUc : ::testing::Test {
     ASSERT_TRUE(pd && cq);
     ibv_gid gid;
     ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &gid), 0);
+    ibv_ah_attr av{};
+    av.is_global = 1;
+    av.grh.dgid = gid;
+    av.grh.sgid_index = 1;
+    av.grh.hop_limit = 64;
+    av.port_num = 1;
     for (auto& q : qp) {
       ibv_qp_init_attr a{};
       a.send_cq = a.recv_cq = cq;
-      a.qp_type = IBV_QPT_UC;
+      a.qp_type = Type;
       a.cap.max_send_wr = a.cap.max_recv_wr = 8;
       a.cap.max_send_sge = a.cap.max_recv_sge = 1;
       q = ibv_create_qp(pd, &a);
@@ -402,48 +423,59 @@ struct OdpUc : ::testing::Test {
       a.qp_state = IBV_QPS_INIT;
       a.port_num = 1;
       a.qp_access_flags = IBV_ACCESS_REMOTE_WRITE;
-      ASSERT_EQ(ibv_modify_qp(qp[i], &a,
-                              IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-                0);
+      a.qkey = kQkey;
+      const int last = Type == IBV_QPT_UD ? IBV_QP_QKEY : IBV_QP_ACCESS_FLAGS;
+      ASSERT_EQ(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | last), 0);
       a = {};
       a.qp_state = IBV_QPS_RTR;
       a.path_mtu = IBV_MTU_1024;
       a.dest_qp_num = qp[1 - i]->qp_num;
-      a.ah_attr.is_global = 1;
-      a.ah_attr.grh.dgid = gid;
-      a.ah_attr.grh.sgid_index = 1;
-      a.ah_attr.grh.hop_limit = 64;
-      a.ah_attr.port_num = 1;
-      ASSERT_EQ(ibv_modify_qp(
-                    qp[i], &a,
-                    IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN),
-                0);
+      a.ah_attr = av;
+      const int connect = IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+      ASSERT_EQ(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | (Type == IBV_QPT_UD ? 0 : connect)), 0);
       a = {};
       a.qp_state = IBV_QPS_RTS;
       ASSERT_EQ(ibv_modify_qp(qp[i], &a, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
     }
-    void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    pages = static_cast<std::uint8_t*>(p);
-    std::memset(pages, kGuard, 3 * kPage);
-    constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND;
-    odp = ibv_reg_mr(pd, pages, 3 * kPage, kAccess);
-    all = ibv_reg_mr(pd, nullptr, SIZE_MAX, kAccess);
-    ASSERT_TRUE(odp && all);
-    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 5 + 3);
+    if (Type == IBV_QPT_UD) {
+      ah = ibv_create_ah(pd, &av);
+      ASSERT_NE(ah, nullptr);
+    }
+    ASSERT_TRUE(map());
   }
   void TearDown() override {
     for (auto& q : qp) {
       if (q) ibv_destroy_qp(q);
     }
-    if (odp) ibv_dereg_mr(odp);
-    if (all) ibv_dereg_mr(all);
+    if (ah) ibv_destroy_ah(ah);
+    for (ibv_mr* mr : mrs) ibv_dereg_mr(mr);
     if (cq) ibv_destroy_cq(cq);
     if (pd) ibv_dealloc_pd(pd);
     if (ctx) ibv_close_device(ctx);
-    if (pages) munmap(pages, 3 * kPage);
+    unmap();
   }
-  std::uint8_t* middle() { return pages + kPage; }
+  ibv_mr* reg(void* addr, std::size_t len, int access) {
+    ibv_mr* mr = ibv_reg_mr(pd, addr, len, access);
+    if (mr) mrs.push_back(mr);
+    return mr;
+  }
+};
+
+// The UC pair, the guard pages registered on demand and the whole address space (implicit).
+struct OdpUc : OdpPair<IBV_QPT_UC> {
+  ibv_mr* odp = nullptr;
+  ibv_mr* all = nullptr;  // implicit
+  std::vector<std::uint8_t> src = std::vector<std::uint8_t>(4096);
+
+  void SetUp() override {
+    OdpPair::SetUp();
+    if (HasFatalFailure()) return;
+    constexpr int kAccess = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_ON_DEMAND;
+    odp = reg(pages, 3 * kPage, kAccess);
+    all = reg(nullptr, SIZE_MAX, kAccess);
+    ASSERT_TRUE(odp && all);
+    for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 5 + 3);
+  }
   // A signaled WRITE (or SEND) of `len` bytes of `src`, gathered through the implicit region.
   int post(ibv_wr_opcode op, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{Odp::at(src.data()), len, all->lkey};
@@ -500,10 +532,7 @@ TEST_F(OdpUc, WriteToUnmappedMemoryFailsTheResponderQpOnly) {
   // UC has no NAK: the receiving QP fails, as on a bad rkey; nothing around the hole changes.
   EXPECT_TRUE(softrdma::test::wait_until([&] { return state(1) == IBV_QPS_ERR; }));
   EXPECT_EQ(counter("odp_faults"), faults + 1);
-  for (std::size_t i = 0; i < kPage; ++i) {
-    ASSERT_EQ(pages[i], kGuard);
-    ASSERT_EQ(pages[2 * kPage + i], kGuard);
-  }
+  EXPECT_TRUE(guards_intact());
   EXPECT_EQ(state(0), IBV_QPS_RTS);
 }
 
@@ -667,76 +696,19 @@ TEST(OdpDirectPlacement, AWriteIntoAnUnmappedPageOfAnotherProcessIsRefused) {
   l.close();
 }
 
-// Two UD QPs of one device, the receive buffers in an ODP region over three guard pages.
-struct OdpUd : ::testing::Test {
-  static constexpr std::uint32_t kQkey = 0x11111111;
-  ibv_context* ctx = nullptr;
-  ibv_pd* pd = nullptr;
-  ibv_cq* cq = nullptr;
-  ibv_qp* qp[2] = {};
-  ibv_ah* ah = nullptr;
-  std::uint8_t* pages = nullptr;
+// The UD pair, the receive buffers in an ODP region over the guard pages.
+struct OdpUd : OdpPair<IBV_QPT_UD> {
   ibv_mr* odp = nullptr;
   std::vector<std::uint8_t> src = std::vector<std::uint8_t>(1000);
   ibv_mr* src_mr = nullptr;
 
   void SetUp() override {
-    ctx = open_by_name("softroce0");
-    ASSERT_NE(ctx, nullptr);
-    pd = ibv_alloc_pd(ctx);
-    cq = ibv_create_cq(ctx, 64, nullptr, nullptr, 0);
-    ASSERT_TRUE(pd && cq);
-    ibv_gid gid;
-    ASSERT_EQ(ibv_query_gid(ctx, 1, 1, &gid), 0);
-    for (auto& q : qp) {
-      ibv_qp_init_attr a{};
-      a.send_cq = a.recv_cq = cq;
-      a.qp_type = IBV_QPT_UD;
-      a.cap.max_send_wr = a.cap.max_recv_wr = 8;
-      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-      q = ibv_create_qp(pd, &a);
-      ASSERT_NE(q, nullptr);
-      ibv_qp_attr m{};
-      m.qp_state = IBV_QPS_INIT;
-      m.port_num = 1;
-      m.qkey = kQkey;
-      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
-                0);
-      m = {};
-      m.qp_state = IBV_QPS_RTR;
-      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE), 0);
-      m = {};
-      m.qp_state = IBV_QPS_RTS;
-      ASSERT_EQ(ibv_modify_qp(q, &m, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
-    }
-    ibv_ah_attr aa{};
-    aa.is_global = 1;
-    aa.grh.dgid = gid;
-    aa.grh.sgid_index = 1;
-    aa.grh.hop_limit = 64;
-    aa.port_num = 1;
-    ah = ibv_create_ah(pd, &aa);
-    ASSERT_NE(ah, nullptr);
-    void* p = mmap(nullptr, 3 * kPage, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    ASSERT_NE(p, MAP_FAILED);
-    pages = static_cast<std::uint8_t*>(p);
-    std::memset(pages, kGuard, 3 * kPage);
-    odp = ibv_reg_mr(pd, pages, 3 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
-    src_mr = ibv_reg_mr(pd, src.data(), src.size(), IBV_ACCESS_ON_DEMAND);
+    OdpPair::SetUp();
+    if (HasFatalFailure()) return;
+    odp = reg(pages, 3 * kPage, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND);
+    src_mr = reg(src.data(), src.size(), IBV_ACCESS_ON_DEMAND);
     ASSERT_TRUE(odp && src_mr);
     for (std::size_t i = 0; i < src.size(); ++i) src[i] = static_cast<std::uint8_t>(i * 7 + 1);
-  }
-  void TearDown() override {
-    for (auto& q : qp) {
-      if (q) ibv_destroy_qp(q);
-    }
-    if (ah) ibv_destroy_ah(ah);
-    if (odp) ibv_dereg_mr(odp);
-    if (src_mr) ibv_dereg_mr(src_mr);
-    if (cq) ibv_destroy_cq(cq);
-    if (pd) ibv_dealloc_pd(pd);
-    if (ctx) ibv_close_device(ctx);
-    if (pages) munmap(pages, 3 * kPage);
   }
   // A receive of 40 + 1000 bytes at `at` on QP 1, then a 1000-byte datagram from QP 0; the two
   // completions' statuses, the receive's first.
@@ -778,10 +750,7 @@ TEST_F(OdpUd, AReceiveIntoUnmappedMemoryIsALocalProtectionError) {
   ASSERT_TRUE(take_away(pages + kPage, kPage));
   EXPECT_EQ(exchange(pages + kPage), (std::vector<int>{IBV_WC_LOC_PROT_ERR, IBV_WC_SUCCESS}));
   EXPECT_EQ(counter("odp_faults"), faults + 1);
-  for (std::size_t i = 0; i < kPage; ++i) {
-    ASSERT_EQ(pages[i], kGuard);
-    ASSERT_EQ(pages[2 * kPage + i], kGuard);
-  }
+  EXPECT_TRUE(guards_intact());
   // The QP goes on: the next datagram lands in mapped memory.
   EXPECT_EQ(exchange(pages), (std::vector<int>{IBV_WC_SUCCESS, IBV_WC_SUCCESS}));
   EXPECT_EQ(std::memcmp(pages + 40, src.data(), 1000), 0);
