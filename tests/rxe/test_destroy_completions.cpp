@@ -3,9 +3,11 @@
 // pass. A netdev that stops the pass in its transmit makes the interleaving certain.
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <thread>
 
+#include "netdev/forwarding.h"
 #include "tests/rxe/fixture.h"
 
 namespace softrdma::rxe::test {
@@ -13,13 +15,9 @@ namespace {
 
 // A MemoryNetdev whose send_batch, once armed, blocks until opened: the progress pass that
 // sends is then stopped between its receive (completions held) and their hand-out.
-class GatedNetdev : public netdev::Netdev {
+class GatedNetdev : public netdev::ForwardingNetdev {
  public:
-  explicit GatedNetdev(std::unique_ptr<netdev::MemoryNetdev> inner) : inner_(std::move(inner)) {}
-  std::string name() const override { return inner_->name(); }
-  std::string backend() const override { return inner_->backend(); }
-  std::uint32_t mtu() const override { return inner_->mtu(); }
-  std::span<const netdev::IpAddr> addresses() const override { return inner_->addresses(); }
+  using ForwardingNetdev::ForwardingNetdev;
   std::size_t send_batch(std::span<netdev::Packet* const> pkts) override {
     std::unique_lock lock(mu_);
     if (armed_) {
@@ -28,15 +26,8 @@ class GatedNetdev : public netdev::Netdev {
       cv_.wait(lock, [&] { return !armed_; });
     }
     lock.unlock();
-    return inner_->send_batch(pkts);
+    return ForwardingNetdev::send_batch(pkts);
   }
-  std::size_t recv_batch(std::span<netdev::Packet* const> pkts) override {
-    return inner_->recv_batch(pkts);
-  }
-  int wait_fd() const override { return inner_->wait_fd(); }
-  int next_timeout_ms() const override { return inner_->next_timeout_ms(); }
-  void service() override { inner_->service(); }
-  netdev::Counters counters() const override { return inner_->counters(); }
 
   void arm() {
     std::lock_guard lock(mu_);
@@ -54,7 +45,6 @@ class GatedNetdev : public netdev::Netdev {
   }
 
  private:
-  std::unique_ptr<netdev::MemoryNetdev> inner_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool armed_ = false, stopped_ = false;
@@ -71,36 +61,47 @@ class DestroyQp : public ::testing::Test {
     b = std::make_unique<Node>(std::move(gated));
   }
   void TearDown() override { gate->open(); }
+
+  // qa (a new RC QP of a) connected to `qb`, a receive posted on qb, then a SEND from qa that
+  // b's pass receives: the pass holds its receive completion and stops before sending the ACK.
+  void stop_b_holding_a_completion_for(Qp* qb) {
+    qa = make_qp(*a, QpType::kRc);
+    connect(*a, qa, *b, qb);
+    rb = std::make_unique<Buffer>(*b, 64, kAccessLocalWrite);
+    const Sge rs = rb->sge(0, 64);
+    ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
+    gate->arm();
+    sb = std::make_unique<Buffer>(*a, 64, kAllAccess, 0x5A);
+    const Sge ss = sb->sge(0, 32);
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
+    ASSERT_TRUE(wait_until([&] { return gate->stopped(); }));
+  }
+  // Runs `destroy` on a thread while b's pass is stopped, then lets the pass go; `destroy`'s
+  // result, or -1 when it did not return while the pass was stopped.
+  int destroy_during_the_pass(const std::function<int()>& destroy) {
+    std::atomic<int> rc{-1};
+    std::thread destroyer([&] { rc = destroy(); });
+    const bool returned = wait_until([&] { return rc.load() != -1; });
+    gate->open();
+    destroyer.join();
+    return returned ? rc.load() : -1;
+  }
+
   std::shared_ptr<netdev::MemoryFabric> fabric;
   std::unique_ptr<Node> a, b;
   GatedNetdev* gate = nullptr;
+  Qp* qa = nullptr;
+  std::unique_ptr<Buffer> rb, sb;
 };
 
 TEST_F(DestroyQp, NoCompletionOfItAppearsAfterItReturns) {
-  Qp* qa = make_qp(*a, QpType::kRc);
   Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   const std::uint32_t qbn = qb->qpn();
-  Buffer rb(*b, 64, kAccessLocalWrite);
-  const Sge rs = rb.sge(0, 64);
-  ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
-
-  // b's pass receives the SEND, holds its receive completion and stops sending the ACK.
-  gate->arm();
-  Buffer sb(*a, 64, kAllAccess, 0x5A);
-  const Sge ss = sb.sge(0, 32);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
-  ASSERT_TRUE(wait_until([&] { return gate->stopped(); }));
+  ASSERT_NO_FATAL_FAILURE(stop_b_holding_a_completion_for(qb));
   ASSERT_EQ(b->cq->count(), 0u) << "the pass was to hold the receive completion";
-
   // destroy_qp returns while the pass is stopped: it does not wait for it.
-  std::atomic<int> rc{-1};
-  std::thread destroyer([&] { rc = b->dev->destroy_qp(qb); });
-  const bool returned = wait_until([&] { return rc.load() != -1; });
-  gate->open();
-  destroyer.join();
-  ASSERT_TRUE(returned) << "destroy_qp waited for the progress pass";
-  EXPECT_EQ(rc.load(), 0);
+  EXPECT_EQ(destroy_during_the_pass([&] { return b->dev->destroy_qp(qb); }), 0)
+      << "destroy_qp waited for the progress pass, or failed";
 
   // Once the stopped pass is over (a pass of our own runs only then), the CQ holds nothing of
   // the destroyed QP.
@@ -120,26 +121,12 @@ TEST_F(DestroyQp, ItsCqCanGoWhileAPassHeldACompletionForIt) {
   QpCap cap = default_cap();
   Qp* qb = b->dev->create_qp(b->pd, QpType::kRc, b->cq, rcq, nullptr, cap, false, &err);
   ASSERT_TRUE(qb);
-  Qp* qa = make_qp(*a, QpType::kRc);
-  connect(*a, qa, *b, qb);
-  Buffer rb(*b, 64, kAccessLocalWrite);
-  const Sge rs = rb.sge(0, 64);
-  ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
-  gate->arm();
-  Buffer sb(*a, 64, kAllAccess, 0x5A);
-  const Sge ss = sb.sge(0, 32);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
-  ASSERT_TRUE(wait_until([&] { return gate->stopped(); }));
-  std::atomic<int> rc{-1};
-  std::thread destroyer([&] {
-    const int q = b->dev->destroy_qp(qb);
-    rc = q ? q : b->dev->destroy_cq(rcq);
-  });
-  const bool returned = wait_until([&] { return rc.load() != -1; });
-  gate->open();
-  destroyer.join();
-  ASSERT_TRUE(returned);
-  EXPECT_EQ(rc.load(), 0);
+  ASSERT_NO_FATAL_FAILURE(stop_b_holding_a_completion_for(qb));
+  EXPECT_EQ(destroy_during_the_pass([&] {
+              const int q = b->dev->destroy_qp(qb);
+              return q ? q : b->dev->destroy_cq(rcq);
+            }),
+            0);
   ASSERT_TRUE(wait_until([&] { return b->dev->poll_progress(); }));
   // a's SEND was acknowledged all the same: the pass went on normally.
   auto wc = wait_wc(a->cq, 1);
