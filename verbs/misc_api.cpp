@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <type_traits>
 
 #include "verbs/kernel_view.h"
 #include "verbs/objects.h"
@@ -17,6 +18,40 @@ using namespace softrdma;
 using namespace softrdma::verbs;
 
 namespace {
+
+// ibv_sa_path_rec and the kernel's ib_user_path_rec carry the same fields under the same names,
+// with GIDs as a union or as bytes and some flags as int or __u32; one copy serves both ways.
+std::uint8_t* gid_bytes(ibv_gid& g) {
+  return g.raw;
+}
+std::uint8_t* gid_bytes(std::uint8_t* g) {
+  return g;
+}
+template <class To, class From>
+void copy_path_rec(To* dst, From* src) {
+  std::memcpy(gid_bytes(dst->dgid), gid_bytes(src->dgid), 16);
+  std::memcpy(gid_bytes(dst->sgid), gid_bytes(src->sgid), 16);
+  auto set = [](auto& to, auto from) {
+    to = static_cast<std::remove_reference_t<decltype(to)>>(from);
+  };
+  set(dst->dlid, src->dlid);
+  set(dst->slid, src->slid);
+  set(dst->raw_traffic, src->raw_traffic);
+  set(dst->flow_label, src->flow_label);
+  set(dst->reversible, src->reversible);
+  set(dst->mtu, src->mtu);
+  set(dst->pkey, src->pkey);
+  set(dst->hop_limit, src->hop_limit);
+  set(dst->traffic_class, src->traffic_class);
+  set(dst->numb_path, src->numb_path);
+  set(dst->sl, src->sl);
+  set(dst->mtu_selector, src->mtu_selector);
+  set(dst->rate_selector, src->rate_selector);
+  set(dst->rate, src->rate);
+  set(dst->packet_life_time_selector, src->packet_life_time_selector);
+  set(dst->packet_life_time, src->packet_life_time);
+  set(dst->preference, src->preference);
+}
 
 struct RateRow {
   ibv_rate rate;
@@ -260,47 +295,11 @@ void ibv_copy_qp_attr_from_kern(ibv_qp_attr* dst, ib_uverbs_qp_attr* src) {
 }
 
 void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src) {
-  std::memcpy(dst->dgid.raw, src->dgid, 16);
-  std::memcpy(dst->sgid.raw, src->sgid, 16);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<int>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<int>(src->reversible);
-  dst->mtu = static_cast<uint8_t>(src->mtu);
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  copy_path_rec(dst, src);
 }
 
 void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src) {
-  std::memcpy(dst->dgid, src->dgid.raw, 16);
-  std::memcpy(dst->sgid, src->sgid.raw, 16);
-  dst->dlid = src->dlid;
-  dst->slid = src->slid;
-  dst->raw_traffic = static_cast<uint32_t>(src->raw_traffic);
-  dst->flow_label = src->flow_label;
-  dst->reversible = static_cast<uint32_t>(src->reversible);
-  dst->mtu = src->mtu;
-  dst->pkey = src->pkey;
-  dst->hop_limit = src->hop_limit;
-  dst->traffic_class = src->traffic_class;
-  dst->numb_path = src->numb_path;
-  dst->sl = src->sl;
-  dst->mtu_selector = src->mtu_selector;
-  dst->rate_selector = src->rate_selector;
-  dst->rate = src->rate;
-  dst->packet_life_time_selector = src->packet_life_time_selector;
-  dst->packet_life_time = src->packet_life_time;
-  dst->preference = src->preference;
+  copy_path_rec(dst, src);
 }
 
 }  // extern "C"

@@ -4,7 +4,9 @@
 // child's device is its own while its parent's objects stay the parent's.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <infiniband/sa.h>
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_sa.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -15,6 +17,10 @@
 #include <vector>
 
 #include "verbs_helpers.h"
+
+// librdmacm's conversions of path records; rdma-core exports them without a header.
+extern "C" void ibv_copy_path_rec_from_kern(ibv_sa_path_rec* dst, ib_user_path_rec* src);
+extern "C" void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec* src);
 
 namespace {
 
@@ -317,6 +323,43 @@ TEST(VerbsApi, AChildOfAProcessThatNeverUsedVerbsIsUnaffected) {
   }
   ASSERT_GT(pid, 0);
   EXPECT_EQ(wait_child(pid), 0);
+}
+
+TEST(VerbsAbi, PathRecordsCopyEveryFieldBothWays) {
+  ib_user_path_rec k{};
+  for (int i = 0; i < 16; ++i) {
+    k.dgid[i] = static_cast<__u8>(i + 1);
+    k.sgid[i] = static_cast<__u8>(0x80 + i);
+  }
+  k.dlid = 0x1234;
+  k.slid = 0x5678;
+  k.raw_traffic = 1;
+  k.flow_label = 0xABCDE;
+  k.reversible = 1;
+  k.mtu = 4;
+  k.pkey = 0x8001;
+  k.hop_limit = 63;
+  k.traffic_class = 0x28;
+  k.numb_path = 2;
+  k.sl = 5;
+  k.mtu_selector = 2;
+  k.rate_selector = 1;
+  k.rate = 7;
+  k.packet_life_time_selector = 3;
+  k.packet_life_time = 18;
+  k.preference = 9;
+  ibv_sa_path_rec v{};
+  ibv_copy_path_rec_from_kern(&v, &k);
+  EXPECT_EQ(v.dgid.raw[0], 1);
+  EXPECT_EQ(v.sgid.raw[15], 0x8F);
+  EXPECT_EQ(v.dlid, 0x1234);
+  EXPECT_EQ(v.flow_label, 0xABCDEu);
+  EXPECT_EQ(v.pkey, 0x8001);
+  EXPECT_EQ(v.packet_life_time, 18);
+  EXPECT_EQ(v.preference, 9);
+  ib_user_path_rec back{};
+  ibv_copy_path_rec_to_kern(&back, &v);
+  EXPECT_EQ(std::memcmp(&back, &k, sizeof k), 0);
 }
 
 }  // namespace
