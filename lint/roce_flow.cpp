@@ -560,48 +560,43 @@ void RoceFlowChecker::on_response(std::uint64_t frame_no, const std::string& whe
       f.in_resp = false;
       if (auto it = f.reads.find(f.resp_start); it != f.reads.end()) it->second.reported = true;
     }
-    std::uint32_t missed = 0;
-    std::string first_missed;
-    for (auto it = f.reads.begin(); it != f.reads.end();) {
-      const std::uint32_t n = std::max<std::uint32_t>(1, read_packets(it->second.len, f.mtu));
-      const std::uint32_t end = psn_add(it->first, n - 1);
-      if (!passed(it->first, end)) {
-        ++it;
-      } else if (it->second.answered || it->second.reported || it->second.resent) {
-        // Long since passed: forget it.
-        it = psn_diff(*done, end) > kForget ? f.reads.erase(it) : std::next(it);
-      } else {
-        if (missed++ == 0)
-          first_missed = psn_str(it->first) + " (" + frame_ref(it->second.frame) + ")";
-        it->second.reported = true;
-        ++it;
+    // Requests in `pending` (PSN -> request) whose last packet `done` passed and that had no
+    // answer: one `rule` violation naming the first of them.
+    const auto sweep = [&](auto& pending, auto last_psn, Rule rule, const char* first,
+                           const char* later) {
+      std::uint32_t missed = 0;
+      std::string first_missed;
+      for (auto it = pending.begin(); it != pending.end();) {
+        const std::uint32_t end = last_psn(*it);
+        if (!passed(it->first, end)) {
+          ++it;
+        } else if (it->second.answered || it->second.reported || it->second.resent) {
+          // Long since passed: forget it.
+          it = psn_diff(*done, end) > kForget ? pending.erase(it) : std::next(it);
+        } else {
+          if (missed++ == 0)
+            first_missed = psn_str(it->first) + " (" + frame_ref(it->second.frame) + ")";
+          it->second.reported = true;
+          ++it;
+        }
       }
-    }
-    if (missed > 0) {
-      add("roce.read_response",
-          "a response to the read at " + first_missed +
-              (missed > 1 ? " and " + std::to_string(missed - 1) + " later reads" : ""),
-          name + " for " + psn_str(psn) + " first");
-    }
-    missed = 0;
-    for (auto it = f.atomics.begin(); it != f.atomics.end();) {
-      if (!passed(it->first, it->first)) {
-        ++it;
-      } else if (it->second.answered || it->second.reported || it->second.resent) {
-        it = psn_diff(*done, it->first) > kForget ? f.atomics.erase(it) : std::next(it);
-      } else {
-        if (missed++ == 0)
-          first_missed = psn_str(it->first) + " (" + frame_ref(it->second.frame) + ")";
-        it->second.reported = true;
-        ++it;
+      if (missed > 0) {
+        add(rule,
+            first + first_missed +
+                (missed > 1 ? " and " + std::to_string(missed - 1) + later : std::string()),
+            name + " for " + psn_str(psn) + " first");
       }
-    }
-    if (missed > 0) {
-      add("roce.atomic_ack",
-          "an atomic acknowledge for " + first_missed +
-              (missed > 1 ? " and " + std::to_string(missed - 1) + " later atomics" : ""),
-          name + " for " + psn_str(psn) + " first");
-    }
+    };
+    sweep(
+        f.reads,
+        [&](const auto& r) {
+          const std::uint32_t n = std::max<std::uint32_t>(1, read_packets(r.second.len, f.mtu));
+          return psn_add(r.first, n - 1);
+        },
+        "roce.read_response", "a response to the read at ", " later reads");
+    sweep(
+        f.atomics, [](const auto& a) { return a.first; }, "roce.atomic_ack",
+        "an atomic acknowledge for ", " later atomics");
   }
 
   switch (info.kind) {

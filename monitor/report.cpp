@@ -24,17 +24,23 @@ const char* type_name(const rxe::QpInfo& q) {
   return "unknown";
 }
 
+// What a QP of either transport has: its CQs, SRQ and outstanding work requests.
+template <class QpInfo>
+void queue_fields(const QpInfo& q, json& r) {
+  r["send-cqn"] = q.send_cqn;
+  r["recv-cqn"] = q.recv_cqn;
+  if (q.srqn) r["srqn"] = q.srqn;
+  r["sq-wrs"] = q.send_outstanding;
+  r["rq-wrs"] = q.recv_outstanding;
+}
+
 json qp_row(const rxe::QpInfo& q) {
   json r = {{"lqpn", q.qpn},      {"type", type_name(q)},      {"state", core::to_string(q.state)},
             {"sq-psn", q.sq_psn}, {"rq-psn", q.rq_psn},        {"pdn", q.pdn},
             {"pkey", q.pkey},     {"pkey-index", q.pkey_index}};
   if (q.type != core::QpType::kUd) r["rqpn"] = q.dest_qpn;
   if (!q.peer.empty()) r["peer"] = q.peer;
-  r["send-cqn"] = q.send_cqn;
-  r["recv-cqn"] = q.recv_cqn;
-  if (q.srqn) r["srqn"] = q.srqn;
-  r["sq-wrs"] = q.send_outstanding;
-  r["rq-wrs"] = q.recv_outstanding;
+  queue_fields(q, r);
   const rxe::QpCounters& c = q.counters;
   r["sent-pkts"] = c.tx_packets;
   r["rcvd-pkts"] = c.rx_packets;
@@ -65,11 +71,7 @@ json iwarp_qp_row(const iwarp::QpInfo& q) {
     r["local"] = q.local;
     r["peer"] = q.peer;
   }
-  r["send-cqn"] = q.send_cqn;
-  r["recv-cqn"] = q.recv_cqn;
-  if (q.srqn) r["srqn"] = q.srqn;
-  r["sq-wrs"] = q.send_outstanding;
-  r["rq-wrs"] = q.recv_outstanding;
+  queue_fields(q, r);
   if (q.mpa_revision) {
     r["mpa-rev"] = q.mpa_revision;
     r["mpa-crc"] = q.mpa_crc;
