@@ -159,6 +159,18 @@ inline std::vector<Wc> wait_wc(Cq* cq, std::size_t n,
   return out;
 }
 
+// The next completion of `cq` (waiting as wait_wc does); when none comes, a test failure and a
+// completion of status kGeneralErr with wr_id ~0, so that the checks after it fail too.
+inline Wc one_wc(Cq* cq, std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  const std::vector<Wc> got = wait_wc(cq, 1, timeout);
+  if (!got.empty()) return got[0];
+  ADD_FAILURE() << "no completion within " << timeout.count() << " ms";
+  Wc none;
+  none.wr_id = ~0ull;
+  none.status = WcStatus::kGeneralErr;
+  return none;
+}
+
 inline SendWr wr(WrOpcode op, std::uint64_t id, std::span<const Sge> sge,
                  std::uint32_t flags = kSendSignaled) {
   SendWr w;
@@ -166,6 +178,15 @@ inline SendWr wr(WrOpcode op, std::uint64_t id, std::span<const Sge> sge,
   w.wr_id = id;
   w.sg_list = sge;
   w.send_flags = flags;
+  return w;
+}
+
+// An RDMA WRITE, READ or atomic of `sge` addressed to `remote` at offset `off`.
+inline SendWr rdma_wr(WrOpcode op, std::uint64_t id, std::span<const Sge> sge, const Buffer& remote,
+                      std::size_t off = 0, std::uint32_t flags = kSendSignaled) {
+  SendWr w = wr(op, id, sge, flags);
+  w.remote_addr = remote.addr(off);
+  w.rkey = remote.mr->rkey;
   return w;
 }
 

@@ -45,9 +45,7 @@ CcConfig cc(bool on) {
 void write_n(Node& a, Qp* qa, Buffer& src, Buffer& dst, int n, std::uint32_t len) {
   const Sge s = src.sge(0, len);
   for (int i = 0; i < n; ++i) {
-    SendWr w = wr(WrOpcode::kRdmaWrite, static_cast<std::uint64_t>(i), std::span(&s, 1));
-    w.remote_addr = dst.addr();
-    w.rkey = dst.mr->rkey;
+    SendWr w = rdma_wr(WrOpcode::kRdmaWrite, static_cast<std::uint64_t>(i), std::span(&s, 1), dst);
     ASSERT_EQ(qa->post_send(w), 0);
   }
   auto wcs = wait_wc(a.cq, static_cast<std::size_t>(n), 30s);
@@ -202,9 +200,7 @@ Incast incast(int n, bool dcqcn) {
       outstanding[static_cast<std::size_t>(i)] -= std::max(got, 0);
       const Sge sge = srcs[static_cast<std::size_t>(i)]->sge(0, 65536);
       while (outstanding[static_cast<std::size_t>(i)] < kOutstanding) {
-        SendWr w = wr(WrOpcode::kRdmaWrite, 0, std::span(&sge, 1));
-        w.remote_addr = dst.addr();
-        w.rkey = dst.mr->rkey;
+        SendWr w = rdma_wr(WrOpcode::kRdmaWrite, 0, std::span(&sge, 1), dst);
         EXPECT_EQ(qps[static_cast<std::size_t>(i)]->post_send(w), 0);
         ++outstanding[static_cast<std::size_t>(i)];
       }

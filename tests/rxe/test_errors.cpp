@@ -98,13 +98,10 @@ TEST_F(RcErrors, ReadWithoutRemoteReadAccess) {
   Buffer remote(*b, 4096, kAccessLocalWrite | kAccessRemoteWrite, 0x55);
   Buffer local(*a, 4096, kAllAccess, 0);
   const Sge s = local.sge(0, 100);
-  SendWr w = wr(WrOpcode::kRdmaRead, 9, std::span(&s, 1));
-  w.remote_addr = remote.addr();
-  w.rkey = remote.mr->rkey;
+  SendWr w = rdma_wr(WrOpcode::kRdmaRead, 9, std::span(&s, 1), remote);
   ASSERT_EQ(qa->post_send(w), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kRemAccessErr);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kRemAccessErr);
   EXPECT_TRUE(all_equal(local.bytes, 0));
 }
 
@@ -166,9 +163,8 @@ TEST_F(RcErrors, BadLocalKeyIsLocalProtectionError) {
   Sge ss = s.sge(0, 100);
   ss.lkey ^= 1;
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 3, std::span(&ss, 1))), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kLocProtErr);
   EXPECT_EQ(qa->state(), QpState::kErr);
 }
 
@@ -182,9 +178,8 @@ TEST_F(RcErrors, PeerGoneGivesRetryExceeded) {
   Buffer s(*a, 64, kAllAccess);
   const Sge ss = s.sge(0, 10);
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 5, std::span(&ss, 1))), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kRetryExcErr);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kRetryExcErr);
   EXPECT_EQ(qa->counters().retransmits, 3u);  // retry_cnt retries, then the error
   // The first send and three resends reach B, which has no such QP (the last may still
   // be on its way when the error completes).
@@ -204,9 +199,8 @@ TEST_F(RcErrors, RnrThenSuccessOnceAReceiveIsPosted) {
   EXPECT_EQ(a->cq->count(), 0u);
   const Sge rs = d.sge(0, 64);
   ASSERT_EQ(post_recv(qb, 7, std::span(&rs, 1)), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
   EXPECT_TRUE(all_equal(d.bytes, 0x77));
   EXPECT_GT(qa->counters().rnr_naks_received, 0u);
 }
@@ -218,9 +212,8 @@ TEST_F(RcErrors, RnrRetryExceeded) {
   Buffer s(*a, 64, kAllAccess);
   const Sge ss = s.sge(0, 64);
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 8, std::span(&ss, 1))), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kRnrRetryExcErr);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kRnrRetryExcErr);
   EXPECT_EQ(qa->counters().rnr_naks_received, 3u);
 }
 
@@ -235,11 +228,10 @@ TEST_F(RcErrors, SendWithInvalidateRevokesTheRemoteKey) {
   SendWr w = wr(WrOpcode::kSendWithInv, 2, std::span(&ss, 1));
   w.invalidate_rkey = d.mr->rkey;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithInv));
-  EXPECT_EQ(rwc[0].invalidated_rkey, d.mr->rkey);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc.wc_flags, static_cast<std::uint32_t>(kWcWithInv));
+  EXPECT_EQ(rwc.invalidated_rkey, d.mr->rkey);
   ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
   EXPECT_EQ(write(d.addr(), d.mr->rkey, 16), WcStatus::kRemAccessErr);
   EXPECT_TRUE(all_equal(d.bytes, 0x10));
@@ -255,19 +247,15 @@ TEST_F(RcErrors, LocalInvalidateRevokesALocalKey) {
   inv.send_flags = kSendSignaled;
   inv.invalidate_rkey = s.mr->lkey;
   ASSERT_EQ(qa->post_send(inv), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(wc[0].opcode, WcOpcode::kLocalInv);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(wc.opcode, WcOpcode::kLocalInv);
   // The invalidated key no longer gathers.
   const Sge ss = s.sge(0, 8);
-  SendWr w = wr(WrOpcode::kRdmaWrite, 4, std::span(&ss, 1));
-  w.remote_addr = d.addr();
-  w.rkey = d.mr->rkey;
+  SendWr w = rdma_wr(WrOpcode::kRdmaWrite, 4, std::span(&ss, 1), d);
   ASSERT_EQ(qa->post_send(w), 0);
-  wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kLocProtErr);
+  wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kLocProtErr);
 }
 
 TEST_F(RcErrors, LocalInvalidateOfAnUnknownKeyIsLocalQpOperationError) {
@@ -278,10 +266,9 @@ TEST_F(RcErrors, LocalInvalidateOfAnUnknownKeyIsLocalQpOperationError) {
   inv.send_flags = kSendSignaled;
   inv.invalidate_rkey = 0x0BADBEEF;
   ASSERT_EQ(qa->post_send(inv), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kLocQpOpErr);
-  EXPECT_EQ(wc[0].opcode, WcOpcode::kLocalInv);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kLocQpOpErr);
+  EXPECT_EQ(wc.opcode, WcOpcode::kLocalInv);
 }
 
 TEST_F(RcErrors, ReceiveBufferWithABadKeyIsRemoteOperationError) {
@@ -343,9 +330,8 @@ TEST(RcAckOrder, AckLeavesBeforeTheReceiverSeesTheCompletion) {
     }
     ASSERT_EQ(wc.wr_id, 1u);
     ASSERT_EQ(b.dev->destroy_qp(qb), 0);  // gone at once
-    auto swc = wait_wc(a.cq, 1);
-    ASSERT_EQ(swc.size(), 1u);
-    ASSERT_EQ(swc[0].status, WcStatus::kSuccess) << "round " << round;
+    Wc swc = one_wc(a.cq);
+    ASSERT_EQ(swc.status, WcStatus::kSuccess) << "round " << round;
     ASSERT_EQ(a.dev->destroy_qp(qa), 0);
   }
 }

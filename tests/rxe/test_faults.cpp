@@ -62,20 +62,14 @@ TEST(RcFaults, ThousandMixedMessagesCompleteIntact) {
     } else if (kind == 1) {  // WRITE into b_mem after the atomic word
       const std::uint32_t wl = std::min<std::uint32_t>(len, kSize - 8);
       s = a_src.sge(0, wl);
-      w = wr(WrOpcode::kRdmaWrite, i, std::span(&s, 1));
-      w.remote_addr = b_mem.addr(8);
-      w.rkey = b_mem.mr->rkey;
+      w = rdma_wr(WrOpcode::kRdmaWrite, i, std::span(&s, 1), b_mem, 8);
     } else if (kind == 2) {  // READ it back
       const std::uint32_t rl = std::min<std::uint32_t>(len, kSize - 8);
       s = a_dst.sge(0, rl);
-      w = wr(WrOpcode::kRdmaRead, i, std::span(&s, 1));
-      w.remote_addr = b_mem.addr(8);
-      w.rkey = b_mem.mr->rkey;
+      w = rdma_wr(WrOpcode::kRdmaRead, i, std::span(&s, 1), b_mem, 8);
     } else {  // FETCH_ADD 1
       s = a_atomic.sge(0, 8);
-      w = wr(WrOpcode::kAtomicFetchAndAdd, i, std::span(&s, 1));
-      w.remote_addr = b_mem.addr(0);
-      w.rkey = b_mem.mr->rkey;
+      w = rdma_wr(WrOpcode::kAtomicFetchAndAdd, i, std::span(&s, 1), b_mem);
       w.compare_add = 1;
     }
     (void)sge;
@@ -213,9 +207,7 @@ int resends_marked(double drop) {
   Buffer dst(b, 1 << 20, kAllAccess);
   const Sge ss{reinterpret_cast<std::uint64_t>(src.data()), 1 << 20, mr->lkey};
   for (int i = 0; i < 5; ++i) {
-    SendWr w = wr(WrOpcode::kRdmaWrite, static_cast<std::uint64_t>(i), std::span(&ss, 1));
-    w.remote_addr = dst.addr();
-    w.rkey = dst.mr->rkey;
+    SendWr w = rdma_wr(WrOpcode::kRdmaWrite, static_cast<std::uint64_t>(i), std::span(&ss, 1), dst);
     EXPECT_EQ(qa->post_send(w), 0);
   }
   EXPECT_EQ(wait_wc(cq, 5).size(), 5u);

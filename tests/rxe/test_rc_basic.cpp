@@ -28,20 +28,18 @@ TEST_F(Rc, SendOfEverySizeArrivesIntact) {
     ASSERT_EQ(post_recv(qb, ++id, std::span(&rs, 1)), 0);
     const Sge ss = src.sge(0, len);
     ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, id, std::span(&ss, 1))), 0);
-    auto rwc = wait_wc(b->cq, 1);
-    ASSERT_EQ(rwc.size(), 1u);
-    EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-    EXPECT_EQ(rwc[0].opcode, WcOpcode::kRecv);
-    EXPECT_EQ(rwc[0].byte_len, len);
-    EXPECT_EQ(rwc[0].wr_id, id);
-    EXPECT_EQ(rwc[0].qp_num, qb->qpn());
-    EXPECT_EQ(rwc[0].src_qp, qa->qpn());
-    EXPECT_EQ(rwc[0].wc_flags, 0u);
-    auto swc = wait_wc(a->cq, 1);
-    ASSERT_EQ(swc.size(), 1u);
-    EXPECT_EQ(swc[0].status, WcStatus::kSuccess);
-    EXPECT_EQ(swc[0].opcode, WcOpcode::kSend);
-    EXPECT_EQ(swc[0].wr_id, id);
+    Wc rwc = one_wc(b->cq);
+    EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+    EXPECT_EQ(rwc.opcode, WcOpcode::kRecv);
+    EXPECT_EQ(rwc.byte_len, len);
+    EXPECT_EQ(rwc.wr_id, id);
+    EXPECT_EQ(rwc.qp_num, qb->qpn());
+    EXPECT_EQ(rwc.src_qp, qa->qpn());
+    EXPECT_EQ(rwc.wc_flags, 0u);
+    Wc swc = one_wc(a->cq);
+    EXPECT_EQ(swc.status, WcStatus::kSuccess);
+    EXPECT_EQ(swc.opcode, WcOpcode::kSend);
+    EXPECT_EQ(swc.wr_id, id);
     EXPECT_TRUE(std::equal(src.bytes.begin(), src.bytes.begin() + len, dst.bytes.begin()));
     if (len < dst.bytes.size()) {
       EXPECT_EQ(dst.bytes[len], 0);  // nothing beyond the message
@@ -63,12 +61,11 @@ TEST_F(Rc, SendWithImmediateAndScatterGather) {
   SendWr w = wr(WrOpcode::kSendWithImm, 8, ss, kSendSignaled | kSendSolicited);
   w.imm_data = 0xA1B2C3D4;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(rwc[0].byte_len, 8003u);
-  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithImm));
-  EXPECT_EQ(rwc[0].imm_data, 0xA1B2C3D4u);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc.byte_len, 8003u);
+  EXPECT_EQ(rwc.wc_flags, static_cast<std::uint32_t>(kWcWithImm));
+  EXPECT_EQ(rwc.imm_data, 0xA1B2C3D4u);
   std::vector<std::uint8_t> sent, got;
   for (const Sge& s : ss) {
     auto* p = reinterpret_cast<const std::uint8_t*>(s.addr);
@@ -96,9 +93,8 @@ TEST_F(Rc, InlineSendCopiesAtPostTime) {
   const Sge ss{reinterpret_cast<std::uint64_t>(msg.data()), 200, 0};
   ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1), kSendSignaled | kSendInline)), 0);
   std::fill(msg.begin(), msg.end(), 0);  // the application reuses its buffer at once
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].byte_len, 200u);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.byte_len, 200u);
   EXPECT_EQ(dst.bytes[0], 0x5A);
   EXPECT_EQ(dst.bytes[199], 0x5A);
   // Too much inline data is refused.
@@ -115,14 +111,11 @@ TEST_F(Rc, WriteAndWriteWithImmediate) {
   Buffer dst(*b, 100000, kAllAccess);
   fill_pattern(src.bytes, 3);
   const Sge ss = src.sge(0, 70001);
-  SendWr w = wr(WrOpcode::kRdmaWrite, 1, std::span(&ss, 1));
-  w.remote_addr = dst.addr(17);
-  w.rkey = dst.mr->rkey;
+  SendWr w = rdma_wr(WrOpcode::kRdmaWrite, 1, std::span(&ss, 1), dst, 17);
   ASSERT_EQ(qa->post_send(w), 0);
-  auto swc = wait_wc(a->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(swc[0].opcode, WcOpcode::kRdmaWrite);
+  Wc swc = one_wc(a->cq);
+  EXPECT_EQ(swc.status, WcStatus::kSuccess);
+  EXPECT_EQ(swc.opcode, WcOpcode::kRdmaWrite);
   EXPECT_TRUE(std::equal(src.bytes.begin(), src.bytes.begin() + 70001, dst.bytes.begin() + 17));
   EXPECT_EQ(dst.bytes[16], 0);
   EXPECT_EQ(dst.bytes[17 + 70001], 0);
@@ -131,19 +124,16 @@ TEST_F(Rc, WriteAndWriteWithImmediate) {
   const Sge rs = dst.sge(0, 1);
   ASSERT_EQ(post_recv(qb, 55, std::span(&rs, 1)), 0);
   const Sge s2 = src.sge(0, 5000);
-  w = wr(WrOpcode::kRdmaWriteWithImm, 2, std::span(&s2, 1));
-  w.remote_addr = dst.addr(50000);
-  w.rkey = dst.mr->rkey;
+  w = rdma_wr(WrOpcode::kRdmaWriteWithImm, 2, std::span(&s2, 1), dst, 50000);
   w.imm_data = 0x01020304;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(rwc[0].opcode, WcOpcode::kRecvRdmaWithImm);
-  EXPECT_EQ(rwc[0].wr_id, 55u);
-  EXPECT_EQ(rwc[0].imm_data, 0x01020304u);
-  EXPECT_EQ(rwc[0].byte_len, 5000u);
-  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithImm));
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rwc.wr_id, 55u);
+  EXPECT_EQ(rwc.imm_data, 0x01020304u);
+  EXPECT_EQ(rwc.byte_len, 5000u);
+  EXPECT_EQ(rwc.wc_flags, static_cast<std::uint32_t>(kWcWithImm));
   EXPECT_TRUE(std::equal(src.bytes.begin(), src.bytes.begin() + 5000, dst.bytes.begin() + 50000));
 }
 
@@ -159,15 +149,12 @@ TEST_F(Rc, ReadOfEverySize) {
     SCOPED_TRACE(len);
     std::fill(local.bytes.begin(), local.bytes.end(), 0);
     const Sge ls = local.sge(0, len);
-    SendWr w = wr(WrOpcode::kRdmaRead, ++id, std::span(&ls, 1));
-    w.remote_addr = remote.addr(0);
-    w.rkey = remote.mr->rkey;
+    SendWr w = rdma_wr(WrOpcode::kRdmaRead, ++id, std::span(&ls, 1), remote);
     ASSERT_EQ(qa->post_send(w), 0);
-    auto swc = wait_wc(a->cq, 1);
-    ASSERT_EQ(swc.size(), 1u);
-    EXPECT_EQ(swc[0].status, WcStatus::kSuccess) << to_string(swc[0].status);
-    EXPECT_EQ(swc[0].opcode, WcOpcode::kRdmaRead);
-    EXPECT_EQ(swc[0].byte_len, len);
+    Wc swc = one_wc(a->cq);
+    EXPECT_EQ(swc.status, WcStatus::kSuccess) << to_string(swc.status);
+    EXPECT_EQ(swc.opcode, WcOpcode::kRdmaRead);
+    EXPECT_EQ(swc.byte_len, len);
     EXPECT_TRUE(std::equal(remote.bytes.begin(), remote.bytes.begin() + len, local.bytes.begin()));
   }
 }
@@ -181,31 +168,25 @@ TEST_F(Rc, AtomicsReturnTheOldValue) {
   std::uint64_t v = 100;
   std::memcpy(remote.bytes.data() + 8, &v, 8);
   const Sge ls = local.sge(0, 8);
-  SendWr w = wr(WrOpcode::kAtomicFetchAndAdd, 1, std::span(&ls, 1));
-  w.remote_addr = remote.addr(8);
-  w.rkey = remote.mr->rkey;
+  SendWr w = rdma_wr(WrOpcode::kAtomicFetchAndAdd, 1, std::span(&ls, 1), remote, 8);
   w.compare_add = 23;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(wc[0].opcode, WcOpcode::kFetchAdd);
-  EXPECT_EQ(wc[0].byte_len, 8u);
+  Wc wc = one_wc(a->cq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(wc.opcode, WcOpcode::kFetchAdd);
+  EXPECT_EQ(wc.byte_len, 8u);
   std::uint64_t got = 0;
   std::memcpy(&got, local.bytes.data(), 8);
   EXPECT_EQ(got, 100u);
   std::memcpy(&got, remote.bytes.data() + 8, 8);
   EXPECT_EQ(got, 123u);
 
-  w = wr(WrOpcode::kAtomicCmpAndSwp, 2, std::span(&ls, 1));
-  w.remote_addr = remote.addr(8);
-  w.rkey = remote.mr->rkey;
+  w = rdma_wr(WrOpcode::kAtomicCmpAndSwp, 2, std::span(&ls, 1), remote, 8);
   w.compare_add = 123;
   w.swap = 7;
   ASSERT_EQ(qa->post_send(w), 0);
-  wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
-  EXPECT_EQ(wc[0].opcode, WcOpcode::kCompSwap);
+  wc = one_wc(a->cq);
+  EXPECT_EQ(wc.opcode, WcOpcode::kCompSwap);
   std::memcpy(&got, local.bytes.data(), 8);
   EXPECT_EQ(got, 123u);
   std::memcpy(&got, remote.bytes.data() + 8, 8);
@@ -215,8 +196,7 @@ TEST_F(Rc, AtomicsReturnTheOldValue) {
   w.compare_add = 999;
   w.swap = 1;
   ASSERT_EQ(qa->post_send(w), 0);
-  wc = wait_wc(a->cq, 1);
-  ASSERT_EQ(wc.size(), 1u);
+  wc = one_wc(a->cq);
   std::memcpy(&got, local.bytes.data(), 8);
   EXPECT_EQ(got, 7u);
   std::memcpy(&got, remote.bytes.data() + 8, 8);

@@ -277,8 +277,7 @@ TEST_F(InjectedRcQp, TwoLimitedMembersDoNotMatch) {
   send(h, std::vector<std::uint8_t>(16, 7));  // limited to limited: a violation
   h.bth.pkey = 0x8002;
   send(h, std::vector<std::uint8_t>(16, 8));  // a full member of the partition
-  const auto wcs = wait_wc(cq, 1);
-  ASSERT_EQ(wcs.size(), 1u);
+  one_wc(cq);
   EXPECT_EQ(region[0], 8);
   EXPECT_EQ(counter("drop_bad_pkey"), 1u);
 }

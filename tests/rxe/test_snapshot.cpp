@@ -106,9 +106,7 @@ TEST_F(Snapshot, CqLatencyOnceSampled) {
   Buffer dst(*b, 4096, kAllAccess);
   const Sge ss = src.sge(0, 4096);
   auto write = [&](std::uint64_t id) {
-    SendWr w = wr(WrOpcode::kRdmaWrite, id, std::span(&ss, 1));
-    w.remote_addr = dst.addr();
-    w.rkey = dst.mr->rkey;
+    SendWr w = rdma_wr(WrOpcode::kRdmaWrite, id, std::span(&ss, 1), dst);
     ASSERT_EQ(qa->post_send(w), 0);
     ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
   };

@@ -40,28 +40,23 @@ TEST_F(Uc, SendWriteAndImmediates) {
   SendWr w = wr(WrOpcode::kSendWithImm, 1, std::span(&ss, 1));
   w.imm_data = 42;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(rwc[0].byte_len, 9000u);
-  EXPECT_EQ(rwc[0].imm_data, 42u);
-  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcWithImm));
-  auto swc = wait_wc(a->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  EXPECT_EQ(swc[0].opcode, WcOpcode::kSend);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc.byte_len, 9000u);
+  EXPECT_EQ(rwc.imm_data, 42u);
+  EXPECT_EQ(rwc.wc_flags, static_cast<std::uint32_t>(kWcWithImm));
+  Wc swc = one_wc(a->cq);
+  EXPECT_EQ(swc.opcode, WcOpcode::kSend);
 
   std::fill(dst.bytes.begin(), dst.bytes.end(), 0);
   ASSERT_EQ(post_recv(qb, 2, std::span(&rs, 1)), 0);
   const Sge ws = src.sge(0, 20000);
-  w = wr(WrOpcode::kRdmaWriteWithImm, 2, std::span(&ws, 1));
-  w.remote_addr = dst.addr(100);
-  w.rkey = dst.mr->rkey;
+  w = rdma_wr(WrOpcode::kRdmaWriteWithImm, 2, std::span(&ws, 1), dst, 100);
   w.imm_data = 43;
   ASSERT_EQ(qa->post_send(w), 0);
-  rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].opcode, WcOpcode::kRecvRdmaWithImm);
-  EXPECT_EQ(rwc[0].imm_data, 43u);
+  rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(rwc.imm_data, 43u);
   EXPECT_EQ(dst.bytes[100], 0x5C);
   EXPECT_EQ(dst.bytes[20099], 0x5C);
   EXPECT_EQ(dst.bytes[20100], 0);
@@ -134,15 +129,14 @@ TEST_F(Ud, SendWithGrhAndImmediate) {
   w.remote_qkey = 0x11111111;
   w.imm_data = 0xCAFE;
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kSuccess);
-  EXPECT_EQ(rwc[0].byte_len, 1040u);
-  EXPECT_EQ(rwc[0].src_qp, qa->qpn());
-  EXPECT_EQ(rwc[0].wc_flags, static_cast<std::uint32_t>(kWcGrh | kWcWithImm));
-  EXPECT_EQ(rwc[0].imm_data, 0xCAFEu);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kSuccess);
+  EXPECT_EQ(rwc.byte_len, 1040u);
+  EXPECT_EQ(rwc.src_qp, qa->qpn());
+  EXPECT_EQ(rwc.wc_flags, static_cast<std::uint32_t>(kWcGrh | kWcWithImm));
+  EXPECT_EQ(rwc.imm_data, 0xCAFEu);
   // sl says RoCE v2 over IPv4, as a RoCE NIC reports it (UCX reads the GRH's layout from it).
-  EXPECT_EQ(rwc[0].sl, 0xA);
+  EXPECT_EQ(rwc.sl, 0xA);
   // GRH: 20 zero bytes, then the IPv4 header with the sender's address.
   EXPECT_TRUE(
       std::all_of(dst.bytes.begin(), dst.bytes.begin() + 20, [](auto x) { return x == 0; }));
@@ -152,9 +146,8 @@ TEST_F(Ud, SendWithGrhAndImmediate) {
   EXPECT_EQ(dst.bytes[20 + 15], 1);  // 192.0.2.1
   EXPECT_EQ(dst.bytes[20 + 19], 2);  // 192.0.2.2
   EXPECT_TRUE(std::equal(src.bytes.begin(), src.bytes.begin() + 1000, dst.bytes.begin() + 40));
-  auto swc = wait_wc(a->cq, 1);
-  ASSERT_EQ(swc.size(), 1u);
-  EXPECT_EQ(swc[0].status, WcStatus::kSuccess);
+  Wc swc = one_wc(a->cq);
+  EXPECT_EQ(swc.status, WcStatus::kSuccess);
 }
 
 TEST_F(Ud, WrongQkeyIsDroppedAndCounted) {
@@ -193,9 +186,8 @@ TEST_F(Ud, MessagesLargerThanTheMtuAreRefusedAndShortBuffersAreLengthErrors) {
   const Sge ss = src.sge(0, 61);
   w.sg_list = std::span(&ss, 1);
   ASSERT_EQ(qa->post_send(w), 0);
-  auto rwc = wait_wc(b->cq, 1);
-  ASSERT_EQ(rwc.size(), 1u);
-  EXPECT_EQ(rwc[0].status, WcStatus::kLocLenErr);
+  Wc rwc = one_wc(b->cq);
+  EXPECT_EQ(rwc.status, WcStatus::kLocLenErr);
   EXPECT_EQ(qb->state(), QpState::kRts);  // a UD receive error does not break the QP
 }
 
