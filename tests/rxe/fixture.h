@@ -220,4 +220,14 @@ class QpPair : public Pair {
   Qp *qa = nullptr, *qb = nullptr;
 };
 
+// A QpPair connected to each other with connect()'s defaults, in RTS.
+template <QpType kType>
+class Connected : public QpPair<kType> {
+ protected:
+  void SetUp() override {
+    QpPair<kType>::SetUp();
+    connect(*this->a, this->qa, *this->b, this->qb);
+  }
+};
+
 }  // namespace softrdma::rxe::test

@@ -6,7 +6,7 @@
 namespace softrdma::rxe::test {
 namespace {
 
-class Rc : public Pair {};
+class Rc : public Connected<QpType::kRc> {};
 
 void fill_pattern(std::vector<std::uint8_t>& v, unsigned seed) {
   std::mt19937 rng(seed);
@@ -14,9 +14,6 @@ void fill_pattern(std::vector<std::uint8_t>& v, unsigned seed) {
 }
 
 TEST_F(Rc, SendOfEverySizeArrivesIntact) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer src(*a, 1 << 20, kAllAccess);
   Buffer dst(*b, 1 << 20, kAllAccess);
   fill_pattern(src.bytes, 1);
@@ -48,9 +45,6 @@ TEST_F(Rc, SendOfEverySizeArrivesIntact) {
 }
 
 TEST_F(Rc, SendWithImmediateAndScatterGather) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer src(*a, 30000, kAllAccess);
   Buffer dst(*b, 30000, kAllAccess);
   fill_pattern(src.bytes, 2);
@@ -83,9 +77,6 @@ TEST_F(Rc, SendWithImmediateAndScatterGather) {
 }
 
 TEST_F(Rc, InlineSendCopiesAtPostTime) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer dst(*b, 256, kAllAccess);
   std::vector<std::uint8_t> msg(200, 0x5A);  // not registered: inline needs no MR
   const Sge rs = dst.sge(0, 256);
@@ -104,9 +95,6 @@ TEST_F(Rc, InlineSendCopiesAtPostTime) {
 }
 
 TEST_F(Rc, WriteAndWriteWithImmediate) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer src(*a, 100000, kAllAccess);
   Buffer dst(*b, 100000, kAllAccess);
   fill_pattern(src.bytes, 3);
@@ -138,9 +126,6 @@ TEST_F(Rc, WriteAndWriteWithImmediate) {
 }
 
 TEST_F(Rc, ReadOfEverySize) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer local(*a, 1 << 20, kAllAccess);
   Buffer remote(*b, 1 << 20, kAllAccess);
   fill_pattern(remote.bytes, 4);
@@ -160,9 +145,6 @@ TEST_F(Rc, ReadOfEverySize) {
 }
 
 TEST_F(Rc, AtomicsReturnTheOldValue) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer local(*a, 64, kAllAccess);
   Buffer remote(*b, 64, kAllAccess);
   std::uint64_t v = 100;
@@ -207,9 +189,6 @@ TEST_F(Rc, AtomicsReturnTheOldValue) {
 }
 
 TEST_F(Rc, ManyMessagesCompleteInOrder) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
   Buffer src(*a, 1 << 16, kAllAccess);
   Buffer dst(*b, 1 << 16, kAllAccess);
   const int n = 2000;

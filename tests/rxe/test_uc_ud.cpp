@@ -7,7 +7,7 @@
 namespace softrdma::rxe::test {
 namespace {
 
-class Uc : public Pair {};
+class Uc : public Connected<QpType::kUc> {};
 // A UD QP on each node, both in RTS.
 class Ud : public QpPair<QpType::kUd> {
  protected:
@@ -29,9 +29,6 @@ std::uint32_t ah_to(Node& from, const Node& to) {
 }
 
 TEST_F(Uc, SendWriteAndImmediates) {
-  Qp* qa = make_qp(*a, QpType::kUc);
-  Qp* qb = make_qp(*b, QpType::kUc);
-  connect(*a, qa, *b, qb);
   Buffer src(*a, 100000, kAllAccess, 0x5C);
   Buffer dst(*b, 100000, kAllAccess);
   const Sge rs = dst.sge(0, 100000);
