@@ -31,6 +31,8 @@ using softrdma::verbs::kIbvWrFlush;
 using softrdma::verbs::test::Loop;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::post_wr;
+using softrdma::verbs::test::rdma_wr;
 
 constexpr std::size_t kTarget = 65536;         // the second half of the buffer: QP 1's memory
 constexpr std::size_t kSpot = kTarget + 4096;  // 8-byte aligned (the buffer is)
@@ -165,16 +167,8 @@ TEST_F(Placement, AnAtomicWriteStoresItsEightBytesAndNothingElse) {
   std::memcpy(l.buf.data(), &kValue, 8);
   l.buf[0] ^= 0xFF;
   ibv_sge s{addr(0), 8, l.mr->lkey};
-  ibv_send_wr w{};
-  w.wr_id = 78;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_ATOMIC_WRITE;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.wr.rdma.remote_addr = addr(kSpot + 8);
-  w.wr.rdma.rkey = l.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(l.qp[0], &w, &bad), 0);
+  ibv_send_wr w = rdma_wr(IBV_WR_ATOMIC_WRITE, &s, addr(kSpot + 8), l.mr->rkey, 78);
+  ASSERT_EQ(post_wr(l.qp[0], w), 0);
   const auto wcs = poll_n(l.cq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_SUCCESS);
@@ -184,7 +178,7 @@ TEST_F(Placement, AnAtomicWriteStoresItsEightBytesAndNothingElse) {
 
   // Not 8 bytes: refused at post.
   s.length = 4;
-  EXPECT_EQ(ibv_post_send(l.qp[0], &w, &bad), EINVAL);
+  EXPECT_EQ(post_wr(l.qp[0], w), EINVAL);
 }
 
 TEST_F(Placement, AMisalignedAtomicWriteFailsOnBothSidesAndWritesNothing) {
@@ -235,15 +229,9 @@ TEST_F(Placement, AFlushCompletesAfterTheWritesBeforeIt) {
   for (std::size_t i = 0; i < 3 * 4096; ++i) l.buf[i] = static_cast<std::uint8_t>(i * 13 + 5);
   for (int i = 0; i < 3; ++i) {
     ibv_sge s{addr(static_cast<std::size_t>(i) * 4096), 4096, l.mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = 10 + static_cast<std::uint64_t>(i);
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.wr.rdma.remote_addr = addr(kSpot + static_cast<std::size_t>(i) * 4096);
-    w.wr.rdma.rkey = l.mr->rkey;
-    ibv_send_wr* bad = nullptr;
-    ASSERT_EQ(ibv_post_send(l.qp[0], &w, &bad), 0);
+    ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &s, addr(kSpot + static_cast<std::size_t>(i) * 4096),
+                            l.mr->rkey, 10 + static_cast<std::uint64_t>(i), 0);
+    ASSERT_EQ(post_wr(l.qp[0], w), 0);
   }
   const ibv_wc wc = flush(l.mr->rkey, addr(kSpot), 3 * 4096, kIbvFlushGlobal, kIbvFlushRange);
   EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
@@ -281,8 +269,7 @@ TEST_F(Placement, MalformedFlushesAreRefusedAtPost) {
   ibv_send_wr w{};
   w.opcode = static_cast<ibv_wr_opcode>(kIbvWrFlush);
   w.wr.rdma.rkey = l.mr->rkey;
-  ibv_send_wr* bad = nullptr;
-  EXPECT_EQ(ibv_post_send(l.qp[0], &w, &bad), EINVAL);  // ibv_wr_flush only
+  EXPECT_EQ(post_wr(l.qp[0], w), EINVAL);  // ibv_wr_flush only
   ibv_qp_ex* qx = ibv_qp_to_qp_ex(l.qp[0]);
   for (std::uint8_t type : {std::uint8_t{0}, std::uint8_t{4}}) {
     ibv_wr_start(qx);

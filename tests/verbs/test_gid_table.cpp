@@ -24,8 +24,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using softrdma::verbs::test::Loop;
+using softrdma::verbs::test::one_sge_wr;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::post_wr;
 
 ibv_gid gid_at(ibv_context* ctx, int index) {
   ibv_gid g{};
@@ -231,16 +233,11 @@ TEST_F(GidTable, AnAddressVectorFromACompletionSendsFromIndexOne) {
   ibv_ah* ah = ibv_create_ah(pd, &aa);
   ASSERT_TRUE(ah);
   ibv_sge ss{reinterpret_cast<std::uintptr_t>(buf.data()), 16, mr->lkey};
-  ibv_send_wr sw{};
-  sw.sg_list = &ss;
-  sw.num_sge = 1;
-  sw.opcode = IBV_WR_SEND;
-  sw.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr sw = one_sge_wr(IBV_WR_SEND, &ss);
   sw.wr.ud.ah = ah;
   sw.wr.ud.remote_qpn = qp->qp_num;
   sw.wr.ud.remote_qkey = 0x1234;
-  ibv_send_wr* bad_s = nullptr;
-  ASSERT_EQ(ibv_post_send(qp, &sw, &bad_s), 0);
+  ASSERT_EQ(post_wr(qp, sw), 0);
   ibv_wc recv{};
   bool have = false;
   for (const ibv_wc& wc : poll_n(cq, 2)) {  // the send's and the receive's

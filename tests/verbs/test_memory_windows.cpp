@@ -14,8 +14,11 @@
 namespace {
 
 using softrdma::verbs::test::Loop;
+using softrdma::verbs::test::one_sge_wr;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::post_wr;
+using softrdma::verbs::test::rdma_wr;
 
 constexpr std::size_t kTarget = 65536;  // the second half of the buffer: QP 1's memory
 constexpr std::size_t kWinOff = kTarget + 8192, kWinLen = 4096;
@@ -44,21 +47,14 @@ struct Windows : ::testing::Test {
   // One signaled WR on QP `q`; its completion's status (or -1 when none came).
   int one(int q, ibv_send_wr& w) {
     w.send_flags |= IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(l.qp[q], &w, &bad) != 0) return -2;
+    if (post_wr(l.qp[q], w) != 0) return -2;
     const auto wcs = poll_n(l.cq, 1);
     return wcs.empty() ? -1 : wcs[0].status;
   }
   // RDMA WRITE of `len` bytes from the start of QP 0's half to `remote` through `rkey`.
   int write(std::uint32_t rkey, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{addr(0), len, l.mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = 1;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.wr.rdma.remote_addr = remote;
-    w.wr.rdma.rkey = rkey;
+    ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &s, remote, rkey, 1, 0);
     return one(0, w);
   }
   // Type 2: binds `mw` with key `rkey` on QP `q`.
@@ -202,15 +198,9 @@ TEST_F(Windows, Type2InvalidatedBySendWithInvalidate) {
   ASSERT_EQ(bind2(1, mw, key, info(kWinOff, kWinLen, IBV_ACCESS_REMOTE_WRITE)), IBV_WC_SUCCESS);
   ASSERT_EQ(l.post_recv(1, 9, kTarget, 64), 0);
   ibv_sge s{addr(0), 64, l.mr->lkey};
-  ibv_send_wr w{};
-  w.wr_id = 4;
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_SEND_WITH_INV;
+  ibv_send_wr w = one_sge_wr(IBV_WR_SEND_WITH_INV, &s, 4);
   w.invalidate_rkey = key;
-  w.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(l.qp[0], &w, &bad), 0);
+  ASSERT_EQ(post_wr(l.qp[0], w), 0);
   const auto wcs = poll_n(l.cq, 2);
   ASSERT_EQ(wcs.size(), 2u);
   bool saw_recv = false;
@@ -268,12 +258,7 @@ TEST_F(Windows, AWindowAllowsOnlyTheAccessItWasBoundWith) {
   ASSERT_EQ(ibv_bind_mw(l.qp[1], mw, &b), 0);
   // Read: allowed; the bytes come from the window.
   ibv_sge s{addr(0), 64, l.mr->lkey};
-  ibv_send_wr r{};
-  r.sg_list = &s;
-  r.num_sge = 1;
-  r.opcode = IBV_WR_RDMA_READ;
-  r.wr.rdma.remote_addr = addr(kWinOff);
-  r.wr.rdma.rkey = mw->rkey;
+  ibv_send_wr r = rdma_wr(IBV_WR_RDMA_READ, &s, addr(kWinOff), mw->rkey, 0, 0);
   ASSERT_EQ(one(0, r), IBV_WC_SUCCESS);
   EXPECT_EQ(l.buf[0], kGuard);
   // Write: not allowed.
@@ -304,8 +289,7 @@ TEST_F(Windows, PostingTheWrongTypeIsRefusedAtOnce) {
   w.bind_mw.mw = t1;
   w.bind_mw.rkey = ibv_inc_rkey(t1->rkey);
   w.bind_mw.bind_info = info(kWinOff, kWinLen, IBV_ACCESS_REMOTE_WRITE);
-  ibv_send_wr* bad = nullptr;
-  EXPECT_EQ(ibv_post_send(l.qp[1], &w, &bad), EINVAL);
+  EXPECT_EQ(post_wr(l.qp[1], w), EINVAL);
   ibv_mw_bind b{};
   b.bind_info = info(kWinOff, kWinLen, IBV_ACCESS_REMOTE_WRITE);
   EXPECT_EQ(ibv_bind_mw(l.qp[1], t2, &b), EINVAL);

@@ -22,8 +22,12 @@
 namespace {
 
 using softrdma::verbs::test::Loop;
+using softrdma::verbs::test::one_sge_wr;
 using softrdma::verbs::test::open_by_name;
 using softrdma::verbs::test::poll_n;
+using softrdma::verbs::test::post_recv_sge;
+using softrdma::verbs::test::post_wr;
+using softrdma::verbs::test::rdma_wr;
 
 constexpr unsigned kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -119,29 +123,20 @@ struct Odp : ::testing::Test, GuardPages {
   // One signaled work request on QP 0; its completion's status (-1: none, -2: not posted).
   int one(ibv_send_wr& w) {
     w.send_flags |= IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(l.qp[0], &w, &bad) != 0) return -2;
+    if (post_wr(l.qp[0], w) != 0) return -2;
     const auto wcs = poll_n(l.cq, 1);
     return wcs.empty() ? -1 : wcs[0].status;
   }
   // RDMA WRITE/READ of `len` bytes between QP 0's buffer (ordinary region) and `remote`.
   int rdma(ibv_wr_opcode op, std::uint32_t rkey, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{at(l.buf.data()), len, l.mr->lkey};
-    ibv_send_wr w{};
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = op;
-    w.wr.rdma.remote_addr = remote;
-    w.wr.rdma.rkey = rkey;
+    ibv_send_wr w = rdma_wr(op, &s, remote, rkey, 0, 0);
     return one(w);
   }
   // FETCH_AND_ADD of `add` at `remote`, the old value to QP 0's buffer.
   int fetch_add(std::uint32_t rkey, std::uint64_t remote, std::uint64_t add) {
     ibv_sge s{at(l.buf.data()), 8, l.mr->lkey};
-    ibv_send_wr w{};
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+    ibv_send_wr w = one_sge_wr(IBV_WR_ATOMIC_FETCH_AND_ADD, &s, 0, 0);
     w.wr.atomic.remote_addr = remote;
     w.wr.atomic.rkey = rkey;
     w.wr.atomic.compare_add = add;
@@ -200,13 +195,8 @@ TEST_F(Odp, ExplicitRegionCarriesWriteReadAtomicAndSend) {
   // A SEND gathered from the ODP region, received into the ordinary one.
   ASSERT_EQ(l.post_recv(1, 7, 65536, 4000), 0);
   ibv_sge s{at(middle() + 100), 3000, odp->lkey};
-  ibv_send_wr w{};
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_SEND;
-  w.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(l.qp[0], &w, &bad), 0);
+  ibv_send_wr w = one_sge_wr(IBV_WR_SEND, &s);
+  ASSERT_EQ(post_wr(l.qp[0], w), 0);
   const auto wcs = poll_n(l.cq, 2);
   ASSERT_EQ(wcs.size(), 2u);
   for (const ibv_wc& wc : wcs) EXPECT_EQ(wc.status, IBV_WC_SUCCESS);
@@ -231,12 +221,7 @@ TEST_F(Odp, ImplicitRegionReachesMemoryMappedAfterIt) {
   // The implicit region's lkey gathers from anywhere too: a READ into the lazy pages.
   std::memset(l.buf.data() + 65536, 0x77, 256);
   ibv_sge s{at(lazy + 1024), 256, all->lkey};
-  ibv_send_wr w{};
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_RDMA_READ;
-  w.wr.rdma.remote_addr = at(l.buf.data() + 65536);
-  w.wr.rdma.rkey = l.mr->rkey;
+  ibv_send_wr w = rdma_wr(IBV_WR_RDMA_READ, &s, at(l.buf.data() + 65536), l.mr->rkey, 0, 0);
   EXPECT_EQ(one(w), IBV_WC_SUCCESS);
   EXPECT_EQ(lazy[1024], 0x77);
   EXPECT_EQ(lazy[1279], 0x77);
@@ -306,10 +291,7 @@ TEST_F(Odp, SendFromUnmappedMemoryIsALocalProtectionError) {
   unmap_middle();
   ASSERT_EQ(l.post_recv(1, 7, 65536, 4000), 0);
   ibv_sge s{at(middle()), 100, odp->lkey};
-  ibv_send_wr w{};
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_SEND;
+  ibv_send_wr w = one_sge_wr(IBV_WR_SEND, &s, 0, 0);
   EXPECT_EQ(one(w), IBV_WC_LOC_PROT_ERR);
   EXPECT_EQ(counter("odp_faults"), faults + 1);
 }
@@ -317,12 +299,7 @@ TEST_F(Odp, SendFromUnmappedMemoryIsALocalProtectionError) {
 TEST_F(Odp, ReadResponseIntoUnmappedMemoryIsALocalProtectionError) {
   unmap_middle();
   ibv_sge s{at(middle()), 100, odp->lkey};
-  ibv_send_wr w{};
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_RDMA_READ;
-  w.wr.rdma.remote_addr = at(l.buf.data());
-  w.wr.rdma.rkey = l.mr->rkey;
+  ibv_send_wr w = rdma_wr(IBV_WR_RDMA_READ, &s, at(l.buf.data()), l.mr->rkey, 0, 0);
   EXPECT_EQ(one(w), IBV_WC_LOC_PROT_ERR);
   EXPECT_TRUE(guards_intact());
 }
@@ -330,12 +307,7 @@ TEST_F(Odp, ReadResponseIntoUnmappedMemoryIsALocalProtectionError) {
 TEST_F(Odp, ReceiveIntoUnmappedMemoryFailsBothSidesCleanly) {
   unmap_middle();
   ibv_sge r{at(middle()), 1000, odp->lkey};
-  ibv_recv_wr rw{};
-  rw.wr_id = 9;
-  rw.sg_list = &r;
-  rw.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(l.qp[1], &rw, &rbad), 0);
+  ASSERT_EQ(post_recv_sge(l.qp[1], &r, 9), 0);
   ASSERT_EQ(l.send(0, 8, 0, 1000), 0);
   const auto wcs = poll_n(l.cq, 2);
   ASSERT_EQ(wcs.size(), 2u);
@@ -479,15 +451,8 @@ struct OdpUc : OdpPair<IBV_QPT_UC> {
   // A signaled WRITE (or SEND) of `len` bytes of `src`, gathered through the implicit region.
   int post(ibv_wr_opcode op, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{Odp::at(src.data()), len, all->lkey};
-    ibv_send_wr w{};
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = op;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = remote;
-    w.wr.rdma.rkey = odp->rkey;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp[0], &w, &bad);
+    ibv_send_wr w = rdma_wr(op, &s, remote, odp->rkey);
+    return post_wr(qp[0], w);
   }
   ibv_qp_state state(int i) {
     ibv_qp_attr a{};
@@ -508,12 +473,7 @@ TEST_F(OdpUc, WriteSendAndReceiveThroughOdpRegions) {
   EXPECT_EQ(middle()[3010], kGuard);
   // A SEND into a receive buffer of the explicit region.
   ibv_sge r{Odp::at(pages + 2 * kPage), 2000, odp->lkey};
-  ibv_recv_wr rw{};
-  rw.wr_id = 5;
-  rw.sg_list = &r;
-  rw.num_sge = 1;
-  ibv_recv_wr* rbad = nullptr;
-  ASSERT_EQ(ibv_post_recv(qp[1], &rw, &rbad), 0);
+  ASSERT_EQ(post_recv_sge(qp[1], &r, 5), 0);
   ASSERT_EQ(post(IBV_WR_SEND, 0, 2000), 0);
   wcs = poll_n(cq, 2);
   ASSERT_EQ(wcs.size(), 2u);
@@ -539,13 +499,8 @@ TEST_F(OdpUc, WriteToUnmappedMemoryFailsTheResponderQpOnly) {
 TEST_F(OdpUc, SendFromUnmappedMemoryIsALocalProtectionError) {
   ASSERT_TRUE(take_away(middle(), kPage));
   ibv_sge s{Odp::at(middle()), 64, odp->lkey};
-  ibv_send_wr w{};
-  w.sg_list = &s;
-  w.num_sge = 1;
-  w.opcode = IBV_WR_SEND;
-  w.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(qp[0], &w, &bad), 0);
+  ibv_send_wr w = one_sge_wr(IBV_WR_SEND, &s);
+  ASSERT_EQ(post_wr(qp[0], w), 0);
   const auto wcs = poll_n(cq, 1);
   ASSERT_EQ(wcs.size(), 1u);
   EXPECT_EQ(wcs[0].status, IBV_WC_LOC_PROT_ERR);
@@ -665,15 +620,8 @@ TEST(OdpDirectPlacement, AWriteIntoAnUnmappedPageOfAnotherProcessIsRefused) {
   const long long placed = counter("placed_sent");
   auto write_to = [&](std::uint64_t remote) {
     ibv_sge s{Odp::at(l.buf.data()), 512, l.mr->lkey};
-    ibv_send_wr w{};
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_RDMA_WRITE;
-    w.send_flags = IBV_SEND_SIGNALED;
-    w.wr.rdma.remote_addr = remote;
-    w.wr.rdma.rkey = them.rkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_send(l.qp[0], &w, &bad)) return -2;
+    ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &s, remote, them.rkey);
+    if (post_wr(l.qp[0], w)) return -2;
     const auto wcs = poll_n(l.cq, 1);
     return wcs.empty() ? -1 : static_cast<int>(wcs[0].status);
   };
@@ -720,17 +668,11 @@ struct OdpUd : OdpPair<IBV_QPT_UD> {
     rw.num_sge = 1;
     ibv_recv_wr* rbad = nullptr;
     ibv_sge s{Odp::at(src.data()), 1000, src_mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = 2;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = IBV_WR_SEND;
-    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr w = one_sge_wr(IBV_WR_SEND, &s, 2);
     w.wr.ud.ah = ah;
     w.wr.ud.remote_qpn = qp[1]->qp_num;
     w.wr.ud.remote_qkey = kQkey;
-    ibv_send_wr* bad = nullptr;
-    if (ibv_post_recv(qp[1], &rw, &rbad) || ibv_post_send(qp[0], &w, &bad)) return {};
+    if (ibv_post_recv(qp[1], &rw, &rbad) || post_wr(qp[0], w)) return {};
     auto wcs = poll_n(cq, 2);
     std::vector<int> out(2, -1);
     for (const ibv_wc& wc : wcs) out[wc.wr_id == 1 ? 0 : 1] = wc.status;

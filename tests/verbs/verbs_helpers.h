@@ -27,6 +27,41 @@ inline ibv_context* open_by_name(const char* name) {
   return ctx;
 }
 
+// A work request of `op` with the one SGE `*s` (which must outlive it); RDMA and atomic
+// requests set their remote address and key after.
+inline ibv_send_wr one_sge_wr(ibv_wr_opcode op, ibv_sge* s, std::uint64_t id = 0,
+                              unsigned flags = IBV_SEND_SIGNALED) {
+  ibv_send_wr w{};
+  w.wr_id = id;
+  w.sg_list = s;
+  w.num_sge = 1;
+  w.opcode = op;
+  w.send_flags = flags;
+  return w;
+}
+// An RDMA WRITE or READ of `*s` to or from `remote` under `rkey`.
+inline ibv_send_wr rdma_wr(ibv_wr_opcode op, ibv_sge* s, std::uint64_t remote, std::uint32_t rkey,
+                           std::uint64_t id = 0, unsigned flags = IBV_SEND_SIGNALED) {
+  ibv_send_wr w = one_sge_wr(op, s, id, flags);
+  w.wr.rdma.remote_addr = remote;
+  w.wr.rdma.rkey = rkey;
+  return w;
+}
+// Posts `w` on `qp`: ibv_post_send's result.
+inline int post_wr(ibv_qp* qp, ibv_send_wr w) {
+  ibv_send_wr* bad = nullptr;
+  return ibv_post_send(qp, &w, &bad);
+}
+// Posts a receive of the one SGE `*s` on `qp`: ibv_post_recv's result.
+inline int post_recv_sge(ibv_qp* qp, ibv_sge* s, std::uint64_t id) {
+  ibv_recv_wr w{};
+  w.wr_id = id;
+  w.sg_list = s;
+  w.num_sge = 1;
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_recv(qp, &w, &bad);
+}
+
 // Polls `cq` until it has given `want` completions, it fails, or 10 s passed.
 inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
   using namespace std::chrono_literals;
@@ -125,25 +160,13 @@ struct Loop {
 
   int post_recv(int q, std::uint64_t id, std::size_t off, std::uint32_t len) {
     ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
-    ibv_recv_wr w{};
-    w.wr_id = id;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_recv(qp[q], &w, &bad);
+    return post_recv_sge(qp[q], &s, id);
   }
 
   int send(int q, std::uint64_t id, std::size_t off, std::uint32_t len,
            ibv_wr_opcode op = IBV_WR_SEND) {
     ibv_sge s{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = id;
-    w.sg_list = &s;
-    w.num_sge = 1;
-    w.opcode = op;
-    w.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr* bad = nullptr;
-    return ibv_post_send(qp[q], &w, &bad);
+    return post_wr(qp[q], one_sge_wr(op, &s, id));
   }
 
   // A 4000-byte SEND from QP 0 to QP 1, its bytes checked: true when it arrived whole.
