@@ -28,11 +28,7 @@ using softrdma::verbs::kIbvFlushRange;
 using softrdma::verbs::kIbvQpExWithFlush;
 using softrdma::verbs::kIbvWcFlush;
 using softrdma::verbs::kIbvWrFlush;
-using softrdma::verbs::test::Loop;
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
-using softrdma::verbs::test::post_wr;
-using softrdma::verbs::test::rdma_wr;
+using namespace softrdma::verbs::test;
 
 constexpr std::size_t kTarget = 65536;         // the second half of the buffer: QP 1's memory
 constexpr std::size_t kSpot = kTarget + 4096;  // 8-byte aligned (the buffer is)

@@ -23,11 +23,7 @@ extern "C" int ibv_read_sysfs_file(const char* dir, const char* file, char* buf,
 namespace {
 
 using namespace std::chrono_literals;
-using softrdma::verbs::test::Loop;
-using softrdma::verbs::test::one_sge_wr;
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
-using softrdma::verbs::test::post_wr;
+using namespace softrdma::verbs::test;
 
 ibv_gid gid_at(ibv_context* ctx, int index) {
   ibv_gid g{};

@@ -13,12 +13,7 @@
 
 namespace {
 
-using softrdma::verbs::test::Loop;
-using softrdma::verbs::test::one_sge_wr;
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
-using softrdma::verbs::test::post_wr;
-using softrdma::verbs::test::rdma_wr;
+using namespace softrdma::verbs::test;
 
 constexpr std::size_t kTarget = 65536;  // the second half of the buffer: QP 1's memory
 constexpr std::size_t kWinOff = kTarget + 8192, kWinLen = 4096;

@@ -21,13 +21,7 @@
 
 namespace {
 
-using softrdma::verbs::test::Loop;
-using softrdma::verbs::test::one_sge_wr;
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
-using softrdma::verbs::test::post_recv_sge;
-using softrdma::verbs::test::post_wr;
-using softrdma::verbs::test::rdma_wr;
+using namespace softrdma::verbs::test;
 
 constexpr unsigned kAll = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
                           IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;

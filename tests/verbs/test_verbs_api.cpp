@@ -25,10 +25,7 @@ extern "C" void ibv_copy_path_rec_to_kern(ib_user_path_rec* dst, ibv_sa_path_rec
 namespace {
 
 using namespace std::chrono_literals;
-using softrdma::verbs::test::Loop;
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
-using softrdma::verbs::test::wait_until;
+using namespace softrdma::verbs::test;
 
 TEST(VerbsApi, QueryDeviceExRepeatsThePlainFields) {
   for (const char* name : {"softroce0", "softiwarp0"}) {
