@@ -40,12 +40,7 @@ struct Windows : ::testing::Test {
   }
 
   // One signaled WR on QP `q`; its completion's status (or -1 when none came).
-  int one(int q, ibv_send_wr& w) {
-    w.send_flags |= IBV_SEND_SIGNALED;
-    if (post_wr(l.qp[q], w) != 0) return -2;
-    const auto wcs = poll_n(l.cq, 1);
-    return wcs.empty() ? -1 : wcs[0].status;
-  }
+  int one(int q, const ibv_send_wr& w) { return complete_one(l.qp[q], l.cq, w); }
   // RDMA WRITE of `len` bytes from the start of QP 0's half to `remote` through `rkey`.
   int write(std::uint32_t rkey, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{addr(0), len, l.mr->lkey};

@@ -115,12 +115,7 @@ struct Odp : ::testing::Test, GuardPages {
   static std::uint64_t at(const void* p) { return reinterpret_cast<std::uint64_t>(p); }
 
   // One signaled work request on QP 0; its completion's status (-1: none, -2: not posted).
-  int one(ibv_send_wr& w) {
-    w.send_flags |= IBV_SEND_SIGNALED;
-    if (post_wr(l.qp[0], w) != 0) return -2;
-    const auto wcs = poll_n(l.cq, 1);
-    return wcs.empty() ? -1 : wcs[0].status;
-  }
+  int one(const ibv_send_wr& w) { return complete_one(l.qp[0], l.cq, w); }
   // RDMA WRITE/READ of `len` bytes between QP 0's buffer (ordinary region) and `remote`.
   int rdma(ibv_wr_opcode op, std::uint32_t rkey, std::uint64_t remote, std::uint32_t len) {
     ibv_sge s{at(l.buf.data()), len, l.mr->lkey};
@@ -614,10 +609,7 @@ TEST(OdpDirectPlacement, AWriteIntoAnUnmappedPageOfAnotherProcessIsRefused) {
   const long long placed = counter("placed_sent");
   auto write_to = [&](std::uint64_t remote) {
     ibv_sge s{Odp::at(l.buf.data()), 512, l.mr->lkey};
-    ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &s, remote, them.rkey);
-    if (post_wr(l.qp[0], w)) return -2;
-    const auto wcs = poll_n(l.cq, 1);
-    return wcs.empty() ? -1 : static_cast<int>(wcs[0].status);
+    return complete_one(l.qp[0], l.cq, rdma_wr(IBV_WR_RDMA_WRITE, &s, remote, them.rkey));
   };
   // Until the host-local ring is up the writes go by packet; then they are placed.
   EXPECT_TRUE(softrdma::test::wait_until(

@@ -77,6 +77,15 @@ inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
   return got;
 }
 
+// Posts `w` on `qp` signaled and waits for one completion on `cq`: its status, -2 when posting
+// failed, -1 when none came.
+inline int complete_one(ibv_qp* qp, ibv_cq* cq, ibv_send_wr w) {
+  w.send_flags |= IBV_SEND_SIGNALED;
+  if (post_wr(qp, w) != 0) return -2;
+  const std::vector<ibv_wc> wcs = poll_n(cq, 1);
+  return wcs.empty() ? -1 : static_cast<int>(wcs[0].status);
+}
+
 // Two RC QPs of one device connected to each other, with a buffer each.
 struct Loop {
   ibv_context* ctx = nullptr;
