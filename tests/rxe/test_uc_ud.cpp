@@ -18,6 +18,16 @@ class Ud : public QpPair<QpType::kUd> {
   }
 };
 
+// A UD request of `sge` through address handle `ah` to QP `qpn`, with Q_Key `qkey`.
+SendWr ud_wr(WrOpcode op, std::uint64_t id, std::span<const Sge> sge, std::uint32_t ah,
+             std::uint32_t qpn, std::uint32_t qkey = 0x11111111) {
+  SendWr w = wr(op, id, sge);
+  w.ah = ah;
+  w.remote_qpn = qpn;
+  w.remote_qkey = qkey;
+  return w;
+}
+
 // An address handle of `from` for `to`'s GID.
 std::uint32_t ah_to(Node& from, const Node& to) {
   AhAttr ah;
@@ -120,10 +130,7 @@ TEST_F(Ud, SendWithGrhAndImmediate) {
   const Sge rs = dst.sge(0, 4096 + 40);
   ASSERT_EQ(post_recv(qb, 11, std::span(&rs, 1)), 0);
   const Sge ss = src.sge(0, 1000);
-  SendWr w = wr(WrOpcode::kSendWithImm, 12, std::span(&ss, 1));
-  w.ah = ahid;
-  w.remote_qpn = qb->qpn();
-  w.remote_qkey = 0x11111111;
+  SendWr w = ud_wr(WrOpcode::kSendWithImm, 12, std::span(&ss, 1), ahid, qb->qpn());
   w.imm_data = 0xCAFE;
   ASSERT_EQ(qa->post_send(w), 0);
   Wc rwc = one_wc(b->cq);
@@ -154,10 +161,7 @@ TEST_F(Ud, WrongQkeyIsDroppedAndCounted) {
   const Sge rs = dst.sge(0, 128);
   ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
   const Sge ss = src.sge(0, 10);
-  SendWr w = wr(WrOpcode::kSend, 1, std::span(&ss, 1));
-  w.ah = ahid;
-  w.remote_qpn = qb->qpn();
-  w.remote_qkey = 0x22222222;
+  SendWr w = ud_wr(WrOpcode::kSend, 1, std::span(&ss, 1), ahid, qb->qpn(), 0x22222222);
   ASSERT_EQ(qa->post_send(w), 0);
   ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
   EXPECT_TRUE(wait_until([&] { return qb->counters().dropped_bad_qkey == 1; }));
@@ -173,10 +177,7 @@ TEST_F(Ud, MessagesLargerThanTheMtuAreRefusedAndShortBuffersAreLengthErrors) {
   Buffer dst(*b, 128, kAllAccess);
   const std::uint32_t ahid = ah_to(*a, *b);
   const Sge big = src.sge(0, 4097);
-  SendWr w = wr(WrOpcode::kSend, 1, std::span(&big, 1));
-  w.ah = ahid;
-  w.remote_qpn = qb->qpn();
-  w.remote_qkey = 0x11111111;
+  SendWr w = ud_wr(WrOpcode::kSend, 1, std::span(&big, 1), ahid, qb->qpn());
   EXPECT_EQ(qa->post_send(w), EINVAL);
   const Sge rs = dst.sge(0, 100);  // room for the GRH and 60 bytes
   ASSERT_EQ(post_recv(qb, 1, std::span(&rs, 1)), 0);
@@ -213,10 +214,7 @@ TEST(UdFaults, LossDropsWholeDatagramsOnly) {
   for (int i = 0; i < kMessages; ++i) {
     std::fill(src.bytes.begin(), src.bytes.end(), static_cast<std::uint8_t>(i));
     const Sge ss = src.sge(0, 2048);
-    SendWr w = wr(WrOpcode::kSendWithImm, i, std::span(&ss, 1));
-    w.ah = ahid;
-    w.remote_qpn = qb->qpn();
-    w.remote_qkey = 0x11111111;
+    SendWr w = ud_wr(WrOpcode::kSendWithImm, i, std::span(&ss, 1), ahid, qb->qpn());
     w.imm_data = static_cast<std::uint32_t>(i);
     ASSERT_EQ(qa->post_send(w), 0);
     ASSERT_EQ(wait_wc(a.cq, 1).size(), 1u);
@@ -252,10 +250,7 @@ TEST_F(Ud, ASendErrorPutsTheSendQueueInErrorAndReceivesGoOn) {
   Buffer bs(*b, 256, kAllAccess, 9);
   Sge bad = s.sge(0, 16);
   bad.lkey ^= 0x40;
-  SendWr w = wr(WrOpcode::kSend, 1, std::span(&bad, 1));
-  w.ah = to_b;
-  w.remote_qpn = qb->qpn();
-  w.remote_qkey = 0x11111111;
+  SendWr w = ud_wr(WrOpcode::kSend, 1, std::span(&bad, 1), to_b, qb->qpn());
   ASSERT_EQ(qa->post_send(w), 0);
   SendWr w2 = w;
   w2.wr_id = 2;
@@ -269,10 +264,7 @@ TEST_F(Ud, ASendErrorPutsTheSendQueueInErrorAndReceivesGoOn) {
   const Sge rs = r.sge(0, 256);
   ASSERT_EQ(post_recv(qa, 3, std::span(&rs, 1)), 0);
   const Sge ss = bs.sge(0, 8);
-  SendWr from_b = wr(WrOpcode::kSend, 4, std::span(&ss, 1));
-  from_b.ah = to_a;
-  from_b.remote_qpn = qa->qpn();
-  from_b.remote_qkey = 0x11111111;
+  SendWr from_b = ud_wr(WrOpcode::kSend, 4, std::span(&ss, 1), to_a, qa->qpn());
   ASSERT_EQ(qb->post_send(from_b), 0);
   wc = wait_wc(a->cq, 1);
   ASSERT_EQ(wc.size(), 1u);
