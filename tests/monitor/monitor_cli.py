@@ -17,7 +17,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import (expect, failures, free_port, in_netns, wait_connected,  # noqa: E402
+from testlib import (expect, failures, finish, free_port, in_netns, wait_connected,  # noqa: E402
                      wait_for, wait_listening)
 
 softrdma, promtool, case = sys.argv[1:4]
@@ -55,14 +55,15 @@ class Pair:
 
     def finish(self):
         for p in (self.client, self.server):
-            try:
-                out, _ = p.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                out, _ = p.communicate()
-            # What the pair itself does is judged in tests/verbs; here it is only watched.
-            if p.returncode != 0:
-                print(f"note: ib_write_bw pid {p.pid} exit {p.returncode}:\n{out[-500:]}")
+            note_exit(p)
+
+
+def note_exit(p):
+    """Waits for pair program `p` (killed after 60 s) and notes a failed exit: what the pair
+    itself does is judged in tests/verbs; here it is only watched."""
+    code, out = finish(p, 60)
+    if code != 0:
+        print(f"note: ib_write_bw pid {p.pid} exit {code}:\n{out[-500:]}")
 
 
 def mine(rows, pids):
@@ -210,13 +211,7 @@ elif case == "res_iwarp":
                d.get("ifname") == "softiwarp0"]
         expect(dev and dev[0].get("mr_count") == len(mrs), f"pid {pid}: softiwarp0 mr_count", dev)
     for p in (cli, srv):
-        try:
-            out, _ = p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, _ = p.communicate()
-        if p.returncode != 0:
-            print(f"note: ib_write_bw pid {p.pid} exit {p.returncode}:\n{out[-500:]}")
+        note_exit(p)
 elif case == "exporter":
     pair = Pair()
     expect(pair.wait_connected(), "both QPs reach RTS")
