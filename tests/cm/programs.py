@@ -339,20 +339,27 @@ def case_namespaces():
               sh(f"ip -n {a} link set lo up") and sh(f"ip -n {b} link set lo up"))
         if not ok:
             skip("cannot create network namespaces with a veth pair here")
-        p = str(port())
-        srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
-                                f"udp:{addr_a}", "--", "rping", "-s", "-a", addr_a, "-p", p,
-                                "-C", "10"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                               text=True)
-        expect(wait_for(lambda: in_netns(a, "rdma_cm_listening", p), 15, interval=0.1,
-                        proc=srv), "namespaces: server up")
-        cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
-                              f"udp:{addr_b}", "--", "rping", "-c", "-v", "-a", addr_a, "-p", p,
-                              "-C", "10"], capture_output=True, text=True, timeout=60)
-        src, sout = finish(srv, 30)
-        expect(cli.returncode == 0 and "rdma-ping-9:" in cli.stdout,
-               f"namespaces: client exit {cli.returncode}", cli.stdout + cli.stderr)
-        expect(src == 0, f"namespaces: server exit {src}", sout)
+        def rping_across(what, run_opts=()):
+            p = str(port())
+            srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
+                                    f"udp:{addr_a}", *run_opts, "--", "rping", "-s", "-a",
+                                    addr_a, "-p", p, "-C", "10"], stdout=subprocess.PIPE,
+                                   stderr=subprocess.STDOUT, text=True)
+            expect(wait_for(lambda: in_netns(a, "rdma_cm_listening", p), 15, interval=0.1,
+                            proc=srv), f"{what}: server up")
+            cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
+                                  f"udp:{addr_b}", *run_opts, "--", "rping", "-c", "-v", "-a",
+                                  addr_a, "-p", p, "-C", "10"], capture_output=True, text=True,
+                                 timeout=60)
+            src, sout = finish(srv, 30)
+            expect(cli.returncode == 0 and "rdma-ping-9:" in cli.stdout,
+                   f"{what}: client exit {cli.returncode}", cli.stdout + cli.stderr)
+            expect(src == 0, f"{what}: server exit {src}", sout)
+            return p
+
+        p = rping_across("namespaces")
+        # The same two hosts on a partition of their own (index 0 is 0x8001 on both).
+        rping_across("namespaces, partition 0x8001", ["--pkeys", "0x8001,0xffff"])
         t0 = time.monotonic()
         r = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
                             f"udp:{addr_b}", "--", "rping", "-c", "-a", "10.96.0.3", "-p", p,
