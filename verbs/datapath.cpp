@@ -284,6 +284,14 @@ PendingWr& begin_wr(ibv_qp_ex* qpx, core::WrOpcode op) {
   p.wr.opcode = op;
   return p;
 }
+// The same for a request to remote memory: `rkey` and `addr` set.
+PendingWr& begin_remote_wr(ibv_qp_ex* qpx, core::WrOpcode op, std::uint32_t rkey,
+                           std::uint64_t addr) {
+  PendingWr& p = begin_wr(qpx, op);
+  p.wr.rkey = rkey;
+  p.wr.remote_addr = addr;
+  return p;
+}
 PendingWr* cur(ibv_qp_ex* qpx) {
   SoftQp* qp = soft(qpx);
   return qp->pending.empty() ? nullptr : &qp->pending.back();
@@ -318,33 +326,23 @@ void wr_send_inv(ibv_qp_ex* q, uint32_t rkey) {
   begin_wr(q, core::WrOpcode::kSendWithInv).wr.invalidate_rkey = rkey;
 }
 void wr_rdma_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaWrite);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  begin_remote_wr(q, core::WrOpcode::kRdmaWrite, rkey, addr);
 }
 void wr_rdma_write_imm(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, __be32 imm) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaWriteWithImm);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = begin_remote_wr(q, core::WrOpcode::kRdmaWriteWithImm, rkey, addr);
   p.wr.imm_data = be32toh(imm);
 }
 void wr_rdma_read(ibv_qp_ex* q, uint32_t rkey, uint64_t addr) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kRdmaRead);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  begin_remote_wr(q, core::WrOpcode::kRdmaRead, rkey, addr);
 }
 void wr_atomic_cmp_swp(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t compare,
                        uint64_t swap) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicCmpAndSwp);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = begin_remote_wr(q, core::WrOpcode::kAtomicCmpAndSwp, rkey, addr);
   p.wr.compare_add = compare;
   p.wr.swap = swap;
 }
 void wr_atomic_fetch_add(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, uint64_t add) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicFetchAndAdd);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = begin_remote_wr(q, core::WrOpcode::kAtomicFetchAndAdd, rkey, addr);
   p.wr.compare_add = add;
 }
 void wr_local_inv(ibv_qp_ex* q, uint32_t rkey) {
@@ -372,9 +370,7 @@ void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* ato
     soft(q)->wr_error = EINVAL;
     return;
   }
-  PendingWr& p = begin_wr(q, core::WrOpcode::kAtomicWrite);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = begin_remote_wr(q, core::WrOpcode::kAtomicWrite, rkey, addr);
   const auto* b = static_cast<const uint8_t*>(atomic_wr);
   p.inline_data.assign(b, b + 8);
   p.sge.assign(1, core::Sge{reinterpret_cast<uint64_t>(p.inline_data.data()), 8, 0});
@@ -434,9 +430,7 @@ namespace softrdma::verbs {
 
 void wr_flush_op(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
                  uint8_t level) {
-  PendingWr& p = begin_wr(q, core::WrOpcode::kFlush);
-  p.wr.rkey = rkey;
-  p.wr.remote_addr = addr;
+  PendingWr& p = begin_remote_wr(q, core::WrOpcode::kFlush, rkey, addr);
   p.wr.flush_length = len;
   p.wr.flush_type = type;
   p.wr.flush_level = level;
