@@ -111,6 +111,18 @@ Incoming incoming(std::uint64_t service_id, const std::uint8_t* pdata, const wir
   return in;
 }
 
+// What a REQ or REP says of its sender's side, as the event's connection parameters: its
+// initiator depth is our responder resources and the other way round.
+template <class M>
+void peer_conn_param(const M& m, rdma_conn_param& p) {
+  p.responder_resources = m.initiator_depth;
+  p.initiator_depth = m.responder_resources;
+  p.flow_control = m.end_to_end_flow_control;
+  p.rnr_retry_count = m.rnr_retry_count;
+  p.srq = m.srq;
+  p.qp_num = m.local_qpn;
+}
+
 void on_message(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid) {
   auto& a = agent();
   if (CmId* id = find_passive(m.local_comm_id, src)) {  // a retransmitted REQ
@@ -160,14 +172,8 @@ void on_message(const wire::CmReq& m, const wire::Gid16& src, std::uint64_t tid)
   Event* ev = make_event(c, RDMA_CM_EVENT_CONNECT_REQUEST, 0);
   copy_private(ev, m.private_data.data() + wire::kIpCmHeaderSize,
                wire::kReqPrivate - wire::kIpCmHeaderSize, false);
-  auto& p = ev->ev.param.conn;
-  p.responder_resources = m.initiator_depth;
-  p.initiator_depth = m.responder_resources;
-  p.flow_control = m.end_to_end_flow_control;
-  p.retry_count = m.retry_count;
-  p.rnr_retry_count = m.rnr_retry_count;
-  p.srq = m.srq;
-  p.qp_num = m.local_qpn;
+  peer_conn_param(m, ev->ev.param.conn);
+  ev->ev.param.conn.retry_count = m.retry_count;
   offer_request(c, in.listener, ev);
 }
 
@@ -192,13 +198,7 @@ void on_message(const wire::CmRep& m, const wire::Gid16& /*src*/, std::uint64_t 
   id->rnr_retry_count = m.rnr_retry_count;
   auto fill = [&](Event* ev) {
     copy_private(ev, m.private_data.data(), m.private_data.size(), false);
-    auto& p = ev->ev.param.conn;
-    p.responder_resources = m.initiator_depth;
-    p.initiator_depth = m.responder_resources;
-    p.flow_control = m.end_to_end_flow_control;
-    p.rnr_retry_count = m.rnr_retry_count;
-    p.srq = m.srq;
-    p.qp_num = m.local_qpn;
+    peer_conn_param(m, ev->ev.param.conn);
   };
   if (id->destroyed) {
     send_rej(id, wire::rej_reason::kConsumerDefined, nullptr, 0);
