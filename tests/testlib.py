@@ -146,6 +146,16 @@ def finish(p, timeout=60):
     return p.returncode, out
 
 
+def lint_json(softrdma, capture):
+    """`softrdma lint --json CAPTURE`: (exit status, the report as a dict or None, output)."""
+    r = subprocess.run([softrdma, "lint", "--json", capture], capture_output=True, text=True)
+    try:
+        doc = json.loads(r.stdout)
+    except ValueError:
+        doc = None
+    return r.returncode, doc, r.stdout + r.stderr
+
+
 def run_stats(text, device="softroce0"):
     """The counters of `softrdma run --stats`'s line for `device` in `text`, as {name: int}, or
     None. The line need not start a line: perftest may end its last line without a newline."""

@@ -4,13 +4,12 @@ softrdma_iwarp_cm(), CRC on) decodes in tshark with good CRCs and nothing malfor
 `softrdma lint` finds no violation.
 
 usage: check_verbs_trace.py VERBS_IWARP_TESTS SOFTRDMA TSHARK WORKDIR"""
-import json
 import os
 import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import skip  # noqa: E402
+from testlib import lint_json, skip  # noqa: E402
 
 tests, softrdma, tshark, work = sys.argv[1:5]
 if not tshark:
@@ -36,14 +35,11 @@ if good < 3:
     failures.append(f"tshark shows {good} good CRCs, expected the WRITE, SEND and RTR FPDUs")
 if "softrdma: dir=tx dev=softiwarp0" not in verbose:
     failures.append("frames are not annotated as softiwarp0's")
-lint = subprocess.run([softrdma, "lint", "--json", pcap], capture_output=True, text=True)
-try:
-    doc = json.loads(lint.stdout)
-except ValueError:
-    doc = {}
-    failures.append(f"softrdma lint printed no JSON: {lint.stdout!r} {lint.stderr!r}")
-if lint.returncode != 0 or doc.get("violation_count") != 0:
-    failures.append(f"lint: exit {lint.returncode}, violations {doc.get('violations')}")
+code, doc, out = lint_json(softrdma, pcap)
+if doc is None:
+    failures.append(f"softrdma lint printed no JSON: {out!r}")
+elif code != 0 or doc.get("violation_count") != 0:
+    failures.append(f"lint: exit {code}, violations {doc.get('violations')}")
 if doc.get("mpa_frames") != 2 or not doc.get("iwarp_fpdus"):
     failures.append(f"lint counts {doc.get('mpa_frames')} MPA frames, {doc.get('iwarp_fpdus')} FPDUs")
 for f in failures:

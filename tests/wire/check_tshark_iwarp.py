@@ -7,10 +7,12 @@ tshark must show no malformed frame, a good MPA CRC on every FPDU, the MPA reque
 reply of both connections with their revisions, and the RDMAP opcodes and DDP fields the
 sample was built with; `softrdma lint --json` must find no violation and count the same
 FPDUs."""
-import json
 import os
 import subprocess
 import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from testlib import lint_json  # noqa: E402
 
 softrdma, tshark, work = sys.argv[1:4]
 os.makedirs(work, exist_ok=True)
@@ -112,13 +114,10 @@ expect(len(markers) == 8, f"8 FPDUs with markers (not the Read Request), found {
 firsts = [r for r in markers if r["iwarp_mpa.marker_fpduptr"].split(",")[0] == "0"]
 expect(len(firsts) == 2, f"2 FPDUs led by a marker with FPDUPTR 0, found {len(firsts)}")
 
-lint = subprocess.run([softrdma, "lint", "--json", pcap], capture_output=True, text=True)
-try:
-    doc = json.loads(lint.stdout)
-except ValueError:
-    doc = {}
-    failures.append(f"softrdma lint --json printed no JSON: {lint.stdout!r} {lint.stderr!r}")
-expect(lint.returncode == 0, f"softrdma lint exit status {lint.returncode}")
+code, doc, out = lint_json(softrdma, pcap)
+expect(doc is not None, f"softrdma lint --json printed JSON: {out!r}")
+doc = doc or {}
+expect(code == 0, f"softrdma lint exit status {code}")
 expect(doc.get("violation_count") == 0, f"lint violations: {doc.get('violations')}")
 expect(doc.get("iwarp_fpdus") == 17, f"lint counts 17 FPDUs, got {doc.get('iwarp_fpdus')}")
 expect(doc.get("mpa_frames") == 4, f"lint counts 4 MPA frames, got {doc.get('mpa_frames')}")
