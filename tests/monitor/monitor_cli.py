@@ -130,10 +130,12 @@ elif case == "res_qp":
                            0 < c["latency-p50-ns"] <= c["latency-p99-ns"] for c in cqs),
                f"pid {pid}: its CQ has latency samples, p50 <= p99", cqs)
     mrs = [r for r in tool_json("res", "mr") if r["pid"] == pair.client.pid]
-    stat = mine(tool_json("stat"), pair.pids)
-    expect(stat[pair.client.pid]["mr_count"] == len(mrs) and
-           stat[pair.client.pid]["mr_bytes"] == sum(m["mrlen"] for m in mrs),
-           "MR count and bytes match the MRs", (mrs, stat))
+    client = mine(tool_json("stat"), pair.pids).get(pair.client.pid)
+    expect(client is not None, "stat still lists the client (did it end early? see its exit "
+           "below)", pair.client.poll())
+    expect(client is None or (client["mr_count"] == len(mrs) and
+                              client["mr_bytes"] == sum(m["mrlen"] for m in mrs)),
+           "MR count and bytes match the MRs", (mrs, client))
     pair.finish()
 elif case == "res_pkey":
     # perftest's --pkey_index=1 on the table --pkeys gives: each QP shows index 1 and its P_Key.
