@@ -50,6 +50,8 @@ wire::Transport transport_of(QpType type) {
       return wire::Transport::kRc;
     case QpType::kUc:
       return wire::Transport::kUc;
+    case QpType::kXrcSend:
+      return wire::Transport::kXrc;
     default:
       return wire::Transport::kUd;
   }
@@ -60,6 +62,7 @@ wire::Transport transport_of(QpType type) {
 std::optional<std::uint8_t> request_opcode(QpType type, WrOpcode op, bool first, bool last) {
   const RequestShape& s = shape_of(op);
   if (s.kind == OpKind::kAtomic) {
+    if (type == QpType::kXrcSend) return wire::op::kXrcBase | s.atomic_opcode;  // A14: RC's + 0xA0
     if (type != QpType::kRc) return std::nullopt;
     return s.atomic_opcode;
   }
