@@ -64,15 +64,19 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   using Step = RxVerdict (Qp::*)(const InboundRequest&);
   // In the order of the kernel's rxe_resp.c: a request that finds no receive WQE gets an RNR
   // NAK before its length and target are looked at (it is retried, and checked then).
+  // An XRC target first finds the SRQ the request names: duplicates are answered from it too.
   static constexpr Step kSteps[] = {
-      &Qp::check_psn,    &Qp::check_xrc_srq, &Qp::check_opcode_sequence, &Qp::check_resources,
-      &Qp::check_length, &Qp::check_target,  &Qp::execute_request};
+      &Qp::check_xrc_srq, &Qp::check_psn,    &Qp::check_opcode_sequence, &Qp::check_resources,
+      &Qp::check_length,  &Qp::check_target, &Qp::execute_request};
   RxVerdict v = RxVerdict::kPass;
   for (const Step step : kSteps) {
     v = (this->*step)(rq);
     if (v != RxVerdict::kPass) break;
   }
   finish_request(rq, v);
+  // The SRQ is each request's but while a receive WQE taken from it is held (a SEND's rest
+  // to come): no pointer to it outlives the packet otherwise.
+  if (!have_wqe_) xrc_srq_ = nullptr;
 }
 
 void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
