@@ -40,8 +40,9 @@ def pair(server, client, timeout=120, run_opts=()):
 
 
 def stats(text):
-    """The counters of a `softrdma run --stats` line in `text`, or None."""
-    m = re.search(r"^softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
+    """The counters of a `softrdma run --stats` line in `text`, or None (perftest's server may
+    end its last line without a newline: the stats line then follows on it)."""
+    m = re.search(r"softrdma: stats softroce0 udp:\S+:((?: \w+=\d+)+)$", text, re.M)
     return {k: int(v) for k, v in re.findall(r"(\w+)=(\d+)", m.group(1))} if m else None
 
 
@@ -88,6 +89,28 @@ PERFTEST = {
                                      "--rate_limit_type=SW"]),
     "ib_send_lat_ud": ("ib_send_lat", ["-c", "UD", "-a", "-n", "20"]),
 }
+
+# XRC (IBTA annex A14) through perftest: initiator QPs on one side, target QPs and XRC SRQs on
+# the other.
+PERFTEST_XRC = {
+    "ib_send_bw_xrc": ("ib_send_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+    "ib_write_bw_xrc": ("ib_write_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+    "ib_read_bw_xrc": ("ib_read_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+}
+
+
+def expect_xrc(name, texts, requests):
+    """The `--stats` lines of `texts` count at least `requests` XRC requests taken by target
+    QPs (xrc_rcvd_requests) and none refused for a foreign SRQ (xrc_bad_srqn)."""
+    lines = [stats(t) for t in texts]
+    expect(all(lines), f"{name}: a stats line from each side", "".join(texts))
+    if all(lines):
+        got = sum(s["xrc_rcvd_requests"] for s in lines)
+        expect(got >= requests, f"{name}: {got} XRC requests taken, want >= {requests}",
+               "".join(texts))
+        expect(all(s["xrc_bad_srqn"] == 0 for s in lines), f"{name}: no SRQ refused",
+               "".join(texts))
+
 
 QPERF = ["rc_bw", "rc_lat", "rc_bi_bw", "rc_rdma_write_bw", "rc_rdma_write_lat",
          "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr",
@@ -247,6 +270,24 @@ elif case in PERFTEST:
                             timeout=240)
     rows = [l for l in cout.splitlines() if re.match(r"^\s*\d+\s+\d+\s+[\d.]+", l)]
     expect(len(rows) >= (1 if "-a" not in extra else 5), f"{case}: result rows", cout)
+elif case in PERFTEST_XRC:
+    prog, extra = PERFTEST_XRC[case]
+    port = str(free_port())
+    args = [prog, "-p", port, *extra]
+    sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"],
+                            client_only=True, timeout=240, run_opts=("--stats",))
+    # 300 messages of 16 packets each at perftest's path MTU (4096), a READ request each.
+    expect_xrc(case, [sout, cout], 300 if prog == "ib_read_bw" else 300 * 16)
+elif case == "xsrq_pingpong":
+    # ibv_xsrq_pingpong, one client, 4096-byte messages (4 packets each way), each side's
+    # target QP delivering into its XRC SRQ. (Its -c N server sends a client's messages through
+    # the other clients' target QPs, which needs a domain shared by processes of one host:
+    # softrdma's domains are per process, docs/verbs-abi.md.)
+    port = str(free_port())
+    args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "100"]
+    sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"(?m)^success$"],
+                            run_opts=("--stats",))
+    expect_xrc(case, [sout, cout], 2 * 100 * 4)
 elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
     prog = case.replace("_faults", "")
     port = str(free_port())
