@@ -6,6 +6,7 @@ Each CASE runs a server and a client (or one program) on this host, checks both
 exit codes and what they print. Servers listen on a free TCP port of our own."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -288,6 +289,32 @@ elif case == "xsrq_pingpong":
     sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"(?m)^success$"],
                             run_opts=("--stats",))
     expect_xrc(case, [sout, cout], 2 * 100 * 4)
+    # A trace of it (the client's): XRC opcodes only, messages of 4 packets (SEND FIRST, MIDDLE,
+    # LAST) and ACKs; softrdma lint finds nothing, tshark marks nothing malformed.
+    port = str(free_port())
+    args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "20"]
+    srv = subprocess.Popen([softrdma, "run", "--", *args], stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+    wait_listening(port, proc=srv)
+    with tempfile.TemporaryDirectory(prefix="softrdma-xrc-") as d:
+        pcap = os.path.join(d, "c.pcapng")
+        rc, out = run_one(["--pcap", pcap, "--", *args, "127.0.0.1"], timeout=120)
+        s_out, _ = srv.communicate(timeout=120)
+        expect(rc == 0 and srv.returncode == 0, "xsrq_pingpong traced", out + s_out)
+        lint = subprocess.run([softrdma, "lint", pcap], capture_output=True, text=True,
+                              timeout=60)
+        expect(lint.returncode == 0 and " 0 violations" in lint.stdout,
+               "softrdma lint of the XRC trace", lint.stdout + lint.stderr)
+        tshark = shutil.which("tshark")
+        if tshark:
+            r = subprocess.run([tshark, "-n", "-r", pcap, "-T", "fields", "-E", "separator=\t",
+                                "-e", "infiniband.bth.opcode", "-e", "_ws.malformed"],
+                               capture_output=True, text=True, timeout=60)
+            rows = [(line.split("\t") + [""])[:2] for line in r.stdout.splitlines()]
+            opcodes = {int(o) for o, _ in rows if o}
+            expect(rows and not any(m for _, m in rows), "tshark: nothing malformed", r.stdout)
+            expect({0xA0, 0xA1, 0xA2, 0xB1} <= opcodes and all(0xA0 <= o <= 0xB7 for o in opcodes),
+                   f"the trace's opcodes are XRC's: {sorted(opcodes)}", r.stdout)
 elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
     prog = case.replace("_faults", "")
     port = str(free_port())
