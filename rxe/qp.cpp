@@ -6,6 +6,7 @@
 #include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp_state.h"
+#include "rxe/request_opcode.h"
 #include "wire/roce_frame.h"
 
 namespace softrdma::rxe {
@@ -323,17 +324,7 @@ void Qp::last_wqe_reached() {
 }
 
 wire::Transport Qp::wire_transport() const {
-  switch (type_) {
-    case QpType::kUc:
-      return wire::Transport::kUc;
-    case QpType::kUd:
-      return wire::Transport::kUd;
-    case QpType::kXrcSend:
-    case QpType::kXrcRecv:
-      return wire::Transport::kXrc;
-    default:
-      return wire::Transport::kRc;
-  }
+  return transport_of(type_);
 }
 
 Clock::time_point Qp::next_deadline() const {

@@ -44,6 +44,8 @@ const RequestShape& shape_of(WrOpcode op) {
   return i < kShapes.size() ? kShapes[i] : kNone;
 }
 
+}  // namespace
+
 wire::Transport transport_of(QpType type) {
   switch (type) {
     case QpType::kRc:
@@ -51,13 +53,12 @@ wire::Transport transport_of(QpType type) {
     case QpType::kUc:
       return wire::Transport::kUc;
     case QpType::kXrcSend:
+    case QpType::kXrcRecv:
       return wire::Transport::kXrc;
     default:
       return wire::Transport::kUd;
   }
 }
-
-}  // namespace
 
 std::optional<std::uint8_t> request_opcode(QpType type, WrOpcode op, bool first, bool last) {
   const RequestShape& s = shape_of(op);
