@@ -105,17 +105,38 @@ Cq* Objects::create_cq(std::uint32_t cqe, int* err) {
 int Objects::destroy_cq(Cq* cq) {
   if (qp_uses(nullptr, cq, nullptr)) return EBUSY;
   std::lock_guard lock(objects_mutex_);
+  for (const auto& s : srqs_) {
+    if (s->cq() == cq) return EBUSY;  // an XRC SRQ completes on it
+  }
   return erase_object(cqs_, cq);
 }
 
 Srq* Objects::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
                          std::uint32_t limit, int* err) {
+  return make_srq(pd, nullptr, nullptr, max_wr, max_sge, limit, err);
+}
+
+Srq* Objects::create_xrc_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr,
+                             std::uint32_t max_sge, std::uint32_t limit, int* err) {
+  if (!pd || !xrcd || !cq) {
+    set(err, EINVAL);
+    return nullptr;
+  }
+  return make_srq(pd, xrcd, cq, max_wr, max_sge, limit, err);
+}
+
+Srq* Objects::make_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::uint32_t max_sge,
+                       std::uint32_t limit, int* err) {
   if (max_wr == 0 || max_wr > attr_.max_srq_wr || max_sge > attr_.max_srq_sge || limit > max_wr) {
     set(err, EINVAL);
     return nullptr;
   }
   std::lock_guard lock(objects_mutex_);
-  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit));
+  if (srqs_.size() >= attr_.max_srq) {
+    set(err, ENOMEM);
+    return nullptr;
+  }
+  srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit, xrcd, cq));
   Srq* srq = srqs_.back().get();
   srq->srqn = next_srqn_++;
   srq->set_limit_event(

@@ -1,6 +1,6 @@
 // The verbs objects of one device whatever its transport (PDs, MRs and memory windows, CQs,
-// SRQs, AHs) and the one copy of the rules for making and destroying them: the limits of
-// DeviceAttr, IBTA 10.6.3.1's access rule, EBUSY while something still uses an object. Both
+// SRQs, XRC domains, AHs) and the one copy of the rules for making and destroying them: the limits
+// of DeviceAttr, IBTA 10.6.3.1's access rule, EBUSY while something still uses an object. Both
 // transports' devices derive from it and answer what only they know: whether one of their QPs
 // uses an object, whether an address is reachable, and where CQ/SRQ events go. Thread-safe.
 #pragma once
@@ -17,6 +17,7 @@
 #include "core/object_info.h"
 #include "core/srq.h"
 #include "core/types.h"
+#include "core/xrcd.h"
 
 namespace softrdma::core {
 
@@ -46,6 +47,17 @@ class Objects {
   Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
                   int* err);
   int destroy_srq(Srq* srq);  // EBUSY while a QP uses it
+  // XRC domains (core/xrcd.h), as the kernel's ib_uverbs_open_xrcd: fd -1 opens a private one;
+  // else the file's inode names it, found if open (EINVAL when oflags has O_CREAT and O_EXCL)
+  // and made only with O_CREAT (else EINVAL); EBADF: fd is not open. Domains are per process.
+  Xrcd* open_xrcd(int fd, int oflags, int* err);
+  int close_xrcd(Xrcd* xrcd);  // its last close: EBUSY while an XRC SRQ or target QP uses it
+  // An XRC SRQ of `xrcd` that completes on `cq`; its receive WQEs' lkeys are `pd`'s. EINVAL:
+  // no PD, domain or CQ, or create_srq's limits.
+  Srq* create_xrc_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::uint32_t max_sge,
+                      std::uint32_t limit, int* err);
+  // The XRC SRQ numbered `srqn`, or null: where an XRCETH points.
+  Srq* find_xrc_srq(std::uint32_t srqn) const;
   // Address handles are small ids; 0 with *err = EINVAL when the transport cannot reach the
   // address (a transport without address handles reaches none).
   std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
@@ -56,6 +68,10 @@ class Objects {
   // no receive queue of its own when it takes from an SRQ. 0 or EINVAL.
   int admit_qp(const Pd* pd, const Cq* send_cq, const Cq* recv_cq, const Srq* srq,
                QpCap& cap) const;
+  // The same for XRC QPs: an initiator (kXrcSend) has a PD and a send CQ and no receive queue;
+  // a target (kXrcRecv) has a domain and neither queue. 0 or EINVAL.
+  int admit_xrc_qp(QpType type, const Pd* pd, const Cq* send_cq, const Xrcd* xrcd,
+                   QpCap& cap) const;
 
  protected:
   Objects();
@@ -63,6 +79,8 @@ class Objects {
   // Whether one of the transport's QPs uses the object given (exactly one is not null).
   virtual bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const = 0;
   virtual bool ah_reachable(const AhAttr& attr) const = 0;
+  // Whether one of the transport's XRC target QPs belongs to `xrcd` (none: no XRC).
+  virtual bool qp_uses_xrcd(const Xrcd*) const { return false; }
   // A CQ overflowed (kCqErr) or an SRQ fell below its limit (kSrqLimitReached).
   virtual void object_event(AsyncEventType type, Cq* cq, Srq* srq) = 0;
   // Copies of the CQs, MRs, PDs and SRQs for the transport's monitoring snapshot, their users
@@ -77,11 +95,15 @@ class Objects {
   std::vector<std::unique_ptr<Pd>> pds_;
   std::vector<std::unique_ptr<Cq>> cqs_;
   std::vector<std::unique_ptr<Srq>> srqs_;
+  std::vector<std::unique_ptr<Xrcd>> xrcds_;
 
  private:
+  Srq* make_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::uint32_t max_sge,
+                std::uint32_t limit, int* err);
+
   std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
   std::atomic<std::uint32_t> mws_{0};  // memory windows allocated
-  std::uint32_t next_pd_ = 1, next_cqn_ = 1, next_srqn_ = 1, next_ah_ = 1;
+  std::uint32_t next_pd_ = 1, next_cqn_ = 1, next_srqn_ = 1, next_ah_ = 1, next_xrcd_ = 1;
 };
 
 }  // namespace softrdma::core

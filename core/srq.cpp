@@ -15,8 +15,9 @@ int RecvQueue::post(const RecvWr& wr) {
   return 0;
 }
 
-Srq::Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit)
-    : pd_(pd), max_sge_(max_sge), limit_(limit) {
+Srq::Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit, Xrcd* xrcd,
+         Cq* cq)
+    : pd_(pd), xrcd_(xrcd), cq_(cq), max_sge_(max_sge), limit_(limit) {
   q_.init(max_wr, max_sge);
 }
 

@@ -1,4 +1,5 @@
-// Receive work queues: the per-QP RQ and the shared SRQ (with its limit event).
+// Receive work queues: the per-QP RQ and the shared SRQ (with its limit event); an XRC SRQ
+// belongs to an XRC domain and completes on its own CQ, whichever target QP fed it.
 // A RecvWqe keeps its scatter list; the ring reuses slots without allocating.
 #pragma once
 
@@ -14,6 +15,8 @@
 namespace softrdma::core {
 
 struct Pd;
+struct Xrcd;
+class Cq;
 
 struct RecvWqe {
   std::uint64_t wr_id = 0;
@@ -48,8 +51,11 @@ class Srq {
  public:
   void* user = nullptr;    // the upper layer's handle for this object (events)
   std::uint32_t srqn = 0;  // the device's number for it (monitoring)
-  Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit);
+  Srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+      Xrcd* xrcd = nullptr, Cq* cq = nullptr);
   Pd* pd() const { return pd_; }
+  Xrcd* xrcd() const { return xrcd_; }  // XRC SRQs only (else null)
+  Cq* cq() const { return cq_; }        // XRC SRQs only (else null)
   // 0, EINVAL (too many SGEs) or ENOMEM (full).
   int post(const RecvWr& wr);
   // Takes the oldest WQE; fires the limit event when the count drops below the limit.
@@ -64,6 +70,8 @@ class Srq {
 
  private:
   Pd* pd_;
+  Xrcd* const xrcd_;
+  Cq* const cq_;
   mutable std::mutex mutex_;
   RecvQueue q_;
   std::uint32_t max_sge_;

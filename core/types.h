@@ -97,7 +97,8 @@ inline bool pkey_match(std::uint16_t a, std::uint16_t b) {
 // again; type 2 is bound by a BIND_MW work request to one QP and freed by invalidation.
 enum class MwType : std::uint8_t { k1 = 1, k2 = 2 };
 
-enum class QpType : std::uint8_t { kRc = 2, kUc = 3, kUd = 4 };
+// The values are libibverbs' (IBV_QPT_*): XRC initiator (send) and target (receive) QPs.
+enum class QpType : std::uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 enum class QpState : std::uint8_t { kReset = 0, kInit, kRtr, kRts, kSqd, kSqe, kErr };
 const char* to_string(QpState s);
 
@@ -186,6 +187,8 @@ struct SendWr {
   std::uint32_t ah = 0;  // address handle id
   std::uint32_t remote_qpn = 0;
   std::uint32_t remote_qkey = 0;
+  // XRC: the XRC SRQ at the target that takes the message (the XRCETH)
+  std::uint32_t remote_srqn = 0;
   // BIND_MW: the window (its handle), its new key, and the part of a region it opens.
   std::uint32_t mw_handle = 0;
   std::uint32_t mw_rkey = 0;

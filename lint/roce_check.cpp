@@ -78,7 +78,7 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
         return;  // nothing more can be checked, the ICRC included
       }
       case Error::kUnknownOpcode:
-        add("roce.opcode", "an RC, UC, UD or CNP opcode", hex(opcode, 2));
+        add("roce.opcode", "an RC, UC, UD, XRC or CNP opcode", hex(opcode, 2));
         break;
       case Error::kBadVersion:
         add("roce.tver", "0", std::to_string(dgram[1] & 0x0F));
@@ -120,6 +120,14 @@ void check_roce(std::uint64_t frame_no, const wire::FrameView& frame, Report& re
     if (pkt->hdr.aeth && aeth_kind(pkt->hdr.aeth->syndrome) == AethKind::kNak &&
         (pkt->hdr.aeth->syndrome & 0x1F) > 4) {
       add("roce.aeth_syndrome", "NAK code 0-4", hex(pkt->hdr.aeth->syndrome, 2));
+    }
+    if (pkt->hdr.xrceth) {  // every XRC request has one (the table), no response does
+      if (pkt->hdr.xrceth->srqn == 0) {
+        add("roce.xrceth", "an XRC SRQ number other than 0", "0");
+      }
+      if (pkt->hdr.xrceth->resv != 0) {
+        add("roce.xrceth_reserved", "0 in the XRCETH reserved byte", hex(pkt->hdr.xrceth->resv, 2));
+      }
     }
     if (pkt->hdr.deth && pkt->hdr.deth->resv != 0) {
       add("roce.deth_reserved", "0 in the DETH reserved byte", hex(pkt->hdr.deth->resv, 2));

@@ -43,6 +43,8 @@ inline constexpr auto kRules = std::to_array<RuleInfo>({
     {"roce.feth_reserved", Severity::kWarning, "IBTA rel. 1.5 annex A19 (FETH)"},
     {"roce.aeth_syndrome", Severity::kError, "IBTA vol. 1 §9.3.5, table 43"},
     {"roce.deth_reserved", Severity::kWarning, "IBTA vol. 1 §9.3.3 (DETH)"},
+    {"roce.xrceth", Severity::kWarning, "IBTA vol. 1 annex A14 (XRC, XRCETH)"},
+    {"roce.xrceth_reserved", Severity::kWarning, "IBTA vol. 1 annex A14 (XRCETH)"},
     {"roce.cnp_reserved", Severity::kWarning, "RoCEv2 annex A17.9.3"},
     {"roce.icrc", Severity::kError, "IBTA vol. 1 §7.8, annex A17.4.3"},
     // RoCEv2, per flow

@@ -20,6 +20,10 @@ const char* type_name(const rxe::QpInfo& q) {
       return "UC";
     case core::QpType::kUd:
       return "UD";
+    case core::QpType::kXrcSend:
+      return "XRC_INI";
+    case core::QpType::kXrcRecv:
+      return "XRC_TGT";
   }
   return "unknown";
 }

@@ -76,7 +76,7 @@ void Qp::complete_send(SendWqe& w) {
   // An unreliable send is complete once its last packet has left: inside a progress pass
   // that is at the pass's transmit, so the completion waits for it like a receive does
   // (a program may exit as soon as it sees it).
-  if (type_ != QpType::kRc) {
+  if (!reliable()) {
     dev_.complete_recv(*this, send_cq_, wc, false);
     return;
   }

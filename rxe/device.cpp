@@ -114,6 +114,14 @@ bool Device::qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const {
   return false;
 }
 
+bool Device::qp_uses_xrcd(const Xrcd* xrcd) const {
+  std::shared_lock lock(qps_mutex_);
+  for (const auto& [n, qp] : qps_) {
+    if (qp->xrcd_ == xrcd) return true;
+  }
+  return false;
+}
+
 bool Device::ah_reachable(const AhAttr& attr) const {
   netdev::IpAddr ip;
   return gid_to_ip(attr.dgid, ip);
@@ -124,8 +132,21 @@ void Device::object_event(AsyncEventType type, Cq* cq, Srq* srq) {
 }
 
 Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
-                      bool sq_sig_all, int* err, std::uint32_t wanted_qpn) {
-  if ((*err = admit_qp(pd, send_cq, recv_cq, srq, cap)) != 0) return nullptr;
+                      bool sq_sig_all, int* err, std::uint32_t wanted_qpn, Xrcd* xrcd) {
+  const bool xrc = type == QpType::kXrcSend || type == QpType::kXrcRecv;
+  *err =
+      xrc ? admit_xrc_qp(type, pd, send_cq, xrcd, cap) : admit_qp(pd, send_cq, recv_cq, srq, cap);
+  if (*err != 0) return nullptr;
+  if (xrc) {  // what each kind has not
+    recv_cq = nullptr;
+    srq = nullptr;
+    if (type == QpType::kXrcRecv) {
+      pd = nullptr;
+      send_cq = nullptr;
+    } else {
+      xrcd = nullptr;
+    }
+  }
   std::unique_lock lock(qps_mutex_);
   if (qps_.size() >= attr_.max_qp) {
     *err = ENOMEM;
@@ -144,7 +165,8 @@ Qp* Device::create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, Q
     qpn = next_qpn_;
     next_qpn_ = (next_qpn_ + 1) & 0xFFFFFF;
   }
-  auto qp = std::make_unique<Qp>(*this, qpn, type, pd, send_cq, recv_cq, srq, cap, sq_sig_all);
+  auto qp =
+      std::make_unique<Qp>(*this, qpn, type, pd, send_cq, recv_cq, srq, cap, sq_sig_all, xrcd);
   Qp* raw = qp.get();
   raw->serial_ = next_qp_serial_++;
   qps_[qpn] = std::move(qp);
@@ -171,6 +193,8 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.placed_sent += c.placed_sent;
   sum.placed_received += c.placed_received;
   sum.resp_remote_access_errors += c.resp_remote_access_errors;
+  sum.xrc_rcvd_requests += c.xrc_rcvd_requests;
+  sum.xrc_bad_srqn += c.xrc_bad_srqn;
   sum.np_ecn_marked_roce_packets += c.np_ecn_marked_roce_packets;
   sum.np_cnp_sent += c.np_cnp_sent;
   sum.rp_cnp_handled += c.rp_cnp_handled;
@@ -222,6 +246,8 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"placed_rcvd", q.placed_received},
       {"placed_refused", placement_refused_.load()},
       {"resp_remote_access_errors", q.resp_remote_access_errors},
+      {"xrc_rcvd_requests", q.xrc_rcvd_requests},
+      {"xrc_bad_srqn", q.xrc_bad_srqn},
       {"odp_faults", mrs_.odp_faults()},
       {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
       {"np_cnp_sent", q.np_cnp_sent},

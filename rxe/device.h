@@ -73,8 +73,10 @@ class Device : public core::Objects {
   static constexpr std::uint64_t kSendBudgetBytes = std::uint64_t{16} << 20;
   // `qpn` 0 allocates a number (0x11 and up); otherwise that number is taken if free
   // (1: the GSI QP that connection management uses), else EBUSY.
+  // XRC QPs (core::Objects::admit_xrc_qp): an initiator takes `pd` and `send_cq`, a target
+  // only `xrcd`.
   Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
-                bool sq_sig_all, int* err, std::uint32_t qpn = 0);
+                bool sq_sig_all, int* err, std::uint32_t qpn = 0, Xrcd* xrcd = nullptr);
   int destroy_qp(Qp* qp);
   // UD multicast (ibv_attach_mcast): `qp` receives every datagram sent to the group `gid` with
   // destination QPN 0xFFFFFF. The device joins the group through its netdev on the first attach
@@ -141,6 +143,7 @@ class Device : public core::Objects {
 
  private:
   bool qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const override;
+  bool qp_uses_xrcd(const Xrcd* xrcd) const override;
   bool ah_reachable(const AhAttr& attr) const override;
   void object_event(AsyncEventType type, Cq* cq, Srq* srq) override;
   void progress_loop();

@@ -6,12 +6,13 @@
 #include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp_state.h"
+#include "rxe/request_opcode.h"
 #include "wire/roce_frame.h"
 
 namespace softrdma::rxe {
 
 Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
-       const QpCap& cap, bool sq_sig_all)
+       const QpCap& cap, bool sq_sig_all, Xrcd* xrcd)
     : dev_(dev),
       qpn_(qpn),
       type_(type),
@@ -19,6 +20,7 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
       send_cq_(send_cq),
       recv_cq_(recv_cq),
       srq_(srq),
+      xrcd_(xrcd),
       sq_sig_all_(sq_sig_all),
       cap_(cap),
       cc_on_(dev.cc().dcqcn),
@@ -154,6 +156,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
 int Qp::post_send(const SendWr& wr) {
   std::unique_lock lock(mutex_);
   const QpState st = attr_.qp_state;
+  if (type_ == QpType::kXrcRecv) return EINVAL;  // an XRC target has no send queue
   if (st == QpState::kReset || st == QpState::kInit || st == QpState::kRtr) return EINVAL;
   if (sq_.size() >= cap_.max_send_wr) return ENOMEM;
   if (wr.sg_list.size() > cap_.max_send_sge) return EINVAL;
@@ -170,7 +173,7 @@ int Qp::post_send(const SendWr& wr) {
     case WrOpcode::kAtomicCmpAndSwp:
     case WrOpcode::kAtomicFetchAndAdd:
     case WrOpcode::kSendWithInv:
-      if (type_ != QpType::kRc) return EINVAL;
+      if (!reliable()) return EINVAL;
       break;
     case WrOpcode::kAtomicWrite:  // IBTA 1.5 A19: RC only
     case WrOpcode::kFlush:
@@ -195,6 +198,7 @@ int Qp::post_send(const SendWr& wr) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.remote_srqn = wr.remote_srqn;
   w.bind = MwBind{wr.mw_handle, wr.mw_rkey, wr.mw_mr_lkey, wr.mw_addr, wr.mw_length, wr.mw_access};
   w.length = 0;
   for (const Sge& s : wr.sg_list) w.length += s.length;
@@ -257,7 +261,7 @@ int Qp::post_send(const SendWr& wr) {
 
 int Qp::post_recv(const RecvWr& wr) {
   std::lock_guard lock(mutex_);
-  if (srq_) return EINVAL;
+  if (srq_ || xrc()) return EINVAL;  // no receive queue of its own
   if (attr_.qp_state == QpState::kReset) return EINVAL;
   const int rc = rq_.post(wr);
   if (rc) return rc;
@@ -266,7 +270,7 @@ int Qp::post_recv(const RecvWr& wr) {
 }
 
 void Qp::post_recv_completion(const Wc& wc, bool solicited) {
-  dev_.complete_recv(*this, recv_cq_, wc, solicited);
+  dev_.complete_recv(*this, rx_cq(), wc, solicited);
 }
 
 void Qp::flush_queues() {
@@ -292,7 +296,7 @@ void Qp::flush_queues() {
 
 void Qp::publish_receiving(QpState state) {
   Directory* d = dev_.directory();
-  if (!d || type_ == QpType::kUd) return;
+  if (!d || type_ == QpType::kUd || xrc()) return;  // XRC: the PD is each request's SRQ's
   const bool receiving = state == QpState::kRtr || state == QpState::kRts ||
                          state == QpState::kSqd || state == QpState::kSqe;
   if (receiving && (attr_.qp_access_flags & kAccessRemoteWrite)) {
@@ -317,6 +321,10 @@ void Qp::last_wqe_reached() {
   // A QP of an SRQ takes no more of its WQEs: the owner may now destroy it (IBTA 11.6.3.1;
   // SPDK's NVMe-oF target waits for it before it does).
   if (srq_) dev_.async_event({AsyncEventType::kQpLastWqeReached, this});
+}
+
+wire::Transport Qp::wire_transport() const {
+  return transport_of(type_);
 }
 
 Clock::time_point Qp::next_deadline() const {

@@ -1,5 +1,6 @@
 // A queue pair: attributes, the state machine, the send and receive queues with each
-// WQE's progress, and the RoCEv2 transport's three engines (RC, UC, UD): requester,
+// WQE's progress, and the RoCEv2 transport's three engines (RC, UC, UD, and XRC: an initiator
+// sends as RC does, a target answers as RC does from the XRC SRQ each request names): requester,
 // responder and completer, each with its own state (rxe/*_state.h). All protocol work runs
 // on the device's progress thread under the QP's mutex; applications only post WQEs and
 // change state.
@@ -52,6 +53,7 @@ struct SendWqe {
   // UD destination
   AhAttr av;
   std::uint32_t remote_qpn = 0, remote_qkey = 0;
+  std::uint32_t remote_srqn = 0;  // XRC: the target's XRC SRQ (the XRCETH)
 
   // Progress
   bool started = false;   // PSNs assigned (first packet built)
@@ -89,6 +91,8 @@ struct QpCounters {
   std::uint64_t placed_sent = 0, placed_received = 0;
   // Remote access error NAKs this QP's responder sent (mlx5's resp_remote_access_errors).
   std::uint64_t resp_remote_access_errors = 0;
+  // XRC targets: requests taken for an SRQ of the domain, and requests NAKed for naming none.
+  std::uint64_t xrc_rcvd_requests = 0, xrc_bad_srqn = 0;
   // Congestion control (mlx5's names): CE-marked packets received and CNPs sent for them
   // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
   std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,
@@ -101,10 +105,11 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
  public:
   void* user = nullptr;  // the upper layer's handle for this object (events)
   Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* recv_cq, Srq* srq,
-     const QpCap& cap, bool sq_sig_all);
+     const QpCap& cap, bool sq_sig_all, Xrcd* xrcd = nullptr);
   std::uint32_t qpn() const { return qpn_; }
   QpType type() const { return type_; }
   Pd* pd() const { return pd_; }
+  Xrcd* xrcd() const { return xrcd_; }  // XRC targets: their domain
   // The P_Key its packets carry and must match (its pkey_index's entry); progress thread.
   std::uint16_t pkey() const { return pkey_.load(std::memory_order_relaxed); }
 
@@ -149,9 +154,21 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
   void arm_retransmit(Clock::time_point now);
+  // RC and both XRC types: acknowledged, retried, failing as a whole.
+  bool reliable() const { return type_ == QpType::kRc || xrc(); }
+  bool xrc() const { return type_ == QpType::kXrcSend || type_ == QpType::kXrcRecv; }
+  // The transport of its packets (requests, and the responses it sends).
+  wire::Transport wire_transport() const;
+  // What the responder delivers into: an XRC target the SRQ of the request under way (its PD
+  // for the receive WQE's lkeys and for rkeys, its CQ), every other QP its own.
+  Pd* rx_pd() const { return xrc_srq_ ? xrc_srq_->pd() : pd_; }
+  Srq* rx_srq() const { return xrc_srq_ ? xrc_srq_ : srq_; }
+  Cq* rx_cq() const { return xrc_srq_ ? xrc_srq_->cq() : recv_cq_; }
   // --- responder (responder.cpp: the checks; responder_execute.cpp; responder_reply.cpp;
   // ud_responder.cpp). A request runs the checks in order, each returning a verdict.
   void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  // XRC targets: the XRCETH names an XRC SRQ of the QP's domain, or the request is NAKed.
+  RxVerdict check_xrc_srq(const InboundRequest& rq);
   RxVerdict check_psn(const InboundRequest& rq);
   RxVerdict check_uc_psn(const InboundRequest& rq);
   void duplicate_request(const InboundRequest& rq);
@@ -252,6 +269,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   Cq* const send_cq_;
   Cq* const recv_cq_;
   Srq* const srq_;
+  Xrcd* const xrcd_;
+  // XRC targets: the SRQ the XRCETH of the request under way named (its own while a receive
+  // WQE taken from it is held); progress thread.
+  Srq* xrc_srq_ = nullptr;
   const bool sq_sig_all_;
   mutable std::mutex mutex_;
   QpAttr attr_;

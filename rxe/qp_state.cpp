@@ -7,13 +7,17 @@ namespace softrdma::rxe {
 namespace {
 
 constexpr std::size_t kStates = 7;
-constexpr std::size_t kTypes = 3;  // RC, UC, UD
+constexpr std::size_t kTypes = 5;  // RC, UC, UD, XRC initiator, XRC target
 
 std::size_t type_index(QpType t) {
   switch (t) {
     case QpType::kRc: return 0;
     case QpType::kUc: return 1;
     case QpType::kUd: return 2;
+    case QpType::kXrcSend:
+      return 3;
+    case QpType::kXrcRecv:
+      return 4;
   }
   return 0;
 }
@@ -33,7 +37,7 @@ Table make_table() {
       t[from][S(QpState::kErr)][ty] = {true, 0, 0};
     }
   }
-  // RESET -> INIT
+  // RESET -> INIT (the XRC columns are filled below)
   t[S(QpState::kReset)][S(QpState::kInit)] = {{
       {true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
       {true, kQpPkeyIndex | kQpPort | kQpAccessFlags, 0},
@@ -93,6 +97,26 @@ Table make_table() {
       {true, 0, kQpCurState | kQpAccessFlags},
       {true, 0, kQpCurState | kQpQkey},
   }};
+  // XRC (IBTA annex A14, the kernel's ib_modify_qp_is_ok): RC's rules, but an initiator has no
+  // receive side (no access flags or responder resources required) and a target no send side
+  // (its RTS needs only the timeout and SQ PSN). What a side does not use is still accepted, as
+  // programs written for RC pass it (ibv_xsrq_pingpong sets access flags on its initiators).
+  constexpr std::uint32_t kRecvSide = kQpAccessFlags | kQpMaxDestRdAtomic | kQpMinRnrTimer;
+  constexpr std::uint32_t kSendSide = kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+  for (auto& row : t) {
+    for (auto& rule : row) {
+      rule[3] = rule[4] = rule[0];
+    }
+  }
+  auto& ini_init = t[S(QpState::kReset)][S(QpState::kInit)][3];
+  ini_init.required &= ~kRecvSide;
+  ini_init.optional |= kRecvSide;
+  auto& ini_rtr = t[S(QpState::kInit)][S(QpState::kRtr)][3];
+  ini_rtr.required &= ~kRecvSide;
+  ini_rtr.optional |= kRecvSide;
+  auto& tgt_rts = t[S(QpState::kRtr)][S(QpState::kRts)][4];
+  tgt_rts.required &= ~kSendSide;
+  tgt_rts.optional |= kSendSide;
   return t;
 }
 

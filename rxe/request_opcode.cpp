@@ -44,22 +44,26 @@ const RequestShape& shape_of(WrOpcode op) {
   return i < kShapes.size() ? kShapes[i] : kNone;
 }
 
+}  // namespace
+
 wire::Transport transport_of(QpType type) {
   switch (type) {
     case QpType::kRc:
       return wire::Transport::kRc;
     case QpType::kUc:
       return wire::Transport::kUc;
+    case QpType::kXrcSend:
+    case QpType::kXrcRecv:
+      return wire::Transport::kXrc;
     default:
       return wire::Transport::kUd;
   }
 }
 
-}  // namespace
-
 std::optional<std::uint8_t> request_opcode(QpType type, WrOpcode op, bool first, bool last) {
   const RequestShape& s = shape_of(op);
   if (s.kind == OpKind::kAtomic) {
+    if (type == QpType::kXrcSend) return wire::op::kXrcBase | s.atomic_opcode;  // A14: RC's + 0xA0
     if (type != QpType::kRc) return std::nullopt;
     return s.atomic_opcode;
   }

@@ -16,6 +16,9 @@ namespace softrdma::rxe {
 // none where the transport has no such packet.
 std::optional<std::uint8_t> request_opcode(QpType type, WrOpcode op, bool first, bool last);
 
+// The transport of the packets a QP of `type` sends and takes (XRC for both XRC kinds).
+wire::Transport transport_of(QpType type);
+
 // The operation a work request sends (kSend, kWrite, kReadRequest, kAtomic, kAtomicWrite,
 // kFlush; kNone for the local ones).
 wire::OpKind request_kind(WrOpcode op);

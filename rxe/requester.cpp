@@ -24,7 +24,7 @@ constexpr int kBudget = 64;                 // packets per QP per progress step
 }  // namespace
 
 void Qp::send_queue_error() {
-  if (type_ == QpType::kRc) {
+  if (reliable()) {
     enter_error();  // RC: the whole QP fails
     return;
   }
@@ -42,7 +42,7 @@ void Qp::send_queue_error() {
 }
 
 void Qp::arm_retransmit(Clock::time_point now) {
-  if (type_ != QpType::kRc || attr_.timeout == 0) {
+  if (!reliable() || attr_.timeout == 0) {
     retransmit_deadline_ = Clock::time_point::max();
     return;
   }
@@ -129,18 +129,17 @@ bool Qp::run_send(Clock::time_point now) {
       ++req_idx_;
       continue;
     }
-    if (type_ == QpType::kRc &&
-        psn_cmp(w.next_psn, psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0) {
+    if (reliable() && psn_cmp(w.next_psn, psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0) {
       break;
     }
     if (cc_on_ && paced() && !pace_allows(now, pace_wait)) break;
     const bool was_idle = retransmit_deadline_ == Clock::time_point::max();
     if (!build_next_packet(w, now)) return false;  // the QP went to the error state
     --budget;
-    if (type_ == QpType::kRc && was_idle) arm_retransmit(now);
+    if (reliable() && was_idle) arm_retransmit(now);
     if (w.all_sent) {
       ++req_idx_;
-      if (type_ != QpType::kRc) {
+      if (!reliable()) {
         w.done = true;
         complete_ready();
       }
@@ -166,7 +165,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   netdev::Packet* p = dev_.tx_packet();
   RequestPacket rp;
   if (!compose_request(w, rp)) return fail_wqe(w, WcStatus::kLocQpOpErr);
-  if (type_ == QpType::kRc) set_ack_req(rp);
+  if (reliable()) set_ack_req(rp);
   auto hl = build_roce_header(MutBytes(p->data, p->cap), rp.h, rp.n);
   if (!hl) return fail_wqe(w, WcStatus::kLocQpOpErr);
   if (rp.n) {
@@ -180,7 +179,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   const std::uint8_t pad = roce_pad(rp.n);
   std::memset(p->data + *hl + rp.n, 0, pad + kIcrcLen);
   p->len = static_cast<std::uint32_t>(*hl + rp.n + pad + kIcrcLen);
-  if (type_ == QpType::kRc) {
+  if (reliable()) {
     // Traces mark go-back-N resends.
     if (psn_cmp(rp.h.bth.psn, sent_psn_) < 0) {
       p->retrans = true;
@@ -190,7 +189,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   }
   // Direct placement: the oldest outstanding WQE only (an earlier SEND, READ or atomic is then not
   // still on its way, so the data cannot overtake it) and never a resend.
-  if (rp.n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !p->retrans &&
+  if (rp.n && w.opcode == WrOpcode::kRdmaWrite && type_ != QpType::kUd && !xrc() && !p->retrans &&
       dev_.placing() && &sq_.front() == &w &&
       dev_.place_write(peer_, attr_.dest_qp_num, type_, qpn_, local_, w.rkey, w.remote_addr,
                        w.length, rp.off, p->data + *hl, rp.n, pkey())) {
@@ -242,6 +241,7 @@ bool Qp::compose_request(const SendWqe& w, RequestPacket& rp) const {
   // The extended headers are those the opcode table names for it.
   const std::uint16_t ext = roce_opcode_info(*opcode).headers;
   if (ext & kDeth) h.deth = Deth{w.remote_qkey, 0, qpn_};
+  if (ext & kXrcEth) h.xrceth = XrcEth{0, w.remote_srqn};
   if (ext & kFeth) h.feth = Feth{w.flush_type, w.flush_level, 0};
   if (ext & kReth) {  // a WRITE's first packet (off 0), or a READ from what is still missing
     h.reth = Reth{w.remote_addr + rp.off, w.rkey, static_cast<std::uint32_t>(w.length - rp.off)};

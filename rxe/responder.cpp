@@ -24,9 +24,9 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     on_cnp(Clock::now());
     return;
   }
-  const bool match = (type_ == QpType::kRc && t == wire::Transport::kRc) ||
-                     (type_ == QpType::kUc && t == wire::Transport::kUc) ||
-                     (type_ == QpType::kUd && t == wire::Transport::kUd);
+  // An XRC initiator takes only responses, a target only requests.
+  const bool match = t == wire_transport() && !(type_ == QpType::kXrcSend && pkt.info->request) &&
+                     !(type_ == QpType::kXrcRecv && !pkt.info->request);
   if (!match) {
     ++counters_.dropped_bad_opcode;
     return;
@@ -43,7 +43,7 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   } else if (pkt.info->request) {
     rc_uc_request(pkt, raw);
   } else {
-    if (type_ == QpType::kRc && st != QpState::kRtr) rc_response(pkt);
+    if (reliable() && st != QpState::kRtr) rc_response(pkt);
     return;
   }
   if (ce || (counters_.dropped_no_recv != no_recv && ecn_capable(raw.traffic_class))) {
@@ -58,21 +58,25 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
                           *pkt.info,
                           pkt.hdr.bth.psn,
                           static_cast<std::uint32_t>(pkt.payload.size()),
-                          type_ == QpType::kRc,
+                          reliable(),
                           seg == wire::Seg::kFirst || seg == wire::Seg::kOnly,
                           seg == wire::Seg::kLast || seg == wire::Seg::kOnly};
   using Step = RxVerdict (Qp::*)(const InboundRequest&);
   // In the order of the kernel's rxe_resp.c: a request that finds no receive WQE gets an RNR
   // NAK before its length and target are looked at (it is retried, and checked then).
-  static constexpr Step kSteps[] = {&Qp::check_psn,    &Qp::check_opcode_sequence,
-                                    &Qp::check_resources, &Qp::check_length,
-                                    &Qp::check_target, &Qp::execute_request};
+  // An XRC target first finds the SRQ the request names: duplicates are answered from it too.
+  static constexpr Step kSteps[] = {
+      &Qp::check_xrc_srq, &Qp::check_psn,    &Qp::check_opcode_sequence, &Qp::check_resources,
+      &Qp::check_length,  &Qp::check_target, &Qp::execute_request};
   RxVerdict v = RxVerdict::kPass;
   for (const Step step : kSteps) {
     v = (this->*step)(rq);
     if (v != RxVerdict::kPass) break;
   }
   finish_request(rq, v);
+  // The SRQ is each request's but while a receive WQE taken from it is held (a SEND's rest
+  // to come): no pointer to it outlives the packet otherwise.
+  if (!have_wqe_) xrc_srq_ = nullptr;
 }
 
 void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
@@ -102,6 +106,24 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
       if (rq.rc && rq.pkt.hdr.bth.ack_req) respond(wire::syndrome::kAckNoCredit, rq.psn);
       return;
   }
+}
+
+RxVerdict Qp::check_xrc_srq(const InboundRequest& rq) {
+  if (type_ != QpType::kXrcRecv) return RxVerdict::kPass;
+  // A message's receive WQE stays with the SRQ it came from; otherwise each request names its
+  // SRQ. Not one of the domain's: an invalid request (the XRCETH names nothing it may reach).
+  if (!have_wqe_) {
+    Srq* s = dev_.find_xrc_srq(rq.pkt.hdr.xrceth->srqn);
+    xrc_srq_ = s && s->xrcd() == xrcd_ ? s : nullptr;
+  } else if (xrc_srq_->srqn != rq.pkt.hdr.xrceth->srqn) {
+    return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+  }
+  if (!xrc_srq_) {
+    ++counters_.xrc_bad_srqn;
+    return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+  }
+  ++counters_.xrc_rcvd_requests;
+  return RxVerdict::kPass;
 }
 
 RxVerdict Qp::check_psn(const InboundRequest& rq) {
@@ -274,8 +296,8 @@ RxVerdict Qp::check_resources(const InboundRequest& rq) {
 
 bool Qp::take_recv_wqe() {
   if (have_wqe_) return true;
-  if (srq_) {
-    auto w = srq_->take();
+  if (Srq* srq = rx_srq()) {
+    auto w = srq->take();
     if (!w) return false;
     cur_wqe_ = std::move(*w);
   } else {
@@ -291,7 +313,7 @@ MrCheck Qp::check_remote(std::uint32_t rkey, std::uint64_t va, std::uint64_t len
                          std::uint32_t access) {
   MrTable::Guard g(dev_.mrs());
   std::uint8_t* host = nullptr;
-  return dev_.mrs().resolve(rkey, pd_, va, len, access, &host, qpn_);
+  return dev_.mrs().resolve(rkey, rx_pd(), va, len, access, &host, qpn_);
 }
 
 RxVerdict Qp::fail_request(const InboundRequest& rq, std::uint8_t syndrome, WcStatus recv_status) {

@@ -48,7 +48,7 @@ RxVerdict Qp::execute_send(const InboundRequest& rq) {
   }
   WcStatus err = WcStatus::kSuccess;
   if (rq.n &&
-      !scatter(dev_.mrs(), pd_, cur_wqe_.sge, cur_offset_, rq.pkt.payload.data(), rq.n, err)) {
+      !scatter(dev_.mrs(), rx_pd(), cur_wqe_.sge, cur_offset_, rq.pkt.payload.data(), rq.n, err)) {
     return fail_placement(rq, wire::syndrome::kNakRemoteOp, WcStatus::kLocProtErr);
   }
   cur_offset_ += rq.n;
@@ -83,7 +83,7 @@ RxVerdict Qp::execute_write(const InboundRequest& rq) {
     MrTable::Guard g(dev_.mrs());
     std::uint8_t* host = nullptr;
     bool on_demand = false;
-    const MrCheck c = dev_.mrs().resolve(write_rkey_, pd_, write_va_ + cur_offset_, rq.n,
+    const MrCheck c = dev_.mrs().resolve(write_rkey_, rx_pd(), write_va_ + cur_offset_, rq.n,
                                          kAccessRemoteWrite, &host, qpn_, &on_demand);
     if (c != MrCheck::kOk) return fail_placement(rq, nak_for(c), WcStatus::kSuccess);
     if (rq.raw.placed) {
@@ -129,7 +129,7 @@ RxVerdict Qp::execute_atomic(const InboundRequest& rq) {
     std::uint8_t* host = nullptr;
     bool on_demand = false;
     const MrCheck c =
-        dev_.mrs().resolve(a.rkey, pd_, a.va, 8, kAccessRemoteAtomic, &host, qpn_, &on_demand);
+        dev_.mrs().resolve(a.rkey, rx_pd(), a.va, 8, kAccessRemoteAtomic, &host, qpn_, &on_demand);
     if (c != MrCheck::kOk) return fail_request(rq, nak_for(c));
     // An ODP region: its (8-byte aligned, so one page's) word probed first. A page unmapped by
     // another thread between the probe and the atomic is the window docs/verbs-abi.md names.
@@ -138,7 +138,8 @@ RxVerdict Qp::execute_atomic(const InboundRequest& rq) {
       return fail_request(rq, wire::syndrome::kNakRemoteAccess);
     }
     std::atomic_ref<std::uint64_t> target(*reinterpret_cast<std::uint64_t*>(host));
-    if (rq.pkt.hdr.bth.opcode == wire::op::kRcCompareSwap) {
+    const std::uint8_t opcode = rq.pkt.hdr.bth.opcode;
+    if (opcode == wire::op::kRcCompareSwap || opcode == wire::op::kXrcCompareSwap) {
       orig = a.compare;
       target.compare_exchange_strong(orig, a.swap_add);
     } else {
@@ -167,6 +168,7 @@ RespResource& Qp::start_read(std::uint32_t psn, const wire::Reth& reth) {
   r.first_psn = r.next_psn = psn;
   r.va = reth.va;
   r.rkey = reth.rkey;
+  r.pd = rx_pd();
   r.length = reth.dma_len;
   r.active = true;
   return r;

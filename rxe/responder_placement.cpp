@@ -58,7 +58,7 @@ RxVerdict Qp::execute_atomic_write(const InboundRequest& rq) {
     MrTable::Guard g(dev_.mrs());
     std::uint8_t* host = nullptr;
     bool on_demand = false;
-    const MrCheck c = dev_.mrs().resolve(reth.rkey, pd_, reth.va, wire::kAtomicWriteLen,
+    const MrCheck c = dev_.mrs().resolve(reth.rkey, rx_pd(), reth.va, wire::kAtomicWriteLen,
                                          kAccessRemoteWrite, &host, qpn_, &on_demand);
     if (c != MrCheck::kOk) return fail_request(rq, nak_for(c));
     // A region registered at an iova of another alignment than its host address.
@@ -103,7 +103,7 @@ RxVerdict Qp::execute_flush(const InboundRequest& rq) {
     MrTable::Guard g(dev_.mrs());
     std::uint8_t* host = nullptr;
     const MrCheck c =
-        dev_.mrs().resolve(reth.rkey, pd_, va, len, flush_access(f.placement), &host, qpn_);
+        dev_.mrs().resolve(reth.rkey, rx_pd(), va, len, flush_access(f.placement), &host, qpn_);
     if (c != MrCheck::kOk) return fail_request(rq, nak_for(c));
   }
   // Every earlier request of this QP was executed before this one (in PSN order), its stores

@@ -43,7 +43,8 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
   using namespace wire;
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
-  h.bth.opcode = atomic_orig ? op::kRcAtomicAck : op::kRcAck;
+  h.bth.opcode = *segment_opcode(wire_transport(), atomic_orig ? OpKind::kAtomicAck : OpKind::kAck,
+                                 Seg::kOnly);
   h.bth.pkey = pkey();
   h.bth.dest_qp = attr_.dest_qp_num;
   h.bth.psn = psn;
@@ -71,7 +72,7 @@ void Qp::send_empty_read_response(std::uint32_t psn) {
 }
 
 void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus recv_status) {
-  if (type_ == QpType::kRc) send_ack(nak_syndrome, psn);
+  if (reliable()) send_ack(nak_syndrome, psn);
   if (nak_syndrome == wire::syndrome::kNakRemoteAccess) ++counters_.resp_remote_access_errors;
   if (have_wqe_ && recv_status != WcStatus::kSuccess) fail_recv_wqe(recv_status);
   const AsyncEventType ev = nak_syndrome == wire::syndrome::kNakRemoteAccess
@@ -106,7 +107,7 @@ void Qp::respond_empty_read(std::uint32_t psn) {
 }
 
 bool Qp::respond_in_order() {
-  if (type_ != QpType::kRc || attr_.qp_state == QpState::kErr) {
+  if (!reliable() || attr_.qp_state == QpState::kErr) {
     responses_.clear();
     return false;
   }
@@ -147,7 +148,8 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
     h.bth.pkey = pkey();
     h.bth.dest_qp = attr_.dest_qp_num;
     h.bth.psn = r.next_psn;
-    h.bth.opcode = *segment_opcode(Transport::kRc, OpKind::kReadResponse, segment_of(first, last));
+    h.bth.opcode =
+        *segment_opcode(wire_transport(), OpKind::kReadResponse, segment_of(first, last));
     if (first || last) h.aeth = Aeth{wire::syndrome::kAckNoCredit, msn_};
     netdev::Packet* p = dev_.tx_packet();
     auto hl = build_roce_header(MutBytes(p->data, p->cap), h, n);
@@ -159,7 +161,7 @@ bool Qp::build_read_responses(RespResource& r, int& budget) {
       MrTable::Guard g(dev_.mrs());
       std::uint8_t* host = nullptr;
       bool on_demand = false;
-      bool ok = dev_.mrs().resolve(r.rkey, pd_, r.va + r.sent, n, kAccessRemoteRead, &host, qpn_,
+      bool ok = dev_.mrs().resolve(r.rkey, r.pd, r.va + r.sent, n, kAccessRemoteRead, &host, qpn_,
                                    &on_demand) == MrCheck::kOk;
       if (ok && on_demand && !core::fault_safe_read(p->data + *hl, host, n)) {
         dev_.mrs().count_odp_fault();  // an ODP region's page unmapped under the read

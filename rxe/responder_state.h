@@ -21,6 +21,7 @@ struct RespResource {
   // READ
   std::uint64_t va = 0;
   std::uint32_t rkey = 0;
+  Pd* pd = nullptr;  // the rkey's PD: the QP's, or (XRC target) the request's SRQ's
   std::uint64_t length = 0;
   std::uint64_t sent = 0;  // bytes answered so far
   std::uint32_t next_psn = 0;

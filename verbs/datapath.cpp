@@ -71,6 +71,7 @@ int convert_send_wr(SoftQp* qp, const ibv_send_wr* wr, core::SendWr& out) {
     out.remote_qpn = wr->wr.ud.remote_qpn;
     out.remote_qkey = wr->wr.ud.remote_qkey;
   }
+  if (qp->qpx.qp_base.qp_type == IBV_QPT_XRC_SEND) out.remote_srqn = wr->qp_type.xrc.remote_srqn;
   return 0;
 }
 
@@ -361,8 +362,13 @@ void wr_bind_mw(ibv_qp_ex* q, ibv_mw* mw, uint32_t rkey, const ibv_mw_bind_info*
 void wr_send_tso(ibv_qp_ex* q, void*, uint16_t, uint16_t) {
   wr_unsupported(q);
 }
-void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t) {
-  wr_unsupported(q);
+void wr_set_xrc_srqn(ibv_qp_ex* q, uint32_t remote_srqn) {
+  PendingWr* p = cur(q);
+  if (!p) {
+    soft(q)->wr_error = EINVAL;
+    return;
+  }
+  p->wr.remote_srqn = remote_srqn;
 }
 // The 8 bytes are read now (the caller may reuse them at once), as inline data.
 void wr_atomic_write(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, const void* atomic_wr) {

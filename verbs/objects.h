@@ -66,6 +66,11 @@ struct SoftSrq {
   core::Srq* rxe;
 };
 
+struct SoftXrcd {
+  ibv_xrcd xrcd;
+  core::Xrcd* core;
+};
+
 struct SoftAh {
   ibv_ah ah;
   std::uint32_t id;
@@ -118,6 +123,9 @@ inline SoftQp* soft(ibv_qp* q) {
 inline SoftQp* soft(ibv_qp_ex* q) {
   return reinterpret_cast<SoftQp*>(q);
 }
+inline SoftXrcd* soft(ibv_xrcd* x) {
+  return reinterpret_cast<SoftXrcd*>(x);
+}
 inline SoftAh* soft(ibv_ah* a) {
   return reinterpret_cast<SoftAh*>(a);
 }
@@ -162,7 +170,10 @@ void fill_qp_ex_ops(ibv_qp_ex* qpx);
 void wr_flush_op(ibv_qp_ex* q, uint32_t rkey, uint64_t addr, size_t len, uint8_t type,
                  uint8_t level);
 void fill_cq_ex_ops(ibv_cq_ex* cqx);
-void fill_mw_ops(SoftContext* ctx);  // softroce0's memory windows (verbs/mw_api.cpp)
+void fill_mw_ops(SoftContext* ctx);   // softroce0's memory windows (verbs/mw_api.cpp)
+void fill_xrc_ops(SoftContext* ctx);  // softroce0's XRC verbs (verbs/xrc_api.cpp)
+// An ibv_srq for the engine's SRQ `s` made on `pd` (ibv_create_srq, ibv_create_srq_ex).
+ibv_srq* new_soft_srq(core::Srq* s, ibv_pd* pd, void* srq_context);
 // A BIND_MW work request's window fields: `mw` to get key `rkey` over `info`.
 void fill_bind(const ibv_mw* mw, std::uint32_t rkey, const ibv_mw_bind_info& info,
                core::SendWr& out);

@@ -30,6 +30,8 @@ class Provider {
   // the ibv_context_ops this transport has beyond the common ones (fill_context_ops).
   virtual void open(SoftContext* ctx) const = 0;
   virtual void fill_ops(SoftContext* ctx) const = 0;
+  // XRC domains, SRQs and QPs (softroce0; iWARP has none: its create_qp never sees XRC types).
+  virtual bool xrc() const { return false; }
 
   // Device and port attributes, the port's GID and P_Key tables.
   virtual core::Objects& objects(ibv_context* c) const = 0;

@@ -75,7 +75,7 @@ void fill_device_attr(rxe::Device& d, ibv_device_attr& a) {
                        IBV_DEVICE_SYS_IMAGE_GUID | IBV_DEVICE_RC_RNR_NAK_GEN |
                        IBV_DEVICE_SRQ_RESIZE | IBV_DEVICE_N_NOTIFY_CQ |
                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_MEM_MGT_EXTENSIONS |
-                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                       IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a.max_mw = static_cast<int>(r.max_mw);
   a.max_ee_rd_atom = 0;
   a.atomic_cap = IBV_ATOMIC_HCA;
@@ -115,7 +115,11 @@ class RoceProvider final : public Provider {
   int device_index() const override { return 0; }
   std::uint64_t node_guid(Engine& e) const override { return e.device().node_guid(); }
   void open(SoftContext*) const override {}  // the engine's device: dev(ctx)
-  void fill_ops(SoftContext* ctx) const override { fill_mw_ops(ctx); }
+  void fill_ops(SoftContext* ctx) const override {
+    fill_mw_ops(ctx);
+    fill_xrc_ops(ctx);
+  }
+  bool xrc() const override { return true; }
 
   core::Objects& objects(ibv_context* c) const override { return dev(c); }
   void query_device(ibv_context* c, ibv_device_attr& out) const override {
@@ -172,9 +176,11 @@ class RoceProvider final : public Provider {
   ibv_qp* create_qp(ibv_context* c, ibv_qp_init_attr_ex* a, core::QpType type, core::QpCap& cap,
                     std::uint32_t qpn) const override {
     int err = 0;
-    rxe::Qp* q =
-        dev(c).create_qp(soft(a->pd)->rxe, type, soft(a->send_cq)->rxe, soft(a->recv_cq)->rxe,
-                         a->srq ? soft(a->srq)->rxe : nullptr, cap, a->sq_sig_all != 0, &err, qpn);
+    // XRC QPs have no receive CQ, and targets neither PD nor send CQ (the core checked which).
+    rxe::Qp* q = dev(c).create_qp(
+        a->pd ? soft(a->pd)->rxe : nullptr, type, a->send_cq ? soft(a->send_cq)->rxe : nullptr,
+        a->recv_cq ? soft(a->recv_cq)->rxe : nullptr, a->srq ? soft(a->srq)->rxe : nullptr, cap,
+        a->sq_sig_all != 0, &err, qpn, a->xrcd ? soft(a->xrcd)->core : nullptr);
     if (!q) return fail<ibv_qp>(err);
     SoftQp* s = new_soft_qp(c, a, cap, q->qpn());
     s->transport = q;

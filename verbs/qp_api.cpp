@@ -43,10 +43,40 @@ void copy_cap(const core::QpCap& cap, ibv_qp_cap& out) {
   out.max_inline_data = cap.max_inline_data;
 }
 
-ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint32_t qpn = 0) {
+// The attributes create_qp_common reads, copied field by field (a program built on older
+// headers passes a shorter struct): what the QP is not made of is null in the copy.
+ibv_qp_init_attr_ex copy_init_attr(const ibv_qp_init_attr_ex& u) {
+  ibv_qp_init_attr_ex a{};
+  a.qp_context = u.qp_context;
+  a.send_cq = u.send_cq;
+  a.recv_cq = u.recv_cq;
+  a.srq = u.srq;
+  a.cap = u.cap;
+  a.qp_type = u.qp_type;
+  a.sq_sig_all = u.sq_sig_all;
+  a.comp_mask = u.comp_mask;
+  if (u.comp_mask & IBV_QP_INIT_ATTR_PD) a.pd = u.pd;
+  if (u.comp_mask & IBV_QP_INIT_ATTR_XRCD) a.xrcd = u.xrcd;
+  if (u.comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) a.create_flags = u.create_flags;
+  if (u.comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) a.send_ops_flags = u.send_ops_flags;
+  if (u.qp_type == IBV_QPT_XRC_RECV) {
+    a.comp_mask &= ~static_cast<uint32_t>(IBV_QP_INIT_ATTR_PD);
+    a.pd = nullptr;
+    a.send_cq = nullptr;
+  }
+  if (u.qp_type == IBV_QPT_XRC_SEND || u.qp_type == IBV_QPT_XRC_RECV) {
+    a.recv_cq = nullptr;
+    a.srq = nullptr;
+  }
+  return a;
+}
+
+ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* user, std::uint32_t qpn = 0) {
   if (inherited(context)) return fail<ibv_qp>(ENODEV);
-  if (a->comp_mask &
-      ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
+  ibv_qp_init_attr_ex copy = copy_init_attr(*user);
+  ibv_qp_init_attr_ex* a = &copy;
+  if (a->comp_mask & ~(IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                       IBV_QP_INIT_ATTR_SEND_OPS_FLAGS | IBV_QP_INIT_ATTR_CREATE_FLAGS)) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
   // No creation flag is implemented (scatter-FCS, CVLAN stripping, source QPN, ...); naming
@@ -54,10 +84,14 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
   if ((a->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && a->create_flags) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
-  if (!(a->comp_mask & IBV_QP_INIT_ATTR_PD) || !a->pd) return fail<ibv_qp>(EINVAL);
   if ((a->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) && (a->send_ops_flags & ~kSendOps)) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
+  // What the QP is made of: an XRC target (IBTA annex A14) of its domain only, an XRC initiator
+  // of a PD and a send CQ, every other QP of a PD and both CQs.
+  const bool xrc = a->qp_type == IBV_QPT_XRC_SEND || a->qp_type == IBV_QPT_XRC_RECV;
+  if (xrc && !provider(context).xrc()) return fail<ibv_qp>(EOPNOTSUPP);  // iWARP has no XRC
+  if (a->qp_type == IBV_QPT_XRC_RECV ? !a->xrcd : !a->pd) return fail<ibv_qp>(EINVAL);
   core::QpType type;
   switch (a->qp_type) {
     case IBV_QPT_RC:
@@ -69,17 +103,26 @@ ibv_qp* create_qp_common(ibv_context* context, ibv_qp_init_attr_ex* a, std::uint
     case IBV_QPT_UD:
       type = core::QpType::kUd;
       break;
+    case IBV_QPT_XRC_SEND:
+      type = core::QpType::kXrcSend;
+      break;
+    case IBV_QPT_XRC_RECV:
+      type = core::QpType::kXrcRecv;
+      break;
     default:
-      return fail<ibv_qp>(EOPNOTSUPP);  // XRC, raw packet: not implemented
+      return fail<ibv_qp>(EOPNOTSUPP);  // raw packet: not implemented
   }
-  if (!a->send_cq || !a->recv_cq) return fail<ibv_qp>(EINVAL);
+  if (!xrc && (!a->send_cq || !a->recv_cq)) return fail<ibv_qp>(EINVAL);
+  if (a->qp_type == IBV_QPT_XRC_SEND && !a->send_cq) return fail<ibv_qp>(EINVAL);
   core::QpCap cap;
   cap.max_send_wr = a->cap.max_send_wr;
   cap.max_recv_wr = a->cap.max_recv_wr;
   cap.max_send_sge = a->cap.max_send_sge;
   cap.max_recv_sge = a->cap.max_recv_sge;
   cap.max_inline_data = a->cap.max_inline_data;
-  return provider(context).create_qp(context, a, type, cap, qpn);
+  ibv_qp* qp = provider(context).create_qp(context, a, type, cap, qpn);
+  if (qp) user->cap = a->cap;
+  return qp;
 }
 
 ibv_qp* create_qp_ex_op(ibv_context* context, ibv_qp_init_attr_ex* a) {

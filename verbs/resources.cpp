@@ -262,6 +262,21 @@ void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
   pthread_mutex_unlock(&cq->mutex);
 }
 
+}  // extern "C"
+
+ibv_srq* softrdma::verbs::new_soft_srq(core::Srq* s, ibv_pd* pd, void* srq_context) {
+  auto* x = new SoftSrq{};
+  x->rxe = s;
+  s->user = x;
+  x->srq.context = pd->context;
+  x->srq.srq_context = srq_context;
+  x->srq.pd = pd;
+  init_sync(x->srq.mutex, x->srq.cond);
+  return &x->srq;
+}
+
+extern "C" {
+
 ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   if (inherited(pd->context)) return fail<ibv_srq>(ENODEV);
   int err = 0;
@@ -270,14 +285,7 @@ ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
                      .create_srq(soft(pd)->rxe, attr->attr.max_wr, attr->attr.max_sge,
                                  attr->attr.srq_limit, &err);
   if (!s) return fail<ibv_srq>(err);
-  auto* x = new SoftSrq{};
-  x->rxe = s;
-  s->user = x;
-  x->srq.context = pd->context;
-  x->srq.srq_context = attr->srq_context;
-  x->srq.pd = pd;
-  init_sync(x->srq.mutex, x->srq.cond);
-  return &x->srq;
+  return new_soft_srq(s, pd, attr->srq_context);
 }
 
 int ibv_modify_srq(ibv_srq* srq, ibv_srq_attr* attr, int mask) {

@@ -84,6 +84,15 @@ void encode_deth(std::uint8_t* p, const Deth& h) {
   store24(p + 5, h.src_qp & kQpnMask);
 }
 
+Expected<XrcEth> parse_xrceth(Bytes in) {
+  if (in.size() < kXrcEthLen) return Error::kTruncated;
+  return XrcEth{in[0], load24(in.data() + 1)};
+}
+void encode_xrceth(std::uint8_t* p, const XrcEth& h) {
+  p[0] = h.resv;
+  store24(p + 1, h.srqn & 0xFFFFFF);
+}
+
 Expected<Feth> parse_feth(Bytes in) {
   if (in.size() < kFethLen) return Error::kTruncated;
   const std::uint32_t w = load32(in.data());
@@ -103,6 +112,7 @@ bool roce_reserved_set(const RocePacket& pkt) {
   const Bth& b = pkt.hdr.bth;
   if (b.resv6 != 0 || b.resv7 != 0) return true;
   if (pkt.hdr.deth && pkt.hdr.deth->resv != 0) return true;
+  if (pkt.hdr.xrceth && pkt.hdr.xrceth->resv != 0) return true;
   if (pkt.hdr.feth && pkt.hdr.feth->reserved != 0) return true;
   for (std::uint8_t x : pkt.cnp_reserved) {
     if (x != 0) return true;
@@ -126,6 +136,10 @@ Expected<RocePacket> parse_roce(Bytes in) {
   if (info.headers & kDeth) {
     pkt.hdr.deth = *parse_deth(Bytes(p, kDethLen));
     p += kDethLen;
+  }
+  if (info.headers & kXrcEth) {
+    pkt.hdr.xrceth = *parse_xrceth(Bytes(p, kXrcEthLen));
+    p += kXrcEthLen;
   }
   if (info.headers & kFeth) {
     pkt.hdr.feth = *parse_feth(Bytes(p, kFethLen));
@@ -176,10 +190,11 @@ Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
   const auto need = [&](std::uint16_t bit, bool present) {
     return !(info.headers & bit) || present;
   };
-  if (!need(kDeth, h.deth.has_value()) || !need(kFeth, h.feth.has_value()) ||
-      !need(kReth, h.reth.has_value()) || !need(kAtomicEth, h.atomic_eth.has_value()) ||
-      !need(kAeth, h.aeth.has_value()) || !need(kAtomicAckEth, h.atomic_ack_eth.has_value()) ||
-      !need(kImmDt, h.imm.has_value()) || !need(kIeth, h.inv_rkey.has_value())) {
+  if (!need(kDeth, h.deth.has_value()) || !need(kXrcEth, h.xrceth.has_value()) ||
+      !need(kFeth, h.feth.has_value()) || !need(kReth, h.reth.has_value()) ||
+      !need(kAtomicEth, h.atomic_eth.has_value()) || !need(kAeth, h.aeth.has_value()) ||
+      !need(kAtomicAckEth, h.atomic_ack_eth.has_value()) || !need(kImmDt, h.imm.has_value()) ||
+      !need(kIeth, h.inv_rkey.has_value())) {
     return Error::kBadValue;
   }
   const std::size_t hlen = info.header_len();
@@ -192,6 +207,10 @@ Expected<std::size_t> build_roce_header(MutBytes out, const RoceHeaders& h,
   if (info.headers & kDeth) {
     encode_deth(p, *h.deth);
     p += kDethLen;
+  }
+  if (info.headers & kXrcEth) {
+    encode_xrceth(p, *h.xrceth);
+    p += kXrcEthLen;
   }
   if (info.headers & kFeth) {
     encode_feth(p, *h.feth);

@@ -1,5 +1,5 @@
 // RoCEv2 transport headers: BTH and the extended headers (RETH, AETH, AtomicETH,
-// AtomicAckETH, ImmDt, IETH, DETH, FETH), and the whole packet as carried in a UDP
+// AtomicAckETH, ImmDt, IETH, DETH, FETH, XRCETH), and the whole packet as carried in a UDP
 // datagram to port 4791: BTH | extended headers | payload | pad | ICRC.
 #pragma once
 
@@ -90,11 +90,19 @@ struct Deth {
   std::uint32_t src_qp = 0;
 };
 
+// XRC extended transport header (IBTA annex A14): 8 reserved bits, then the number of the XRC
+// SRQ at the target that takes the message.
+struct XrcEth {
+  std::uint8_t resv = 0;
+  std::uint32_t srqn = 0;
+};
+
 // The decoded transport headers of one packet. Which optionals are set follows
 // the opcode table.
 struct RoceHeaders {
   Bth bth;
   std::optional<Deth> deth;
+  std::optional<XrcEth> xrceth;
   std::optional<Feth> feth;
   std::optional<Reth> reth;
   std::optional<AtomicEth> atomic_eth;
@@ -119,7 +127,7 @@ struct RocePacket {
 // the opcode's headers + ICRC), kUnknownOpcode, kBadVersion (TVer != 0),
 // kBadPad (pad count larger than the payload, or pad on an opcode that carries
 // none), kBadLength (payload where none is allowed). The ICRC is returned, not
-// checked. Reserved fields (BTH resv6/resv7, DETH resv, a CNP's 16 bytes) are
+// checked. Reserved fields (BTH resv6/resv7, DETH and XRCETH resv, a CNP's 16 bytes) are
 // returned, not judged: IBTA has receivers ignore them; see roce_reserved_set. (FETH fields
 // are returned as they are too: lint and the responder judge them.)
 Expected<RocePacket> parse_roce(Bytes udp_payload);
@@ -135,6 +143,7 @@ Expected<AtomicEth> parse_atomic_eth(Bytes in);
 Expected<AtomicAckEth> parse_atomic_ack_eth(Bytes in);
 Expected<Deth> parse_deth(Bytes in);
 Expected<Feth> parse_feth(Bytes in);
+Expected<XrcEth> parse_xrceth(Bytes in);
 
 void encode_bth(std::uint8_t* p, const Bth& h);
 void encode_reth(std::uint8_t* p, const Reth& h);
@@ -143,6 +152,7 @@ void encode_atomic_eth(std::uint8_t* p, const AtomicEth& h);
 void encode_atomic_ack_eth(std::uint8_t* p, const AtomicAckEth& h);
 void encode_deth(std::uint8_t* p, const Deth& h);
 void encode_feth(std::uint8_t* p, const Feth& h);
+void encode_xrceth(std::uint8_t* p, const XrcEth& h);
 
 // Pad bytes needed after `payload_len` bytes to reach a 4-byte boundary.
 inline std::uint8_t roce_pad(std::size_t payload_len) {

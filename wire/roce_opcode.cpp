@@ -17,7 +17,8 @@ struct Row {
 
 // IBTA vol. 1, table 38 (opcodes) and the header layouts of 9.2–9.5, for the
 // transports RoCEv2 devices use, and FLUSH and ATOMIC WRITE of release 1.5 (annex A19, the
-// memory placement extensions); RD and XRC are not implemented.
+// memory placement extensions); XRC (annex A14) has RC's opcodes from 0xA0, its requests with
+// the XRCETH first; RD is not implemented.
 constexpr Row kRows[] = {
     {0x00, {"RC SEND_FIRST", T::kRc, K::kSend, S::kFirst, 0, true, true}},
     {0x01, {"RC SEND_MIDDLE", T::kRc, K::kSend, S::kMiddle, 0, true, true}},
@@ -65,6 +66,44 @@ constexpr Row kRows[] = {
       true}},
     {0x64, {"UD SEND_ONLY", T::kUd, K::kSend, S::kOnly, kDeth, true, true}},
     {0x65, {"UD SEND_ONLY_WITH_IMMEDIATE", T::kUd, K::kSend, S::kOnly, kDeth | kImmDt, true, true}},
+    {0xA0, {"XRC SEND_FIRST", T::kXrc, K::kSend, S::kFirst, kXrcEth, true, true}},
+    {0xA1, {"XRC SEND_MIDDLE", T::kXrc, K::kSend, S::kMiddle, kXrcEth, true, true}},
+    {0xA2, {"XRC SEND_LAST", T::kXrc, K::kSend, S::kLast, kXrcEth, true, true}},
+    {0xA3,
+     {"XRC SEND_LAST_WITH_IMMEDIATE", T::kXrc, K::kSend, S::kLast, kXrcEth | kImmDt, true, true}},
+    {0xA4, {"XRC SEND_ONLY", T::kXrc, K::kSend, S::kOnly, kXrcEth, true, true}},
+    {0xA5,
+     {"XRC SEND_ONLY_WITH_IMMEDIATE", T::kXrc, K::kSend, S::kOnly, kXrcEth | kImmDt, true, true}},
+    {0xA6, {"XRC RDMA_WRITE_FIRST", T::kXrc, K::kWrite, S::kFirst, kXrcEth | kReth, true, true}},
+    {0xA7, {"XRC RDMA_WRITE_MIDDLE", T::kXrc, K::kWrite, S::kMiddle, kXrcEth, true, true}},
+    {0xA8, {"XRC RDMA_WRITE_LAST", T::kXrc, K::kWrite, S::kLast, kXrcEth, true, true}},
+    {0xA9,
+     {"XRC RDMA_WRITE_LAST_WITH_IMMEDIATE", T::kXrc, K::kWrite, S::kLast, kXrcEth | kImmDt, true,
+      true}},
+    {0xAA, {"XRC RDMA_WRITE_ONLY", T::kXrc, K::kWrite, S::kOnly, kXrcEth | kReth, true, true}},
+    {0xAB,
+     {"XRC RDMA_WRITE_ONLY_WITH_IMMEDIATE", T::kXrc, K::kWrite, S::kOnly, kXrcEth | kReth | kImmDt,
+      true, true}},
+    {0xAC,
+     {"XRC RDMA_READ_REQUEST", T::kXrc, K::kReadRequest, S::kOnly, kXrcEth | kReth, false, true}},
+    {0xAD,
+     {"XRC RDMA_READ_RESPONSE_FIRST", T::kXrc, K::kReadResponse, S::kFirst, kAeth, true, false}},
+    {0xAE,
+     {"XRC RDMA_READ_RESPONSE_MIDDLE", T::kXrc, K::kReadResponse, S::kMiddle, 0, true, false}},
+    {0xAF,
+     {"XRC RDMA_READ_RESPONSE_LAST", T::kXrc, K::kReadResponse, S::kLast, kAeth, true, false}},
+    {0xB0,
+     {"XRC RDMA_READ_RESPONSE_ONLY", T::kXrc, K::kReadResponse, S::kOnly, kAeth, true, false}},
+    {0xB1, {"XRC ACKNOWLEDGE", T::kXrc, K::kAck, S::kOnly, kAeth, false, false}},
+    {0xB2,
+     {"XRC ATOMIC_ACKNOWLEDGE", T::kXrc, K::kAtomicAck, S::kOnly, kAeth | kAtomicAckEth, false,
+      false}},
+    {0xB3, {"XRC CMP_SWAP", T::kXrc, K::kAtomic, S::kOnly, kXrcEth | kAtomicEth, false, true}},
+    {0xB4, {"XRC FETCH_ADD", T::kXrc, K::kAtomic, S::kOnly, kXrcEth | kAtomicEth, false, true}},
+    {0xB6,
+     {"XRC SEND_LAST_WITH_INVALIDATE", T::kXrc, K::kSend, S::kLast, kXrcEth | kIeth, true, true}},
+    {0xB7,
+     {"XRC SEND_ONLY_WITH_INVALIDATE", T::kXrc, K::kSend, S::kOnly, kXrcEth | kIeth, true, true}},
     {0x81, {"CNP", T::kCnp, K::kCnp, S::kNone, kCnpPad, false, true}},
 };
 
@@ -77,7 +116,7 @@ constexpr std::array<RoceOpcodeInfo, 256> make_table() {
 constexpr std::array<RoceOpcodeInfo, 256> kTable = make_table();
 
 // segment_opcode's index: transport, kind, seg and suffix (none, ImmDt, IETH).
-constexpr std::size_t kTransports = 5, kKinds = 11, kSegs = 5, kSuffixes = 3;
+constexpr std::size_t kTransports = 6, kKinds = 11, kSegs = 5, kSuffixes = 3;
 constexpr std::uint8_t kNoOpcode = 0xFF;  // undefined in the table
 
 constexpr std::size_t suffix_index(std::uint16_t headers) {
@@ -108,6 +147,7 @@ constexpr auto kShapes = make_shapes();
 
 std::size_t ext_header_len(std::uint16_t ext) {
   std::size_t n = 0;
+  if (ext & kXrcEth) n += kXrcEthLen;
   if (ext & kFeth) n += kFethLen;
   if (ext & kDeth) n += kDethLen;
   if (ext & kReth) n += kRethLen;

@@ -1,5 +1,5 @@
-// The IBTA opcode table for RoCEv2 (RC, UC, UD and CNP; RC FLUSH and ATOMIC WRITE of IBTA 1.5
-// annex A19): for each 8-bit opcode,
+// The IBTA opcode table for RoCEv2 (RC, UC, UD, XRC and CNP; RC FLUSH and ATOMIC WRITE of IBTA
+// 1.5 annex A19): for each 8-bit opcode,
 // which extended headers follow the BTH, the transport, the packet's place in its
 // message, whether payload is allowed and whether it is a request or a response.
 #pragma once
@@ -10,7 +10,7 @@
 
 namespace softrdma::wire {
 
-enum class Transport : std::uint8_t { kNone, kRc, kUc, kUd, kCnp };
+enum class Transport : std::uint8_t { kNone, kRc, kUc, kUd, kCnp, kXrc };
 enum class Seg : std::uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
 enum class OpKind : std::uint8_t {
   kNone,
@@ -26,8 +26,9 @@ enum class OpKind : std::uint8_t {
   kFlush,        // IBTA 1.5 A19: FETH and RETH, answered by a zero-length read response
 };
 
-// Extended headers, as bits; they follow the BTH in this (IBTA) order, but for the FETH,
-// which comes first (BTH | FETH | RETH).
+// Extended headers, as bits; they follow the BTH in this (IBTA) order, but for the XRCETH,
+// which comes first (every XRC request: BTH | XRCETH | RETH or AtomicETH ...), and the FETH
+// (BTH | FETH | RETH).
 enum ExtHeader : std::uint16_t {
   kDeth = 1u << 0,
   kReth = 1u << 1,
@@ -38,11 +39,12 @@ enum ExtHeader : std::uint16_t {
   kIeth = 1u << 6,
   kCnpPad = 1u << 7,  // the 16 reserved bytes of a CNP
   kFeth = 1u << 8,    // FLUSH extended transport header (IBTA 1.5 A19)
+  kXrcEth = 1u << 9,  // XRC extended transport header: the XRC SRQ number (IBTA annex A14)
 };
 
 inline constexpr std::size_t kBthLen = 12, kRethLen = 16, kAethLen = 4, kAtomicEthLen = 28,
                              kAtomicAckEthLen = 8, kImmDtLen = 4, kIethLen = 4, kDethLen = 8,
-                             kCnpPadLen = 16, kIcrcLen = 4, kFethLen = 4;
+                             kCnpPadLen = 16, kIcrcLen = 4, kFethLen = 4, kXrcEthLen = 4;
 inline constexpr std::size_t kAtomicWriteLen = 8;  // an ATOMIC WRITE's payload
 inline constexpr std::uint16_t kRoceV2Port = 4791;
 
@@ -80,6 +82,8 @@ inline constexpr std::uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSend
                               kRcReadResponseOnly = 0x10, kRcAck = 0x11, kRcAtomicAck = 0x12,
                               kRcCompareSwap = 0x13, kRcFetchAdd = 0x14, kRcSendLastInv = 0x16,
                               kRcSendOnlyInv = 0x17, kRcFlush = 0x1C, kRcAtomicWrite = 0x1D;
+// XRC's opcodes are RC's (0x00-0x17, but for RESYNC) in the XRC transport's range 0xA0.
+inline constexpr std::uint8_t kXrcBase = 0xA0, kXrcCompareSwap = 0xB3, kXrcFetchAdd = 0xB4;
 inline constexpr std::uint8_t kUcBase = 0x20, kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65,
                               kCnp = 0x81;
 }  // namespace op

@@ -296,3 +296,29 @@ TEST(LintSeverity, AtomicWriteAndFlushHeadersAreChecked) {
   EXPECT_EQ(l.report.errors(), 4u);
   EXPECT_EQ(l.report.warnings(), 1u);
 }
+
+// XRC (IBTA annex A14): an XRCETH naming SRQ 0, or with its reserved byte set, is a warning;
+// a good XRC request and its ACK (which has no XRCETH) pass.
+TEST(LintSeverity, XrcEthIsChecked) {
+  std::vector<std::vector<std::uint8_t>> frames;
+  const auto send = [&](std::uint32_t qp, wire::XrcEth x) {
+    wire::RoceHeaders h;
+    h.bth.opcode = wire::op::kXrcBase | wire::op::kRcSendOnly;
+    h.bth.dest_qp = qp;  // a QP each: no flow to follow
+    h.xrceth = x;
+    frames.push_back(build(true, h, 16));
+  };
+  send(0x11, {0, 7});  // 1: good
+  wire::RoceHeaders ack;
+  ack.bth.opcode = wire::op::kXrcBase | wire::op::kRcAck;
+  ack.bth.dest_qp = 0x21;
+  ack.aeth = wire::Aeth{wire::syndrome::kAckNoCredit, 1};
+  frames.push_back(build(false, ack, 0));  // 2: good
+  send(0x12, {0, 0});                      // 3: SRQ 0
+  send(0x13, {0x80, 7});                   // 4: reserved byte
+  const Linted l = lint_frames(frames, false);
+  using V = std::vector<std::pair<std::uint64_t, std::string>>;
+  EXPECT_EQ(rules(l.report), (V{{3, "roce.xrceth"}, {4, "roce.xrceth_reserved"}}));
+  EXPECT_EQ(l.report.errors(), 0u);
+  EXPECT_EQ(l.report.warnings(), 2u);
+}

@@ -92,10 +92,12 @@ inline QpCap default_cap() {
   return c;
 }
 
-inline Qp* make_qp(Node& n, QpType type, Srq* srq = nullptr) {
+// An XRC target gets a private XRC domain of its own unless `xrcd` names one.
+inline Qp* make_qp(Node& n, QpType type, Srq* srq = nullptr, Xrcd* xrcd = nullptr) {
   QpCap cap = default_cap();
   int err = 0;
-  Qp* qp = n.dev->create_qp(n.pd, type, n.cq, n.cq, srq, cap, false, &err);
+  if (type == QpType::kXrcRecv && !xrcd) xrcd = n.dev->open_xrcd(-1, 0, &err);
+  Qp* qp = n.dev->create_qp(n.pd, type, n.cq, n.cq, srq, cap, false, &err, 0, xrcd);
   EXPECT_EQ(err, 0);
   return qp;
 }

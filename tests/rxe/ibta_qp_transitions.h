@@ -1,6 +1,8 @@
 // The QP state transitions a Modify QP may make, written from IBTA vol. 1 (10.3.1, the QP
-// state diagram; 11.2.4.2, Modify QP, with its per-transition attribute lists), and kept
-// apart from rxe/qp_state.*, which the tests check against it.
+// state diagram; 11.2.4.2, Modify QP, with its per-transition attribute lists; annex A14 for
+// XRC, whose initiators have only a send side and targets only a receive side, as the
+// kernel's ib_modify_qp_is_ok lists them), and kept apart from rxe/qp_state.*, which the tests
+// check against it.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +19,7 @@ struct Transition {
 
 // Reset -> Init: the QP's port, P_Key and either its access rights or (UD) its Q_Key.
 inline std::uint32_t reset_to_init(QpType t) {
+  if (t == QpType::kXrcSend) return kQpPkeyIndex | kQpPort;  // no remote access to grant
   return kQpPkeyIndex | kQpPort | (t == QpType::kUd ? kQpQkey : kQpAccessFlags);
 }
 
@@ -24,8 +27,10 @@ inline std::uint32_t reset_to_init(QpType t) {
 inline std::uint32_t init_to_rtr(QpType t) {
   switch (t) {
     case QpType::kRc:
+    case QpType::kXrcRecv:
       return kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer;
     case QpType::kUc:
+    case QpType::kXrcSend:  // no responder resources
       return kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
     case QpType::kUd:
       return 0;
@@ -35,9 +40,10 @@ inline std::uint32_t init_to_rtr(QpType t) {
 
 // RTR -> RTS: the send side; RC adds its timers, retry counts and RDMA Read depth.
 inline std::uint32_t rtr_to_rts(QpType t) {
-  if (t == QpType::kRc) {
+  if (t == QpType::kRc || t == QpType::kXrcSend) {
     return kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
   }
+  if (t == QpType::kXrcRecv) return kQpSqPsn | kQpTimeout;  // its ACK timing, no requests
   return kQpSqPsn;
 }
 
@@ -46,7 +52,8 @@ inline std::uint32_t rtr_to_rts(QpType t) {
 inline Transition transition(QpType t, QpState from, QpState to) {
   using S = QpState;
   if (to == S::kReset || to == S::kErr) return {true, 0};  // from any state
-  if (from == S::kSqe && t == QpType::kRc) return {};
+  const bool reliable = t == QpType::kRc || t == QpType::kXrcSend || t == QpType::kXrcRecv;
+  if (from == S::kSqe && reliable) return {};
   switch (from) {
     case S::kReset:
       if (to == S::kInit) return {true, reset_to_init(t)};

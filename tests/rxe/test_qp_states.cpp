@@ -13,10 +13,15 @@ namespace {
 
 constexpr QpState kStates[] = {QpState::kReset, QpState::kInit, QpState::kRtr, QpState::kRts,
                                QpState::kSqd,   QpState::kSqe,  QpState::kErr};
-constexpr QpType kTypes[] = {QpType::kRc, QpType::kUc, QpType::kUd};
+constexpr QpType kTypes[] = {QpType::kRc, QpType::kUc, QpType::kUd, QpType::kXrcSend,
+                             QpType::kXrcRecv};
 
 std::string name(QpType t, QpState from, QpState to) {
-  const char* type = t == QpType::kRc ? "RC" : t == QpType::kUc ? "UC" : "UD";
+  const char* type = t == QpType::kRc        ? "RC"
+                     : t == QpType::kUc      ? "UC"
+                     : t == QpType::kUd      ? "UD"
+                     : t == QpType::kXrcSend ? "XRC INI"
+                                             : "XRC TGT";
   return std::string(type) + " " + to_string(from) + " -> " + to_string(to);
 }
 
@@ -101,7 +106,9 @@ class QpStates : public Pair {};
 TEST_F(QpStates, ModifySucceedsExactlyWhereIbtaAllowsIt) {
   for (QpType t : kTypes) {
     for (QpState from : kStates) {
-      if (from == QpState::kSqe && t == QpType::kRc) continue;  // no such state for RC
+      if (from == QpState::kSqe && !ibta::transition(t, QpState::kSqe, QpState::kRts).allowed) {
+        continue;  // no such state for RC and XRC
+      }
       for (QpState to : kStates) {
         SCOPED_TRACE(name(t, from, to));
         const ibta::Transition want = ibta::transition(t, from, to);

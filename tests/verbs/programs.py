@@ -6,6 +6,7 @@ Each CASE runs a server and a client (or one program) on this host, checks both
 exit codes and what they print. Servers listen on a free TCP port of our own."""
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -71,6 +72,28 @@ PERFTEST = {
                                      "--rate_limit_type=SW"]),
     "ib_send_lat_ud": ("ib_send_lat", ["-c", "UD", "-a", "-n", "20"]),
 }
+
+# XRC (IBTA annex A14) through perftest: initiator QPs on one side, target QPs and XRC SRQs on
+# the other.
+PERFTEST_XRC = {
+    "ib_send_bw_xrc": ("ib_send_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+    "ib_write_bw_xrc": ("ib_write_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+    "ib_read_bw_xrc": ("ib_read_bw", ["-c", "XRC", "-s", "65536", "-n", "300"]),
+}
+
+
+def expect_xrc(name, texts, requests):
+    """The `--stats` lines of `texts` count at least `requests` XRC requests taken by target
+    QPs (xrc_rcvd_requests) and none refused for a foreign SRQ (xrc_bad_srqn)."""
+    lines = [stats(t) for t in texts]
+    expect(all(lines), f"{name}: a stats line from each side", "".join(texts))
+    if all(lines):
+        got = sum(s["xrc_rcvd_requests"] for s in lines)
+        expect(got >= requests, f"{name}: {got} XRC requests taken, want >= {requests}",
+               "".join(texts))
+        expect(all(s["xrc_bad_srqn"] == 0 for s in lines), f"{name}: no SRQ refused",
+               "".join(texts))
+
 
 QPERF = ["rc_bw", "rc_lat", "rc_bi_bw", "rc_rdma_write_bw", "rc_rdma_write_lat",
          "rc_rdma_read_bw", "rc_rdma_read_lat", "rc_compare_swap_mr", "rc_fetch_add_mr",
@@ -224,6 +247,47 @@ elif case in PERFTEST:
                             timeout=240)
     rows = [l for l in cout.splitlines() if re.match(r"^\s*\d+\s+\d+\s+[\d.]+", l)]
     expect(len(rows) >= (1 if "-a" not in extra else 5), f"{case}: result rows", cout)
+elif case in PERFTEST_XRC:
+    prog, extra = PERFTEST_XRC[case]
+    port = str(free_port())
+    args = [prog, "-p", port, *extra]
+    sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"65536\s+300\s+[\d.]+"],
+                            client_only=True, timeout=240, run_opts=("--stats",))
+    # 300 messages of 16 packets each at perftest's path MTU (4096), a READ request each.
+    expect_xrc(case, [sout, cout], 300 if prog == "ib_read_bw" else 300 * 16)
+elif case == "xsrq_pingpong":
+    # ibv_xsrq_pingpong, one client, 4096-byte messages (4 packets each way), each side's
+    # target QP delivering into its XRC SRQ. (Its -c N server sends a client's messages through
+    # the other clients' target QPs, which needs a domain shared by processes of one host:
+    # softrdma's domains are per process, docs/verbs-abi.md.)
+    port = str(free_port())
+    args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "100"]
+    sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"(?m)^success$"],
+                            run_opts=("--stats",))
+    expect_xrc(case, [sout, cout], 2 * 100 * 4)
+    # A trace of it (the client's): XRC opcodes only, messages of 4 packets (SEND FIRST, MIDDLE,
+    # LAST) and ACKs; softrdma lint finds nothing, tshark marks nothing malformed.
+    port = str(free_port())
+    args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "20"]
+    with tempfile.TemporaryDirectory(prefix="softrdma-xrc-") as d:
+        pcap = os.path.join(d, "c.pcapng")
+        (src, s_out), (rc, out) = run_pair(softrdma, args, [*args, "127.0.0.1"], server_opts=(),
+                                           client_opts=("--pcap", pcap))
+        expect(rc == 0 and src == 0, "xsrq_pingpong traced", out + s_out)
+        lint = subprocess.run([softrdma, "lint", pcap], capture_output=True, text=True,
+                              timeout=60)
+        expect(lint.returncode == 0 and " 0 violations" in lint.stdout,
+               "softrdma lint of the XRC trace", lint.stdout + lint.stderr)
+        tshark = shutil.which("tshark")
+        if tshark:
+            r = subprocess.run([tshark, "-n", "-r", pcap, "-T", "fields", "-E", "separator=\t",
+                                "-e", "infiniband.bth.opcode", "-e", "_ws.malformed"],
+                               capture_output=True, text=True, timeout=60)
+            rows = [(line.split("\t") + [""])[:2] for line in r.stdout.splitlines()]
+            opcodes = {int(o) for o, _ in rows if o}
+            expect(rows and not any(m for _, m in rows), "tshark: nothing malformed", r.stdout)
+            expect({0xA0, 0xA1, 0xA2, 0xB1} <= opcodes and all(0xA0 <= o <= 0xB7 for o in opcodes),
+                   f"the trace's opcodes are XRC's: {sorted(opcodes)}", r.stdout)
 elif case in ("ib_write_bw_faults", "ib_read_bw_faults"):
     prog = case.replace("_faults", "")
     port = str(free_port())

@@ -51,9 +51,12 @@ int main(int argc, char** argv) {
                     h.deth->src_qp);
       fields += tmp;
     }
-    // tshark 4.0 knows neither FLUSH nor ATOMIC WRITE (IBTA 1.5): it decodes their BTH and shows
-    // the rest as unknown data, so only the BTH fields are expected of them.
+    // tshark 4.0 knows neither FLUSH nor ATOMIC WRITE (IBTA 1.5), nor the headers of XRC's
+    // opcodes (it names them): it decodes their BTH and shows the rest as unknown data, so only
+    // the BTH fields are expected of them.
     const bool ibta15 = info.kind == OpKind::kFlush || info.kind == OpKind::kAtomicWrite;
+    const bool bth_only = ibta15 || info.transport == Transport::kXrc;
+    if (info.headers & kXrcEth) h.xrceth = XrcEth{0, (r32() & 0xFFFFFF) | 1};
     if (info.headers & kFeth) {
       h.feth =
           Feth{static_cast<std::uint8_t>(1 + rng() % 3), static_cast<std::uint8_t>(rng() & 1), 0};
@@ -66,7 +69,7 @@ int main(int argc, char** argv) {
       }
       std::snprintf(tmp, sizeof tmp, "\treth.va=%" PRIu64 "\treth.r_key=%u\treth.dmalen=%u",
                     h.reth->va, h.reth->rkey, h.reth->dma_len);
-      if (!ibta15) fields += tmp;
+      fields += tmp;
     }
     if (info.headers & kAtomicEth) {
       h.atomic_eth = AtomicEth{rng() & ~std::uint64_t{7}, r32(), rng(), rng()};
@@ -96,6 +99,7 @@ int main(int argc, char** argv) {
       std::snprintf(tmp, sizeof tmp, "\tieth=%08x", *h.inv_rkey);
       fields += tmp;
     }
+    if (bth_only) fields.clear();
     std::size_t plen = 0;
     if (info.payload)
       plen = (info.seg == Seg::kFirst || info.seg == Seg::kMiddle) ? 256 : rng() % 300;

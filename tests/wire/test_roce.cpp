@@ -39,6 +39,7 @@ RoceHeaders sample_headers(std::uint8_t opcode, std::mt19937& rng) {
   const RoceOpcodeInfo& info = roce_opcode_info(opcode);
   if (info.headers & kDeth)
     h.deth = Deth{static_cast<std::uint32_t>(r32(rng)), 0, r32(rng) & kQpnMask};
+  if (info.headers & kXrcEth) h.xrceth = XrcEth{0, r32(rng) & 0xFFFFFF};
   if (info.headers & kFeth)
     h.feth = Feth{static_cast<std::uint8_t>(1 + r32(rng) % 3),
                   static_cast<std::uint8_t>(r32(rng) & 1), 0};
@@ -175,7 +176,36 @@ TEST(RoceOpcode, TableMatchesSpec) {
   EXPECT_EQ(roce_opcode_info(0x22).seg, Seg::kLast);
   int defined = 0;
   for (int i = 0; i < 256; ++i) defined += roce_opcode_info(static_cast<std::uint8_t>(i)).defined();
-  EXPECT_EQ(defined, 25 + 12 + 2 + 1);
+  EXPECT_EQ(defined, 25 + 12 + 2 + 1 + 23);
+}
+
+// XRC (IBTA annex A14): RC's opcodes at 0xA0 (but RESYNC, 0xB5), the XRCETH first in every
+// request and in no response.
+TEST(RoceOpcode, XrcOpcodesAreRcsWithTheXrcEth) {
+  for (int rc = 0; rc <= 0x17; ++rc) {
+    const RoceOpcodeInfo& r = roce_opcode_info(static_cast<std::uint8_t>(rc));
+    const RoceOpcodeInfo& x = roce_opcode_info(static_cast<std::uint8_t>(op::kXrcBase | rc));
+    SCOPED_TRACE(rc);
+    ASSERT_EQ(x.defined(), r.defined() && rc != 0x15);
+    if (!x.defined()) continue;
+    EXPECT_EQ(x.transport, Transport::kXrc);
+    EXPECT_EQ(x.kind, r.kind);
+    EXPECT_EQ(x.seg, r.seg);
+    EXPECT_EQ(x.request, r.request);
+    EXPECT_EQ(x.headers, r.request ? (r.headers | kXrcEth) : r.headers);
+    EXPECT_EQ(x.header_len(), r.header_len() + (r.request ? kXrcEthLen : 0));
+  }
+  // The XRCETH comes before the RETH: a WRITE ONLY's RETH starts 16 bytes in.
+  std::mt19937 rng(7);
+  RoceHeaders h = sample_headers(0xAA, rng);
+  h.xrceth = XrcEth{0, 0xABCDEF};
+  std::vector<std::uint8_t> buf(256);
+  auto n = build_roce(buf, h, std::vector<std::uint8_t>(8));
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(buf[kBthLen], 0);
+  EXPECT_EQ(buf[kBthLen + 1], 0xAB);
+  EXPECT_EQ(buf[kBthLen + 3], 0xEF);
+  EXPECT_EQ(load64(buf.data() + kBthLen + kXrcEthLen), h.reth->va);
 }
 
 TEST(RoceHeaders, EveryOpcodeRoundTrips) {
@@ -228,6 +258,10 @@ TEST(RoceHeaders, EveryOpcodeRoundTrips) {
       if (h.deth) {
         EXPECT_EQ(p->hdr.deth->qkey, h.deth->qkey);
         EXPECT_EQ(p->hdr.deth->src_qp, h.deth->src_qp);
+      }
+      EXPECT_EQ(p->hdr.xrceth.has_value(), h.xrceth.has_value());
+      if (h.xrceth) {
+        EXPECT_EQ(p->hdr.xrceth->srqn, h.xrceth->srqn);
       }
       EXPECT_EQ(p->hdr.feth.has_value(), h.feth.has_value());
       if (h.feth) {

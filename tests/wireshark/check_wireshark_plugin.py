@@ -116,6 +116,19 @@ expect(got == [["28", "1", "0", "0x00007f0000001000", "4096", "", ""],
                ["29", "", "", "0x00007f0000001000", "8", "0001020304050607", ""]],
        f"FLUSH and ATOMIC WRITE fields: {got}")
 
+# XRC (annex A14), whose headers tshark 4.0 does not decode: sample-trace's XRC SEND ONLY names
+# SRQ 1, its WRITE ONLY carries the sample's RETH, its ACK an AETH; nothing is malformed.
+rows = fields(sample, ["softrdma.xrc.opcode", "softrdma.xrceth.srqn", "softrdma.reth.va",
+                       "softrdma.aeth.syndrome", "_ws.malformed"],
+              "infiniband.bth.opcode >= 160 && infiniband.bth.opcode <= 183")
+got = {v[0]: v[1:] for v in rows.values()}
+expect(len(rows) >= 23 and all(v[0] for v in rows.values()) and
+       not any(v[4] for v in rows.values()), f"every XRC opcode decoded: {rows}")
+expect(got.get("0xa4") == ["0x00000001", "", "", ""], f"XRC SEND ONLY: {got.get('0xa4')}")
+expect(got.get("0xaa") == ["0x00000001", "0x00007f0000001000", "", ""],
+       f"XRC RDMA WRITE ONLY: {got.get('0xaa')}")
+expect(got.get("0xb1") == ["", "", "0x1f", ""], f"XRC ACKNOWLEDGE: {got.get('0xb1')}")
+
 # 3. MPA revision 2: sample-trace's request carries IRD 16, ORD 8 (its reply 8, 16).
 rows = fields(sample, ["softrdma.mpa.ird", "softrdma.mpa.ord", "iwarp_mpa.req"],
               "softrdma.mpa.ird")

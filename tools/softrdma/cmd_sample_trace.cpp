@@ -1,5 +1,5 @@
 // softrdma sample-trace OUT.pcap: a capture built by wire/ alone (no engine):
-// one RoCEv2 packet of every RC, UC and UD opcode and a CNP, over IPv4, IPv6
+// one RoCEv2 packet of every RC, UC, UD and XRC opcode and a CNP, over IPv4, IPv6
 // and a VLAN, so that `softrdma lint` and tshark have something real to read.
 #include <cstdio>
 #include <string>
@@ -26,6 +26,7 @@ RoceHeaders headers_for(std::uint8_t opcode, std::uint32_t psn, std::uint32_t pa
   const RoceOpcodeInfo& info = roce_opcode_info(opcode);
   h.bth.ack_req = info.seg == Seg::kLast || info.seg == Seg::kOnly;
   if (info.headers & kDeth) h.deth = Deth{0x11111111, 0, 0x000012};
+  if (info.headers & kXrcEth) h.xrceth = XrcEth{0, 0x000001};
   // A WRITE_ONLY's DMA length is its payload; a FIRST announces a longer message.
   if (info.headers & kReth) {
     h.reth = Reth{0x00007f0000001000, 0x1234, info.seg == Seg::kOnly ? payload_len : 4096};

@@ -1,6 +1,7 @@
 /* The softrdma Wireshark 4.0 plugin: a post-dissector that verifies RoCEv2 ICRCs, decodes
- * RFC 6581 (MPA revision 2) IRD/ORD words, the headers of IBTA 1.5's FLUSH and ATOMIC WRITE
- * (which Wireshark 4.0 does not know) and turns softrdma packet comments into fields. */
+ * RFC 6581 (MPA revision 2) IRD/ORD words, the headers of IBTA 1.5's FLUSH and ATOMIC WRITE and
+ * of XRC's opcodes (annex A14: Wireshark 4.0 names them and decodes nothing after the BTH), and
+ * turns softrdma packet comments into fields. */
 #include <ctype.h>
 #include <epan/expert.h>
 #include <epan/packet.h>
@@ -20,6 +21,14 @@
 #define OP_RC_ATOMIC_WRITE 0x1D /* BTH | RETH | 8 bytes */
 #define FETH_LEN 4
 #define RETH_LEN 16
+#define XRCETH_LEN 4
+#define AETH_LEN 4
+#define ATOMICETH_LEN 28
+#define ATOMICACKETH_LEN 8
+#define IMMDT_LEN 4
+#define IETH_LEN 4
+#define OP_XRC_FIRST 0xA0
+#define OP_XRC_LAST 0xB7
 
 #ifndef SOFTRDMA_PLUGIN_VERSION
 #define SOFTRDMA_PLUGIN_VERSION "0.1.0"
@@ -52,12 +61,24 @@ static int hf_reth_va = -1;
 static int hf_reth_rkey = -1;
 static int hf_reth_dmalen = -1;
 static int hf_atomic_write_data = -1;
+static int hf_xrc_opcode = -1;
+static int hf_xrceth_srqn = -1;
+static int hf_atomiceth_va = -1;
+static int hf_atomiceth_rkey = -1;
+static int hf_atomiceth_swap = -1;
+static int hf_atomiceth_cmp = -1;
+static int hf_aeth_syndrome = -1;
+static int hf_aeth_msn = -1;
+static int hf_atomicacketh_orig = -1;
+static int hf_immdt = -1;
+static int hf_ieth = -1;
 
 static gint ett_softrdma = -1;
 static gint ett_icrc = -1;
 static gint ett_mpa = -1;
 static gint ett_annotation = -1;
 static gint ett_ibta15 = -1;
+static gint ett_xrc = -1;
 
 static expert_field ei_bad_icrc = EI_INIT;
 static expert_field ei_bad_annotation = EI_INIT;
@@ -265,6 +286,108 @@ static void decode_ibta15(tvbuff_t* tvb, proto_tree* tree, proto_tree** root,
     proto_tree_add_item(sub, hf_atomic_write_data, tvb, off + RETH_LEN, 8, ENC_NA);
 }
 
+/* XRC (IBTA annex A14): RC's opcodes from 0xA0 (RESYNC, 0xB5, has none), its requests with the
+ * XRCETH right after the BTH. The extended headers of each, by the low five bits. */
+enum {
+  H_REQ = 1,
+  H_RETH = 2,
+  H_ATOMICETH = 4,
+  H_AETH = 8,
+  H_ATOMICACK = 16,
+  H_IMM = 32,
+  H_IETH = 64
+};
+typedef struct {
+  const char* name;
+  guint8 headers;
+} xrc_shape;
+static const xrc_shape xrc_shapes[0x18] = {
+    {"SEND_FIRST", H_REQ},
+    {"SEND_MIDDLE", H_REQ},
+    {"SEND_LAST", H_REQ},
+    {"SEND_LAST_WITH_IMMEDIATE", H_REQ | H_IMM},
+    {"SEND_ONLY", H_REQ},
+    {"SEND_ONLY_WITH_IMMEDIATE", H_REQ | H_IMM},
+    {"RDMA_WRITE_FIRST", H_REQ | H_RETH},
+    {"RDMA_WRITE_MIDDLE", H_REQ},
+    {"RDMA_WRITE_LAST", H_REQ},
+    {"RDMA_WRITE_LAST_WITH_IMMEDIATE", H_REQ | H_IMM},
+    {"RDMA_WRITE_ONLY", H_REQ | H_RETH},
+    {"RDMA_WRITE_ONLY_WITH_IMMEDIATE", H_REQ | H_RETH | H_IMM},
+    {"RDMA_READ_REQUEST", H_REQ | H_RETH},
+    {"RDMA_READ_RESPONSE_FIRST", H_AETH},
+    {"RDMA_READ_RESPONSE_MIDDLE", 0},
+    {"RDMA_READ_RESPONSE_LAST", H_AETH},
+    {"RDMA_READ_RESPONSE_ONLY", H_AETH},
+    {"ACKNOWLEDGE", H_AETH},
+    {"ATOMIC_ACKNOWLEDGE", H_AETH | H_ATOMICACK},
+    {"CMP_SWAP", H_REQ | H_ATOMICETH},
+    {"FETCH_ADD", H_REQ | H_ATOMICETH},
+    {NULL, 0},
+    {"SEND_LAST_WITH_INVALIDATE", H_REQ | H_IETH},
+    {"SEND_ONLY_WITH_INVALIDATE", H_REQ | H_IETH},
+};
+
+static guint xrc_headers_len(guint8 h) {
+  return ((h & H_REQ) ? XRCETH_LEN : 0) + ((h & H_RETH) ? RETH_LEN : 0) +
+         ((h & H_ATOMICETH) ? ATOMICETH_LEN : 0) + ((h & H_AETH) ? AETH_LEN : 0) +
+         ((h & H_ATOMICACK) ? ATOMICACKETH_LEN : 0) + ((h & H_IMM) ? IMMDT_LEN : 0) +
+         ((h & H_IETH) ? IETH_LEN : 0);
+}
+
+/* An XRC packet's extended headers, in their IBTA order, as fields. */
+static void decode_xrc(tvbuff_t* tvb, proto_tree* tree, proto_tree** root, const frame_layers* l) {
+  guint off, len;
+  guint8 opcode, h;
+  const xrc_shape* shape;
+  proto_item* ti;
+  proto_tree* sub;
+  if (l->l4_len < 8 + BTH_LEN + ICRC_LEN || tvb_captured_length(tvb) < l->l4_off + 8 + 1) return;
+  if (tvb_get_ntohs(tvb, l->l4_off + 2) != ROCEV2_PORT) return;
+  off = l->l4_off + 8;
+  opcode = tvb_get_guint8(tvb, off);
+  if (opcode < OP_XRC_FIRST || opcode > OP_XRC_LAST) return;
+  shape = &xrc_shapes[opcode - OP_XRC_FIRST];
+  if (!shape->name) return;
+  h = shape->headers;
+  len = xrc_headers_len(h);
+  if (l->l4_len < 8 + BTH_LEN + len + ICRC_LEN || !tvb_bytes_exist(tvb, off, BTH_LEN + len)) return;
+  ti = proto_tree_add_item(softrdma_tree(tvb, tree, root), proto_softrdma, tvb, off + BTH_LEN,
+                           (gint)len, ENC_NA);
+  proto_item_set_text(ti, "IBTA annex A14 XRC %s", shape->name);
+  sub = proto_item_add_subtree(ti, ett_xrc);
+  proto_tree_add_uint(sub, hf_xrc_opcode, tvb, off, 1, opcode);
+  off += BTH_LEN;
+  if (h & H_REQ) {
+    proto_tree_add_item(sub, hf_xrceth_srqn, tvb, off, 4, ENC_BIG_ENDIAN);
+    off += XRCETH_LEN;
+  }
+  if (h & H_RETH) {
+    proto_tree_add_item(sub, hf_reth_va, tvb, off, 8, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_reth_rkey, tvb, off + 8, 4, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_reth_dmalen, tvb, off + 12, 4, ENC_BIG_ENDIAN);
+    off += RETH_LEN;
+  }
+  if (h & H_ATOMICETH) {
+    proto_tree_add_item(sub, hf_atomiceth_va, tvb, off, 8, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_atomiceth_rkey, tvb, off + 8, 4, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_atomiceth_swap, tvb, off + 12, 8, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_atomiceth_cmp, tvb, off + 20, 8, ENC_BIG_ENDIAN);
+    off += ATOMICETH_LEN;
+  }
+  if (h & H_AETH) {
+    proto_tree_add_item(sub, hf_aeth_syndrome, tvb, off, 1, ENC_BIG_ENDIAN);
+    proto_tree_add_item(sub, hf_aeth_msn, tvb, off + 1, 3, ENC_BIG_ENDIAN);
+    off += AETH_LEN;
+  }
+  if (h & H_ATOMICACK) {
+    proto_tree_add_item(sub, hf_atomicacketh_orig, tvb, off, 8, ENC_BIG_ENDIAN);
+    off += ATOMICACKETH_LEN;
+  }
+  if (h & H_IMM) proto_tree_add_item(sub, hf_immdt, tvb, off, 4, ENC_BIG_ENDIAN);
+  if (h & H_IETH) proto_tree_add_item(sub, hf_ieth, tvb, off, 4, ENC_BIG_ENDIAN);
+}
+
 static void decode_mpa(tvbuff_t* tvb, proto_tree* tree, proto_tree** root, const frame_layers* l) {
   guint tcp_hdr_len, off;
   guint8 flags, revision;
@@ -378,6 +501,7 @@ static int dissect_softrdma(tvbuff_t* tvb, packet_info* pinfo, proto_tree* tree,
     if (l.l4_proto == 17) {
       check_icrc(tvb, pinfo, tree, &root, &l);
       decode_ibta15(tvb, tree, &root, &l);
+      decode_xrc(tvb, tree, &root, &l);
     }
     if (l.l4_proto == 6) decode_mpa(tvb, tree, &root, &l);
   }
@@ -430,18 +554,51 @@ static void proto_register_softrdma(void) {
         HFILL}},
       {&hf_reth_va,
        {"Virtual address", "softrdma.reth.va", FT_UINT64, BASE_HEX, NULL, 0x0,
-        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+        "RETH of a FLUSH, an ATOMIC WRITE or an XRC request", HFILL}},
       {&hf_reth_rkey,
        {"Remote key", "softrdma.reth.rkey", FT_UINT32, BASE_HEX, NULL, 0x0,
-        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+        "RETH of a FLUSH, an ATOMIC WRITE or an XRC request", HFILL}},
       {&hf_reth_dmalen,
        {"DMA length", "softrdma.reth.dmalen", FT_UINT32, BASE_DEC, NULL, 0x0,
-        "RETH of a FLUSH or ATOMIC WRITE", HFILL}},
+        "RETH of a FLUSH, an ATOMIC WRITE or an XRC request", HFILL}},
       {&hf_atomic_write_data,
        {"Atomic write data", "softrdma.atomic_write.data", FT_BYTES, BASE_NONE, NULL, 0x0,
         "The 8 bytes an ATOMIC WRITE stores", HFILL}},
+      {&hf_xrc_opcode,
+       {"XRC opcode", "softrdma.xrc.opcode", FT_UINT8, BASE_HEX, NULL, 0x0,
+        "An opcode of the XRC transport (IBTA annex A14)", HFILL}},
+      {&hf_xrceth_srqn,
+       {"XRC SRQ number", "softrdma.xrceth.srqn", FT_UINT32, BASE_HEX, NULL, 0x00FFFFFF,
+        "XRCETH: the XRC SRQ at the target that takes the message", HFILL}},
+      {&hf_atomiceth_va,
+       {"Virtual address", "softrdma.atomiceth.va", FT_UINT64, BASE_HEX, NULL, 0x0,
+        "AtomicETH of an XRC atomic", HFILL}},
+      {&hf_atomiceth_rkey,
+       {"Remote key", "softrdma.atomiceth.rkey", FT_UINT32, BASE_HEX, NULL, 0x0,
+        "AtomicETH of an XRC atomic", HFILL}},
+      {&hf_atomiceth_swap,
+       {"Swap (or add) data", "softrdma.atomiceth.swap", FT_UINT64, BASE_DEC, NULL, 0x0,
+        "AtomicETH of an XRC atomic", HFILL}},
+      {&hf_atomiceth_cmp,
+       {"Compare data", "softrdma.atomiceth.cmp", FT_UINT64, BASE_DEC, NULL, 0x0,
+        "AtomicETH of an XRC atomic", HFILL}},
+      {&hf_aeth_syndrome,
+       {"Syndrome", "softrdma.aeth.syndrome", FT_UINT8, BASE_HEX, NULL, 0x0,
+        "AETH of an XRC response", HFILL}},
+      {&hf_aeth_msn,
+       {"MSN", "softrdma.aeth.msn", FT_UINT24, BASE_DEC, NULL, 0x0, "AETH of an XRC response",
+        HFILL}},
+      {&hf_atomicacketh_orig,
+       {"Original remote data", "softrdma.atomicacketh.orig", FT_UINT64, BASE_DEC, NULL, 0x0,
+        "AtomicAckETH of an XRC atomic acknowledge", HFILL}},
+      {&hf_immdt,
+       {"Immediate data", "softrdma.immdt", FT_UINT32, BASE_HEX, NULL, 0x0,
+        "ImmDt of an XRC request", HFILL}},
+      {&hf_ieth,
+       {"Invalidated rkey", "softrdma.ieth", FT_UINT32, BASE_HEX, NULL, 0x0,
+        "IETH of an XRC SEND with invalidate", HFILL}},
   };
-  static gint* ett[] = {&ett_softrdma, &ett_icrc, &ett_mpa, &ett_annotation, &ett_ibta15};
+  static gint* ett[] = {&ett_softrdma, &ett_icrc, &ett_mpa, &ett_annotation, &ett_ibta15, &ett_xrc};
   static ei_register_info ei[] = {
       {&ei_bad_icrc, {"softrdma.icrc.bad", PI_CHECKSUM, PI_ERROR, "Bad ICRC", EXPFILL}},
       {&ei_bad_annotation,
