@@ -24,13 +24,8 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 double write_bw(Side& a, Side& b, std::uint32_t size, double secs) {
-  const Sge sge{reinterpret_cast<std::uint64_t>(a.buf.data()), size, a.mr->lkey};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = std::span(&sge, 1);
-  w.remote_addr = reinterpret_cast<std::uint64_t>(b.buf.data());
-  w.rkey = b.mr->rkey;
-  w.send_flags = kSendSignaled;
+  const WriteWr write(a, b, size);
+  const SendWr& w = write.wr;
   constexpr int kDepth = 64;
   std::uint64_t done = 0;
   int inflight = 0;

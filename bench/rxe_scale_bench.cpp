@@ -131,13 +131,8 @@ double active_bw(Side& a, Side& b, std::size_t n, double secs) {
   Pairs p{a, b, {}, {}};
   if (!p.grow(n, QpCap{1024, 16, 1, 1, 0})) return -1;
   constexpr std::uint32_t kSize = 65536;
-  const Sge sge{reinterpret_cast<std::uint64_t>(a.buf.data()), kSize, a.mr->lkey};
-  SendWr w;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.sg_list = std::span(&sge, 1);
-  w.remote_addr = reinterpret_cast<std::uint64_t>(b.buf.data());
-  w.rkey = b.mr->rkey;
-  w.send_flags = kSendSignaled;
+  const WriteWr write(a, b, kSize);
+  const SendWr& w = write.wr;
   const std::size_t depth = std::max<std::size_t>(1, 1024 / n);
   std::vector<std::size_t> inflight(n, 0);
   std::unordered_map<std::uint32_t, std::size_t> index;

@@ -92,6 +92,22 @@ inline int poll(Side& s, std::size_t n) {
   return 0;
 }
 
+// A signaled RDMA WRITE of the first `size` bytes of a's buffer to the start of b's.
+struct WriteWr {
+  Sge sge;
+  SendWr wr;
+  WriteWr(const Side& a, const Side& b, std::uint32_t size)
+      : sge{reinterpret_cast<std::uint64_t>(a.buf.data()), size, a.mr->lkey} {
+    wr.opcode = WrOpcode::kRdmaWrite;
+    wr.sg_list = std::span(&sge, 1);
+    wr.remote_addr = reinterpret_cast<std::uint64_t>(b.buf.data());
+    wr.rkey = b.mr->rkey;
+    wr.send_flags = kSendSignaled;
+  }
+  WriteWr(const WriteWr&) = delete;  // wr points at sge
+  WriteWr& operator=(const WriteWr&) = delete;
+};
+
 // Resident memory of this process in bytes (/proc/self/statm).
 inline std::size_t rss_bytes() {
   std::ifstream f("/proc/self/statm");
