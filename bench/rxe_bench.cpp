@@ -19,7 +19,6 @@
 
 using namespace softrdma;
 using namespace softrdma::bench;
-using Clock = std::chrono::steady_clock;
 
 namespace {
 
