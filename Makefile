@@ -76,6 +76,7 @@ asan: setup
 # against UCX's TCP transport (bench/middleware.sh).
 bench: build
 	$(BUILD)/bin/rxe_bench 3
+	$(BUILD)/bin/rxe_scale_bench 3
 	$(BUILD)/bin/iwarp_bench 3
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5 iwarp

@@ -149,6 +149,7 @@ void Qp::rc_response(const wire::RocePacket& pkt) {
   } else {
     return;
   }
+  probing_ = false;  // the responder answers: the whole window again
   complete_ready();
   if (!has_outstanding()) {
     retransmit_deadline_ = Clock::time_point::max();
@@ -308,6 +309,7 @@ bool Qp::run_timers(Clock::time_point now) {
     if (!spend_retry()) return false;
     for (SendWqe& w : sq_) w.gap_retried = false;
     retry_from(unacked_psn_);
+    probing_ = true;
     arm_retransmit(now);
     resend = true;
   }

@@ -272,6 +272,7 @@ int Device::destroy_qp(Qp* qp) {
     if (dir_) dir_->remove_qp(qp->qpn());
     add(retired_, qp->counters());
     serial = qp->serial_;
+    if (qp->timer_armed_) --timed_qps_;  // its heap entries find no QP of that serial
     qps_.erase(it);
   }
   // Completions a pass made for it and still holds are dropped, and a hand-out under way is
@@ -538,7 +539,11 @@ Clock::time_point Device::step() {
       }
       kicked_.clear();
     }
-    senders_ = static_cast<std::uint32_t>(std::max<std::size_t>(active_.size(), 1));
+    // The QPs with packets out share the budget too: a QP its window stops leaves active_ but
+    // keeps its retransmission timer armed, and counting only active_ let the others' windows
+    // grow until 1000 QPs had far more than the budget out (go-back-N storms).
+    senders_ = static_cast<std::uint32_t>(
+        std::max<std::size_t>({active_.size(), timed_qps_, std::size_t{1}}));
     std::vector<std::uint32_t> still;
     for (std::uint32_t q : active_) {
       auto it = qps_.find(q);
@@ -553,24 +558,23 @@ Clock::time_point Device::step() {
       list_timers(qp);
     }
     active_.swap(still);
-    std::size_t kept = 0;
-    for (std::size_t i = 0; i < timed_.size(); ++i) {
-      const std::uint32_t qpn = timed_[i];
-      auto it = qps_.find(qpn);
-      if (it == qps_.end()) continue;  // destroyed
+    // Only the timers that are due: the heap's top is the earliest deadline listed.
+    while (!timers_.empty() && timers_.front().when <= now) {
+      std::pop_heap(timers_.begin(), timers_.end(), std::greater<>());
+      const TimerEntry e = timers_.back();
+      timers_.pop_back();
+      auto it = qps_.find(e.qpn);
+      if (it == qps_.end() || it->second->serial_ != e.serial) continue;  // destroyed
       Qp& qp = *it->second;
       std::lock_guard ql(qp.mutex());
       // A timer that rewound the send queue makes the QP active for the next pass
       // (not a kick: this thread already holds the progress mutex).
       if (qp.run_timers(now)) activate(qp);
-      const auto d = qp.next_deadline();
-      qp.timer_listed_ = d != Clock::time_point::max();
-      if (qp.timer_listed_) {
-        deadline = std::min(deadline, d);
-        timed_[kept++] = qpn;
-      }
+      // Its earliest entry is used up; a later one (the deadline moved) may still wait.
+      if (e.when == qp.timer_listed_at_) qp.timer_listed_at_ = Clock::time_point::max();
+      list_timers(qp);
     }
-    timed_.resize(kept);
+    if (!timers_.empty()) deadline = timers_.front().when;
   }
   tx_flush();
   t_in_step = false;
@@ -610,9 +614,18 @@ void Device::activate(Qp& qp) {
 }
 
 void Device::list_timers(Qp& qp) {
-  if (qp.timer_listed_ || qp.next_deadline() == Clock::time_point::max()) return;
-  qp.timer_listed_ = true;
-  timed_.push_back(qp.qpn());
+  const auto d = qp.next_deadline();
+  const bool armed = d != Clock::time_point::max();
+  if (armed != qp.timer_armed_) {
+    qp.timer_armed_ = armed;
+    timed_qps_ += armed ? 1 : -1;
+  }
+  // Earlier than its earliest entry: list it. A deadline that moved later keeps its entry, which
+  // finds nothing due when it comes and lists the QP again for the new deadline.
+  if (d >= qp.timer_listed_at_) return;
+  qp.timer_listed_at_ = d;
+  timers_.push_back({d, qp.qpn(), qp.serial_});
+  std::push_heap(timers_.begin(), timers_.end(), std::greater<>());
 }
 
 std::uint32_t Device::window_for(std::uint32_t mtu) const {

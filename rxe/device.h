@@ -196,9 +196,20 @@ class Device : public core::Objects {
   std::vector<std::uint32_t> kicked_;
   std::vector<std::uint32_t> active_;  // progress thread only
   std::uint32_t senders_ = 1;          // active_'s size as this pass began (at least 1)
-  // QPs with an armed timer (retransmission, RNR): a pass looks at these only, so idle QPs cost
-  // it nothing. Timers are armed only in passes (sending, receiving), which list the QP.
-  std::vector<std::uint32_t> timed_;  // progress thread only
+  // Armed timers (retransmission, RNR, pacing) in a min-heap by deadline: a pass pops only those
+  // due, so neither idle QPs nor QPs waiting on a timer cost it anything. Timers are armed only in
+  // passes (sending, receiving), which list the QP. An entry may be stale (the deadline moved
+  // later, or the QP is gone: its serial tells); a QP's earliest entry is Qp::timer_listed_at_.
+  struct TimerEntry {
+    Clock::time_point when;
+    std::uint32_t qpn;
+    std::uint64_t serial;
+    bool operator>(const TimerEntry& o) const { return when > o.when; }
+  };
+  std::vector<TimerEntry> timers_;  // progress thread only
+  // QPs with a timer armed as last listed: changed by passes (holding qps_mutex_ shared) and by
+  // destroy_qp (holding it exclusive).
+  std::size_t timed_qps_ = 0;
   void list_timers(Qp& qp);           // QP lock held
   void activate(Qp& qp);              // puts it in active_ unless it is there (progress pass)
   std::uint64_t pass_ = 0;            // passes so far (progress pass)

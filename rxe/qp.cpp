@@ -134,6 +134,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       rq_.clear();
       req_idx_ = 0;
       outstanding_rd_atomic_ = 0;
+      probing_ = false;
       in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = false;
       responses_.clear();
       msn_ = 0;

@@ -148,6 +148,11 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // transport has no opcode for it.
   bool compose_request(const SendWqe& w, RequestPacket& rp) const;
   void set_ack_req(RequestPacket& rp);
+  // RC: the packets it may have unacknowledged now: the device's share (Device::window_for), or
+  // one while probing after a retransmission timeout. With 1000 QPs whose ACKs were late behind a
+  // long receive queue, every timeout resending the whole window grew the queue further until
+  // QPs ran out of retries (rxe_scale_bench; docs/threading.md).
+  std::uint32_t send_window() const;
   void transmit_request(const SendWqe& w, netdev::Packet* p);
   bool fail_wqe(SendWqe& w, WcStatus status);  // a local error building it: false
   // LOCAL_INV and BIND_MW, done in send-queue order; false (w.status set) when it failed.
@@ -293,7 +298,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   Clock::time_point pace_deadline_ = Clock::time_point::max();  // paced: run again then
   Clock::time_point last_cnp_sent_{};
   bool cnp_sent_ = false;
-  bool timer_listed_ = false;       // in the device's list of QPs with armed timers (progress pass)
+  // Its earliest entry in the device's timer heap, and whether a timer was armed when it was last
+  // listed (progress pass).
+  Clock::time_point timer_listed_at_ = Clock::time_point::max();
+  bool timer_armed_ = false;
   bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
   std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
   std::uint64_t serial_ = 0;        // the device's number for this QP, never reused

@@ -129,7 +129,7 @@ bool Qp::run_send(Clock::time_point now) {
       ++req_idx_;
       continue;
     }
-    if (reliable() && psn_cmp(w.next_psn, psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0) {
+    if (reliable() && psn_cmp(w.next_psn, psn_add(unacked_psn_, send_window())) >= 0) {
       break;
     }
     if (cc_on_ && paced() && !pace_allows(now, pace_wait)) break;
@@ -257,12 +257,16 @@ bool Qp::compose_request(const SendWqe& w, RequestPacket& rp) const {
   return true;
 }
 
+std::uint32_t Qp::send_window() const {
+  return probing_ ? 1 : dev_.window_for(mtu_);
+}
+
 void Qp::set_ack_req(RequestPacket& rp) {
   // Also on the packet that fills the send window: the requester stops after it, and the
   // responder ACKs only what asks for it (or a message's end). Without, a window shorter than
   // a message waited for the retransmission timer.
   const bool fills_window =
-      psn_cmp(psn_add(rp.h.bth.psn, 1), psn_add(unacked_psn_, dev_.window_for(mtu_))) >= 0;
+      psn_cmp(psn_add(rp.h.bth.psn, 1), psn_add(unacked_psn_, send_window())) >= 0;
   rp.h.bth.ack_req = rp.last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window;
   if (rp.h.bth.ack_req) pkts_since_ackreq_ = 0;
 }

@@ -14,6 +14,9 @@ struct RequesterState {
   std::uint32_t outstanding_rd_atomic_ = 0;  // READs and atomics sent, not yet completed
   std::uint32_t pkts_since_ackreq_ = 0;
   bool sqd_notified_ = false;  // SQ_DRAINED sent for this SQD period
+  // RC: the retransmission timer fired and no response has come since: resend one packet at a
+  // time (it asks for an ACK) until one does, not the whole window again.
+  bool probing_ = false;
 };
 
 }  // namespace softrdma::rxe
