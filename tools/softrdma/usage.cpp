@@ -35,6 +35,7 @@ constexpr std::array kCommands = {
         "                       dcqcn[,cnp_interval_us=N]; default dcqcn)\n"
         "  --switch SPEC        SOFTRDMA_SWITCH: an emulated switch port in front of receives:\n"
         "                       rate=RATE,buffer=BYTES,ecn=KMIN:KMAX:PMAX[,seed=N]\n"
+        "                       [,pfc=XOFF:XON] (lossless: pause senders above XOFF)\n"
         "  --stats              SOFTRDMA_STATS=1: print the device's counters at exit\n"
         "\n"
         "SOFTRDMA_CONFIG=FILE gives defaults: \"key = value\" lines, the keys the options'\n"
