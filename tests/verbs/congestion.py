@@ -3,8 +3,8 @@
 
 usage: congestion.py SOFTRDMA CASE
   bad_options   impossible --cc and --switch specs: exit 2 with a message, the program never runs
-  uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with --cc dcqcn,backlog=on
-                DCQCN paces it, < 0.1% lost
+  uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with the default --cc dcqcn
+                (backlog marking on) DCQCN paces it, < 0.1% lost
   ud_unpaced    the same over UD: < 10% lost, and less than with --cc none
   switch_q4     ib_write_bw -q 4 into a --switch port: no switch drops with DCQCN, drops and
                 retransmissions with --cc none
@@ -102,7 +102,7 @@ elif case in ("uc_unpaced", "ud_unpaced"):
               f"{c.get('rp_cnp_ignored')}")
         return lost / sent, s
 
-    loss, s = run("dcqcn,backlog=on")
+    loss, s = run("dcqcn")  # the default: backlog marking on
     expect(s.get("np_cnp_sent", 0) > 0, f"{case}: the receiver sent CNPs")
     if kind == "UC":
         expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
