@@ -233,7 +233,10 @@ SwitchPortNetdev::Source& SwitchPortNetdev::source_of(const Packet& p, Clock::ti
   } else if (oldest->paused) {
     send_pause(*oldest, false, now);  // forgotten: resume it rather than leave it paused
   }
-  *oldest = Source{p.src, p.dst, 0, false, now, {}};
+  // Pause frames leave from the address the sender sent to (one of ours, not a group's).
+  const auto ours = addresses();
+  const IpAddr from = is_multicast(p.dst) && !ours.empty() ? ours[0] : p.dst;
+  *oldest = Source{p.src, from, 0, false, now, {}};
   return *oldest;
 }
 
