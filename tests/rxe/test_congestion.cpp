@@ -178,7 +178,9 @@ Incast incast(int n, bool dcqcn, bool pfc = false) {
     Qp* qa = make_qp(*senders.back(), QpType::kRc);
     Qp* qb = make_qp(b, QpType::kRc);
     ConnectOptions o;
-    o.timeout = 16;  // 268 ms: a full buffer's queueing delay (20 ms) is not a loss
+    // 268 ms: a full buffer's queueing delay (20 ms) is not a loss; with pfc= 1.07 s, since a
+    // paused sender's packets also wait out the pause (up to 168 ms at 200 Mb/s) behind others'.
+    o.timeout = pfc ? 18 : 16;
     connect(*senders.back(), qa, b, qb, o);
     qps.push_back(qa);
     srcs.push_back(std::make_unique<Buffer>(*senders.back(), 65536, kAllAccess, 1));
