@@ -117,6 +117,9 @@ struct Counters {
   // Without a switch: datagrams marked CE because the receive path fell behind
   // (netdev/backlog_marker.h).
   std::uint64_t backlog_ce_marked = 0;
+  // A lossless switch port (`pfc=`): PFC frames it sent to its senders (pause and resume), and
+  // datagrams it left in the backend while full instead of dropping them.
+  std::uint64_t tx_pause = 0, switch_held = 0;
 };
 
 // The live counters a backend updates (relaxed atomics: several threads send).

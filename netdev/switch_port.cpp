@@ -1,9 +1,12 @@
 #include "netdev/switch_port.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
+
+#include "netdev/pause_frame.h"
 
 namespace softrdma::netdev {
 
@@ -19,6 +22,16 @@ constexpr auto kMaxSpread = std::chrono::milliseconds(5);
 // long of the drain rate.
 constexpr double kLateSeconds = 0.02;
 constexpr std::uint64_t kMaxBuffer = std::uint64_t{64} << 20;
+// PFC: senders heard from within this long feed the port and are paused with it; while the port
+// stays above XON a paused one that still sends (its frames were in flight, or its pause ran
+// out) is paused again at most this often, and one that is silent this often (its pause frame
+// may have been lost); at most this many senders are remembered.
+constexpr auto kFeeding = std::chrono::milliseconds(10);
+constexpr auto kRefresh = std::chrono::microseconds(100);
+constexpr auto kRefreshSilent = std::chrono::milliseconds(1);
+constexpr std::size_t kMaxSources = 64, kMaxControl = 8;
+// Pause frames leave with DSCP 48, as CNPs do.
+constexpr std::uint8_t kControlTrafficClass = 48 << 2;
 
 // "10G", "1.5M", "800" with powers of `base`.
 bool number(const std::string& v, double base, double& out) {
@@ -92,8 +105,16 @@ bool parse_switch(const std::string& spec, SwitchConfig& out, std::string& error
     } else if (key == "seed" && number(v, 1, x)) {
       out.seed = static_cast<std::uint64_t>(x);
     } else if (key == "pfc") {
-      error = "pfc= (a lossless port) is not implemented yet; see docs/congestion.md";
-      return false;
+      const auto c = v.find(':');
+      double xoff = 0, xon = 0;
+      if (c == std::string::npos || !number(v.substr(0, c), 1024, xoff) ||
+          !number(v.substr(c + 1), 1024, xon) || xoff < 1 || xon > xoff) {
+        error = "bad pfc '" + v + "' (expected XOFF:XON, bytes of queue, 0 < XOFF, XON <= XOFF)";
+        return false;
+      }
+      out.pfc = true;
+      out.xoff = static_cast<std::uint64_t>(xoff);
+      out.xon = static_cast<std::uint64_t>(xon);
     } else {
       error = "bad item '" + item + "' in '" + spec + "'" + expected;
       if (key == "rate") error = "bad rate '" + v + "' (bits/s, at least 1K: 10G, 800M)";
@@ -116,6 +137,11 @@ bool parse_switch(const std::string& spec, SwitchConfig& out, std::string& error
             std::to_string(out.buffer) + " bytes)";
     return false;
   }
+  if (out.pfc && out.xoff > out.buffer) {
+    error = "pfc XOFF " + std::to_string(out.xoff) + " is beyond the buffer (" +
+            std::to_string(out.buffer) + " bytes)";
+    return false;
+  }
   return true;
 }
 
@@ -132,6 +158,10 @@ SwitchPortNetdev::SwitchPortNetdev(std::unique_ptr<Netdev> inner, const SwitchCo
     rx_pkts_[i].cap = static_cast<std::uint32_t>(rx_bufs_[i].size());
     rx_ptrs_.push_back(&rx_pkts_[i]);
   }
+  ctrl_bufs_.assign(kMaxControl, std::vector<std::uint8_t>(kPauseFrameLen));
+  ctrl_.resize(kMaxControl);
+  pause_buf_.resize(kPauseFrameLen);
+  sources_.reserve(kMaxSources);
 }
 
 std::uint64_t SwitchPortNetdev::backlog(Clock::time_point now) const {
@@ -160,13 +190,17 @@ std::uint8_t* SwitchPortNetdev::alloc(std::uint32_t len) {
   return store_.data() + off;
 }
 
-void SwitchPortNetdev::enqueue(const Packet& p, Clock::time_point now) {
+bool SwitchPortNetdev::enqueue(const Packet& p, Clock::time_point now) {
   const std::uint64_t q = backlog(now);
   std::uint8_t* bytes = nullptr;
   if (q + p.len > cfg_.buffer || count_ == slots_.size() || !(bytes = alloc(p.len))) {
+    if (cfg_.pfc) {
+      pfc_arrival(p, q + p.len, now);  // keeps its sender paused
+      return false;
+    }
     bump(dropped_);
     if (observer_) observer_(FaultEvent::kRxQueueFull, p);
-    return;
+    return true;
   }
   Slot& s = slots_[(head_ + count_) % slots_.size()];
   ++count_;
@@ -181,6 +215,86 @@ void SwitchPortNetdev::enqueue(const Packet& p, Clock::time_point now) {
   s.leave = last_leave_;
   const std::uint64_t depth = q + p.len;
   if (depth > peak_.load(std::memory_order_relaxed)) peak_.store(depth, std::memory_order_relaxed);
+  if (cfg_.pfc) pfc_arrival(p, depth, now);
+  return true;
+}
+
+SwitchPortNetdev::Source& SwitchPortNetdev::source_of(const Packet& p, Clock::time_point now) {
+  Source* oldest = nullptr;
+  for (Source& s : sources_) {
+    if (s.addr == p.src) {
+      s.seen = now;
+      return s;
+    }
+    if (!oldest || s.seen < oldest->seen) oldest = &s;
+  }
+  if (sources_.size() < kMaxSources) {
+    oldest = &sources_.emplace_back();
+  } else if (oldest->paused) {
+    send_pause(*oldest, false, now);  // forgotten: resume it rather than leave it paused
+  }
+  // Pause frames leave from the address the sender sent to (one of ours, not a group's).
+  const auto ours = addresses();
+  const IpAddr from = is_multicast(p.dst) && !ours.empty() ? ours[0] : p.dst;
+  *oldest = Source{p.src, from, 0, false, now, {}};
+  return *oldest;
+}
+
+void SwitchPortNetdev::pfc_arrival(const Packet& p, std::uint64_t depth, Clock::time_point now) {
+  Source& s = source_of(p, now);
+  s.prios = static_cast<std::uint8_t>(s.prios | (1u << pfc_priority(p.traffic_class)));
+  if (!xoff_ && depth >= cfg_.xoff) {
+    // Above XOFF: pause every sender feeding the port.
+    xoff_ = true;
+    for (Source& f : sources_) {
+      if (now - f.seen <= kFeeding) send_pause(f, true, now);
+    }
+  } else if (xoff_ && (!s.paused || now - s.xoff_sent >= kRefresh)) {
+    send_pause(s, true, now);  // still sending: in flight, or its pause ran out
+  }
+}
+
+void SwitchPortNetdev::pfc_drain(Clock::time_point now) {
+  if (!xoff_) return;
+  const bool resume = held_ == 0 && backlog(now) <= cfg_.xon;
+  if (resume) xoff_ = false;
+  for (Source& s : sources_) {
+    if (!s.paused) continue;
+    if (resume) {
+      send_pause(s, false, now);
+    } else if (now - s.xoff_sent >= kRefreshSilent) {
+      send_pause(s, true, now);
+    }
+  }
+}
+
+void SwitchPortNetdev::send_pause(Source& s, bool xoff, Clock::time_point now) {
+  PauseFrame f;
+  f.enabled = s.prios;
+  if (xoff) f.quanta.fill(kMaxQuanta);
+  Packet p;
+  p.data = pause_buf_.data();
+  p.cap = static_cast<std::uint32_t>(pause_buf_.size());
+  build_pause(p, f);
+  p.src = s.ours;
+  p.dst = s.addr;
+  p.dst_port = inner().roce_port();
+  p.traffic_class = kControlTrafficClass;
+  Packet* one = &p;
+  if (inner().send_batch(std::span(&one, 1)) == 1) bump(pauses_);
+  s.paused = xoff;
+  s.xoff_sent = now;
+}
+
+void SwitchPortNetdev::keep_control(const Packet& p) {
+  if (p.len > kPauseFrameLen) return;  // not a well-formed pause: the device counts it
+  const std::size_t i = std::min(ctrl_count_, kMaxControl - 1);  // a later one supersedes
+  Packet& c = ctrl_[i];
+  c = p;
+  c.data = ctrl_bufs_[i].data();
+  c.cap = kPauseFrameLen;
+  std::memcpy(c.data, p.data, p.len);
+  ctrl_count_ = i + 1;
 }
 
 void SwitchPortNetdev::mark(Packet& p, std::uint64_t q) {
@@ -206,17 +320,33 @@ void SwitchPortNetdev::take_from_inner(Clock::time_point now) {
   // would have built on a wire.
   const Clock::time_point since = std::max(last_take_, now - kMaxSpread);
   last_take_ = now;
-  std::size_t n = 0;
-  while (n < rx_ptrs_.size()) {
+  // A lossless port holding datagrams takes nothing more until they fit: the rest wait in the
+  // backend, as frames wait upstream of a paused link.
+  const std::size_t held = held_;
+  std::size_t n = held;
+  while (held == 0 && n < rx_ptrs_.size()) {
     const std::size_t got = inner().recv_batch(
         std::span(rx_ptrs_.data() + n, std::min(kTakeBatch, rx_ptrs_.size() - n)));
     n += got;
     if (got < kTakeBatch) break;
   }
-  for (std::size_t i = 0; i < n; ++i) {
+  const auto taken = static_cast<std::int64_t>(n - held);
+  std::size_t i = 0;
+  for (; i < n; ++i) {
+    const Packet& p = *rx_ptrs_[i];
+    if (is_pause(p)) {
+      keep_control(p);
+      continue;
+    }
     const auto at =
-        since + (now - since) * static_cast<std::int64_t>(i + 1) / static_cast<std::int64_t>(n);
-    enqueue(*rx_ptrs_[i], at);
+        i < held ? now : since + (now - since) * static_cast<std::int64_t>(i - held + 1) / taken;
+    if (!enqueue(p, at)) break;
+  }
+  held_ = n - i;
+  if (held_ > 0) {
+    bump(held_count_, held_ - (held > i ? held - i : 0));  // newly held
+    std::rotate(rx_ptrs_.begin(), rx_ptrs_.begin() + static_cast<std::ptrdiff_t>(i),
+                rx_ptrs_.begin() + static_cast<std::ptrdiff_t>(n));
   }
 }
 
@@ -227,6 +357,8 @@ std::size_t SwitchPortNetdev::recv_batch(std::span<Packet* const> pkts) {
 std::size_t SwitchPortNetdev::recv_batch_at(std::span<Packet* const> pkts, Clock::time_point now) {
   take_from_inner(now);
   std::size_t n = 0;
+  for (std::size_t c = 0; c < ctrl_count_ && n < pkts.size(); ++c) hand_over(ctrl_[c], *pkts[n++]);
+  ctrl_count_ = 0;
   while (n < pkts.size() && count_ > 0 && slots_[head_].leave <= now) {
     const Slot& s = slots_[head_];
     Packet& out = *pkts[n++];
@@ -237,6 +369,7 @@ std::size_t SwitchPortNetdev::recv_batch_at(std::span<Packet* const> pkts, Clock
     head_ = (head_ + 1) % slots_.size();
     --count_;
   }
+  if (cfg_.pfc) pfc_drain(now);
   return n;
 }
 
@@ -263,6 +396,8 @@ Counters SwitchPortNetdev::counters() const {
   c.switch_ce_marked = marked_.load(std::memory_order_relaxed);
   c.switch_dropped = dropped_.load(std::memory_order_relaxed);
   c.switch_queue_peak = peak_.load(std::memory_order_relaxed);
+  c.tx_pause = pauses_.load(std::memory_order_relaxed);
+  c.switch_held = held_count_.load(std::memory_order_relaxed);
   return c;
 }
 

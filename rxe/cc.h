@@ -15,9 +15,9 @@ struct CcConfig {
   // Pace at the line rate too (when it was given): the emulated link is the line rate's, not the
   // host's. Off by default: a QP at line rate is not paced at all.
   bool pace_line_rate = false;
-  // Without a switch, mark CE on the receive path's own backlog (netdev/backlog_marker.h).
-  // Off by default: see docs/congestion.md.
-  bool mark_backlog = false;
+  // Without a switch, mark CE (UC and UD only) on the receive path's own backlog
+  // (netdev/backlog_marker.h); `backlog=off` turns it off. See docs/congestion.md.
+  bool mark_backlog = true;
   // Notification point: at most one CNP per QP per interval (mlx5's min_time_between_cnps).
   std::chrono::nanoseconds cnp_interval{50'000};
 };

@@ -11,6 +11,7 @@
 #include <cerrno>
 #include <random>
 
+#include "netdev/pause_frame.h"
 #include "wire/roce_headers.h"
 
 namespace softrdma::rxe {
@@ -199,6 +200,7 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.np_cnp_sent += c.np_cnp_sent;
   sum.rp_cnp_handled += c.rp_cnp_handled;
   sum.rp_cnp_ignored += c.rp_cnp_ignored;
+  sum.rp_pause_waits += c.rp_pause_waits;
 }
 }  // namespace
 
@@ -257,6 +259,11 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"switch_dropped", nd.switch_dropped},
       {"switch_queue_peak", nd.switch_queue_peak},
       {"backlog_ce_marked", nd.backlog_ce_marked},
+      {"rx_pause", rx_pause_.load()},
+      {"rx_pause_bad", rx_pause_bad_.load()},
+      {"rp_pause_waits", q.rp_pause_waits},
+      {"tx_pause", nd.tx_pause},
+      {"switch_held", nd.switch_held},
   };
 }
 
@@ -349,6 +356,10 @@ void Device::rx_step() {
   std::shared_lock lock(qps_mutex_);
   for (std::size_t i = 0; i < n; ++i) {
     const netdev::Packet& raw = *rx_ptrs_[i];
+    if (netdev::is_pause(raw)) {
+      rx_pause(raw);
+      continue;
+    }
     auto pkt = wire::parse_roce(wire::Bytes(raw.data, raw.len));
     if (!pkt) {
       rx_malformed_.fetch_add(1, std::memory_order_relaxed);

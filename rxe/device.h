@@ -3,6 +3,7 @@
 // requester, responder and completer. The thread sleeps in epoll when idle.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstdint>
 #include <deque>
@@ -90,6 +91,14 @@ class Device : public core::Objects {
   std::size_t mcast_attached(const Gid& gid) const;
 
   const CcConfig& cc() const { return cc_; }
+  // PFC (docs/congestion.md): until when a switch port's pause holds back this device's
+  // requests of priority `prio` (0..7; the past when it does not), and, for a QP that stopped
+  // for it, a wake-up when the port resumes it earlier. Progress pass.
+  Clock::time_point paused_until(std::uint8_t prio) const {
+    return Clock::time_point(
+        Clock::duration(paused_until_ns_[prio & 7].load(std::memory_order_relaxed)));
+  }
+  void wait_for_resume(std::uint32_t qpn) { pause_waiters_.push_back(qpn); }
 
   void set_async_handler(std::function<void(const AsyncEvent&)> fn);
   DeviceCounters counters() const;
@@ -166,6 +175,9 @@ class Device : public core::Objects {
   void drop_held_wcs(std::uint64_t qp_serial);
   void signal_kick();  // wakes the progress thread
   void rx_step();
+  // A PFC frame from a switch port: pause or resume priorities (rxe/pfc.cpp). Caller holds
+  // qps_mutex_ (shared).
+  void rx_pause(const netdev::Packet& raw);
   // Hands a multicast datagram to every QP attached to its group. Caller holds qps_mutex_.
   void rx_multicast(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Removes `qpn` from every group, leaving groups no QP is attached to any more.
@@ -238,6 +250,9 @@ class Device : public core::Objects {
   std::atomic<std::int64_t> app_poll_last_ns_{0}, app_poll_run_ns_{0};
 
   const CcConfig cc_;
+  std::array<std::atomic<std::int64_t>, 8> paused_until_ns_{};  // steady-clock ns, per priority
+  std::vector<std::uint32_t> pause_waiters_;                    // progress pass only
+  std::atomic<std::uint64_t> rx_pause_{0}, rx_pause_bad_{0};
 
   std::atomic<bool> sample_latency_{false};
   std::atomic<bool> stop_{false};

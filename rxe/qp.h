@@ -97,6 +97,8 @@ struct QpCounters {
   // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
   std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,
                 rp_cnp_ignored = 0;
+  // PFC: times the requester stopped because a switch port paused its priority.
+  std::uint64_t rp_pause_waits = 0;
 };
 
 // Each protocol engine's state is a base of its own (rxe/requester_state.h,
@@ -254,6 +256,9 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // Pacing: may the requester send a packet now? When not, arms the pacing deadline (or keeps
   // the QP active when it is near) and returns false.
   bool pace_allows(Clock::time_point now, bool& stay_active);
+  // PFC: false while a switch port pauses the priority of `tc` (rxe/pfc.cpp); the QP then waits
+  // for the pause to run out or be lifted.
+  bool pfc_allows(std::uint8_t tc, Clock::time_point now);
   void paced_sent(std::uint32_t bytes, Clock::time_point now);
   bool paced() const { return pace_line_ || dcqcn_.limited(); }
   // --- state
@@ -303,6 +308,7 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   Clock::time_point timer_listed_at_ = Clock::time_point::max();
   bool timer_armed_ = false;
   bool in_active_ = false;          // in the device's list of QPs with send work (progress pass)
+  bool pause_waiting_ = false;      // in the device's list of QPs a PFC pause stopped (pass)
   std::uint64_t sent_in_pass_ = 0;  // the pass that last ran its requester (progress pass)
   std::uint64_t serial_ = 0;        // the device's number for this QP, never reused
 

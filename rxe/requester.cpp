@@ -132,6 +132,9 @@ bool Qp::run_send(Clock::time_point now) {
     if (reliable() && psn_cmp(w.next_psn, psn_add(unacked_psn_, send_window())) >= 0) {
       break;
     }
+    if (!pfc_allows(type_ == QpType::kUd ? w.av.traffic_class : attr_.ah_attr.traffic_class, now)) {
+      break;
+    }
     if (cc_on_ && paced() && !pace_allows(now, pace_wait)) break;
     const bool was_idle = retransmit_deadline_ == Clock::time_point::max();
     if (!build_next_packet(w, now)) return false;  // the QP went to the error state

@@ -1,5 +1,6 @@
 // The emulated switch port: its spec, a queue drained at the port's rate (explicit times), RED
-// marking (as datagrams leave) of ECN-capable ones only, and counted tail drops.
+// marking (as datagrams leave) of ECN-capable ones only, counted tail drops, and a lossless
+// (pfc=) port that pauses its sender and holds what does not fit.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -7,6 +8,7 @@
 
 #include "netdev/backlog_marker.h"
 #include "netdev/memory.h"
+#include "netdev/pause_frame.h"
 #include "netdev/switch_port.h"
 #include "wire/roce_headers.h"
 
@@ -35,6 +37,25 @@ TEST(SwitchSpec, ParsesRatesSizesAndRed) {
                           "rate=10G,buffer=128G,ecn=1:2:0"}) {
     EXPECT_FALSE(parse_switch(bad, c, error)) << bad;
     EXPECT_FALSE(error.empty()) << bad;
+  }
+}
+
+TEST(SwitchSpec, PfcTakesXoffAndXonWithinTheBuffer) {
+  SwitchConfig c;
+  std::string error;
+  ASSERT_TRUE(parse_switch("rate=10G,buffer=1M,ecn=20K:200K:0.01,pfc=512K:256K", c, error))
+      << error;
+  EXPECT_TRUE(c.pfc);
+  EXPECT_EQ(c.xoff, 512u << 10);
+  EXPECT_EQ(c.xon, 256u << 10);
+  ASSERT_TRUE(parse_switch("rate=10G,buffer=1M,ecn=20K:200K:0.01,pfc=1M:0", c, error)) << error;
+  ASSERT_TRUE(parse_switch("rate=10G,buffer=1M,ecn=20K:200K:0.01", c, error)) << error;
+  EXPECT_FALSE(c.pfc);
+  for (const char* bad :
+       {"pfc=256K:512K", "pfc=2M:1M", "pfc=0:0", "pfc=512K", "pfc=a:b", "pfc=512K:-1"}) {
+    const std::string spec = std::string("rate=10G,buffer=1M,ecn=20K:200K:0.01,") + bad;
+    EXPECT_FALSE(parse_switch(spec, c, error)) << bad;
+    EXPECT_NE(error.find("pfc"), std::string::npos) << bad << ": " << error;
   }
 }
 
@@ -113,6 +134,93 @@ TEST(SwitchPort, DrainsAtItsRateMarksAboveKmaxAndDropsWhatDoesNotFit) {
   EXPECT_EQ(k.switch_dropped, 3u);
   EXPECT_EQ(k.switch_queue_peak, 6u * 1066 + 1024);
   EXPECT_EQ(k.rx_packets, 10u);  // the backend's: what reached the port
+}
+
+// The pause frames the sender's backend received since the last call.
+std::vector<PauseFrame> pauses_at(MemoryNetdev& tx) {
+  std::vector<std::uint8_t> buf(kMaxDatagram);
+  Packet p;
+  p.data = buf.data();
+  p.cap = kMaxDatagram;
+  Packet* one = &p;
+  std::vector<PauseFrame> out;
+  while (tx.recv_batch(std::span(&one, 1)) == 1) {
+    EXPECT_TRUE(is_pause(p));
+    EXPECT_EQ(p.dst, IpAddr::v4(0x0A000001));
+    EXPECT_EQ(p.src, IpAddr::v4(0x0A000002));
+    if (auto f = parse_pause(p)) out.push_back(*f);
+  }
+  return out;
+}
+
+TEST(SwitchPort, ALosslessPortPausesItsSenderAboveXoffResumesItBelowXonAndDropsNothing) {
+  SwitchConfig c;
+  c.rate_bps = 8e9;  // 1066 ns a datagram, as above
+  c.buffer = 8000;
+  c.kmin = c.kmax = 8000;
+  c.pfc = true;
+  c.xoff = 4000;
+  c.xon = 2000;
+  Wire w(c);
+  const auto t0 = SwitchPortNetdev::Clock::now();
+  EXPECT_EQ(w.recv(t0), 0u);
+  w.send(10, 2);
+  // 0..6 fit as above; the 4th takes the queue past XOFF (4 * 1066): the sender is paused, on
+  // the priority its datagrams carry (DSCP 8: 1), with the longest pause. 7, 8 and 9 are held.
+  EXPECT_EQ(w.recv(t0), 0u);
+  EXPECT_TRUE(w.port->pausing());
+  auto f = pauses_at(w.tx);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].enabled, 1u << 1);
+  EXPECT_EQ(f[0].quanta[1], kMaxQuanta);
+  Counters k = w.port->counters();
+  EXPECT_EQ(k.switch_dropped, 0u);
+  EXPECT_EQ(k.switch_held, 3u);
+  EXPECT_EQ(k.tx_pause, 1u);
+  // 7 drained: the held 3 join the queue; 3198 bytes are above XON, so the pause stays.
+  EXPECT_EQ(w.recv(t0 + 7 * 1066ns), 7u);
+  EXPECT_TRUE(w.port->pausing());
+  EXPECT_TRUE(pauses_at(w.tx).empty());
+  // Drained: below XON, resumed with zero quanta.
+  EXPECT_EQ(w.recv(t0 + 7 * 1066ns + 100us), 3u);
+  EXPECT_FALSE(w.port->pausing());
+  f = pauses_at(w.tx);
+  ASSERT_EQ(f.size(), 1u);
+  EXPECT_EQ(f[0].enabled, 1u << 1);
+  EXPECT_EQ(f[0].quanta[1], 0u);
+  k = w.port->counters();
+  EXPECT_EQ(k.switch_dropped, 0u);
+  EXPECT_EQ(k.tx_pause, 2u);
+  EXPECT_EQ(k.rx_packets, 10u);
+  EXPECT_EQ(w.recv(t0 + 1s), 0u);
+}
+
+TEST(SwitchPort, PauseFramesDoNotQueueBehindData) {
+  SwitchConfig c;
+  c.rate_bps = 8e9;
+  c.buffer = 1 << 20;
+  c.kmin = c.kmax = 1 << 20;
+  Wire w(c);
+  const auto t0 = SwitchPortNetdev::Clock::now();
+  EXPECT_EQ(w.recv(t0), 0u);
+  w.send(10, 2);
+  std::vector<std::uint8_t> buf(kPauseFrameLen);
+  Packet p;
+  p.data = buf.data();
+  p.cap = kPauseFrameLen;
+  PauseFrame f;
+  f.enabled = 1;
+  f.quanta[0] = 7;
+  build_pause(p, f);
+  p.src = IpAddr::v4(0x0A000001);
+  p.dst = IpAddr::v4(0x0A000002);
+  Packet* one = &p;
+  ASSERT_EQ(w.tx.send_batch(std::span(&one, 1)), 1u);
+  ASSERT_EQ(w.recv(t0), 1u);  // before any datagram has drained
+  const auto got = parse_pause(w.pkts[0]);
+  ASSERT_TRUE(got);
+  EXPECT_EQ(got->quanta[0], 7u);
+  EXPECT_EQ(w.recv(t0 + 1s), 10u);
 }
 
 TEST(SwitchPort, NeverMarksNotEctAndMarksWithRedProbabilityBetweenKminAndKmax) {

@@ -1,7 +1,7 @@
 // Congestion control end to end on the in-memory fabric: ECT on data, CE marks answered by CNPs
 // (at most one per QP per interval), the sender's DCQCN cutting its rate, a CNP flood held at the
 // floor, and an incast through an emulated switch port: fair and lossless with DCQCN, tail drops
-// without.
+// without, and a lossless (pfc=) port that pauses its senders instead, with or without DCQCN.
 #include <map>
 
 #include "netdev/switch_port.h"
@@ -146,7 +146,8 @@ struct Incast {
   std::map<std::string, std::uint64_t> receiver, senders;
 };
 
-Incast incast(int n, bool dcqcn) {
+// `pfc`: the port is lossless (XOFF at half its buffer, XON at a quarter).
+Incast incast(int n, bool dcqcn, bool pfc = false) {
   // A 2:1 incast: each sender's link runs at 2/n of the port's rate, and all start at it.
   constexpr double kPortRate = 400e6;
   auto f = std::make_shared<netdev::MemoryFabric>();
@@ -156,6 +157,9 @@ Incast incast(int n, bool dcqcn) {
   sw.kmin = 100 << 10;  // 2 ms of the port's drain: the feedback takes about a millisecond here
   sw.kmax = 400 << 10;
   sw.pmax = 0.2;
+  sw.pfc = pfc;
+  sw.xoff = 1 << 20;
+  sw.xon = 512 << 10;
   CcConfig c = cc(dcqcn);
   c.rp.line_rate_bps = kPortRate * 2 / n;
   c.pace_line_rate = true;
@@ -172,7 +176,9 @@ Incast incast(int n, bool dcqcn) {
     Qp* qa = make_qp(*senders.back(), QpType::kRc);
     Qp* qb = make_qp(b, QpType::kRc);
     ConnectOptions o;
-    o.timeout = 16;  // 268 ms: a full buffer's queueing delay (20 ms) is not a loss
+    // 268 ms: a full buffer's queueing delay (20 ms) is not a loss; with pfc= 1.07 s, since a
+    // paused sender's packets also wait out the pause (up to 168 ms at 200 Mb/s) behind others'.
+    o.timeout = pfc ? 18 : 16;
     connect(*senders.back(), qa, b, qb, o);
     qps.push_back(qa);
     srcs.push_back(std::make_unique<Buffer>(*senders.back(), 65536, kAllAccess, 1));
@@ -192,7 +198,7 @@ Incast incast(int n, bool dcqcn) {
       Wc wcs[32];
       const int got = s.cq->poll(std::span<Wc>(wcs, 32));
       for (int k = 0; k < got; ++k) {
-        if (dcqcn) {
+        if (dcqcn || pfc) {
           EXPECT_EQ(wcs[k].status, WcStatus::kSuccess);
         }
         if (now >= measure) out.bytes[static_cast<std::size_t>(i)] += 65536;
@@ -209,11 +215,11 @@ Incast incast(int n, bool dcqcn) {
     if (std::getenv("CC_DEBUG") && now - last_print > 10ms) {
       last_print = now;
       const auto rc = counters(b);
-      std::printf("t=%5.1f ms drop=%llu marked=%llu cnp=%llu |",
+      std::printf("t=%5.1f ms drop=%llu marked=%llu cnp=%llu pause=%llu |",
                   std::chrono::duration<double, std::milli>(now - start).count(),
                   (unsigned long long)rc.at("switch_dropped"),
                   (unsigned long long)rc.at("switch_ce_marked"),
-                  (unsigned long long)rc.at("np_cnp_sent"));
+                  (unsigned long long)rc.at("np_cnp_sent"), (unsigned long long)rc.at("tx_pause"));
       for (Qp* q : qps) std::printf(" %.0f", info(q).cc_rate_bps / 1e6);
       std::printf("\n");
     }
@@ -270,6 +276,39 @@ TEST(Congestion, WithoutCcTheSameIncastOverflowsTheSwitchBuffer) {
   EXPECT_GT(r.receiver.at("switch_dropped"), 0u);
   EXPECT_GT(r.senders.at("retransmits"), 0u);
   EXPECT_EQ(r.receiver.at("switch_ce_marked"), 0u);  // nothing was ECN-capable
+}
+
+// A lossless port (pfc=): the senders are paused instead of dropped, with or without DCQCN.
+void expect_paused_not_dropped(int n, bool dcqcn) {
+  const Incast r = incast(n, dcqcn, true);
+  EXPECT_EQ(r.receiver.at("switch_dropped"), 0u);
+  EXPECT_EQ(r.receiver.at("netdev_rx_dropped"), 0u);  // nor left to overflow the backend
+  EXPECT_EQ(r.senders.at("retransmits"), 0u);
+  if (!dcqcn) {
+    // 2:1 for 2.5 s fills the 1 MB to XOFF in about 20 ms: the port must have paused them.
+    EXPECT_GT(r.receiver.at("tx_pause"), 0u);
+    EXPECT_GT(r.senders.at("rx_pause"), 0u);
+    EXPECT_GT(r.senders.at("rp_pause_waits"), 0u);
+  }
+  std::uint64_t total = 0;
+  for (auto b : r.bytes) total += b;
+  EXPECT_GT(total, 0u);
+}
+
+TEST(Congestion, WithPfcTwoQpsIntoOneSwitchPortArePausedNotDroppedWithoutCc) {
+  expect_paused_not_dropped(2, false);
+}
+
+TEST(Congestion, WithPfcFourQpsIntoOneSwitchPortArePausedNotDroppedWithoutCc) {
+  expect_paused_not_dropped(4, false);
+}
+
+TEST(Congestion, WithPfcTwoQpsIntoOneSwitchPortDropNothingWithDcqcn) {
+  expect_paused_not_dropped(2, true);
+}
+
+TEST(Congestion, WithPfcFourQpsIntoOneSwitchPortDropNothingWithDcqcn) {
+  expect_paused_not_dropped(4, true);
 }
 
 }  // namespace

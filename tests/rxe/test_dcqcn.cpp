@@ -1,8 +1,10 @@
-// DCQCN's reaction point and the pacer against hand-computed steps, on a fake clock.
+// DCQCN's reaction point and the pacer against hand-computed steps, on a fake clock; the --cc
+// spec's defaults.
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "rxe/cc.h"
 #include "rxe/dcqcn.h"
 
 namespace softrdma::rxe {
@@ -143,6 +145,20 @@ TEST(Pacer, LetsABurstThroughThenOnePacketPerInterval) {
     ++n;
   }
   EXPECT_EQ(n, 11);
+}
+
+TEST(CcSpec, BacklogMarkingIsOnByDefaultAndOffOnRequest) {
+  CcConfig c;
+  std::string error;
+  ASSERT_TRUE(parse_cc("", c, error)) << error;
+  EXPECT_TRUE(c.dcqcn);
+  EXPECT_TRUE(c.mark_backlog);
+  ASSERT_TRUE(parse_cc("dcqcn,line_rate=10G", c, error)) << error;
+  EXPECT_TRUE(c.mark_backlog);
+  ASSERT_TRUE(parse_cc("dcqcn,backlog=off", c, error)) << error;
+  EXPECT_FALSE(c.mark_backlog);
+  ASSERT_TRUE(parse_cc("none", c, error)) << error;
+  EXPECT_FALSE(c.dcqcn);  // nothing is marked without DCQCN (verbs/engine.cpp)
 }
 
 }  // namespace

@@ -3,11 +3,12 @@
 
 usage: congestion.py SOFTRDMA CASE
   bad_options   impossible --cc and --switch specs: exit 2 with a message, the program never runs
-  uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with --cc dcqcn,backlog=on
-                DCQCN paces it, < 0.1% lost
+  uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with the default --cc dcqcn
+                (backlog marking on) DCQCN paces it, < 0.1% lost
   ud_unpaced    the same over UD: < 10% lost, and less than with --cc none
   switch_q4     ib_write_bw -q 4 into a --switch port: no switch drops with DCQCN, drops and
-                retransmissions with --cc none"""
+                retransmissions with --cc none
+  switch_pfc    the same into a lossless port (pfc=): nothing dropped or resent with either"""
 import os
 import re
 import subprocess
@@ -52,8 +53,10 @@ if case == "bad_options":
                       (["--switch", "rate=10G,buffer=1M,ecn=20K:100K:1.5"], "PMAX"),
                       (["--switch", "rate=10G,buffer=100K,ecn=20K:200K:0.1"], "beyond the buffer"),
                       (["--switch", "rate=10G,buffer=1K,ecn=0:0:0"], "bad buffer"),
-                      (["--switch", "rate=10G,buffer=1M,ecn=1K:2K:0.1,pfc=1M:512K"],
-                       "not implemented"),
+                      (["--switch", "rate=10G,buffer=1M,ecn=1K:2K:0.1,pfc=256K:512K"],
+                       "XON <= XOFF"),
+                      (["--switch", "rate=10G,buffer=1M,ecn=1K:2K:0.1,pfc=2M:512K"],
+                       "pfc XOFF 2097152 is beyond the buffer"),
                       (["--switch", "rate=10G,buffer=1M,ecn=1K:2K:0.1,color=red"], "bad item")]:
         r = subprocess.run([softrdma, "run", *args, "--", "echo", "PROGRAM-RAN"],
                            capture_output=True, text=True, timeout=30)
@@ -65,7 +68,8 @@ if case == "bad_options":
     expect(r.returncode == 2 and "SOFTRDMA_CC: bad congestion control 'reno'" in r.stderr,
            "SOFTRDMA_CC=reno is refused", r.stderr)
     for good in (["--cc", "none"], ["--cc", "dcqcn,cnp_interval_us=50,line_rate=25G"],
-                 ["--switch", "rate=10G,buffer=1M,ecn=20K:200K:0.01"]):
+                 ["--switch", "rate=10G,buffer=1M,ecn=20K:200K:0.01"],
+                 ["--switch", "rate=10G,buffer=1M,ecn=20K:200K:0.01,pfc=512K:256K"]):
         r = subprocess.run([softrdma, "run", *good, "--", "ibv_devices"], capture_output=True,
                            text=True, timeout=30)
         expect(r.returncode == 0 and "softroce0" in r.stdout, f"softrdma run {good} works",
@@ -98,7 +102,7 @@ elif case in ("uc_unpaced", "ud_unpaced"):
               f"{c.get('rp_cnp_ignored')}")
         return lost / sent, s
 
-    loss, s = run("dcqcn,backlog=on")
+    loss, s = run("dcqcn")  # the default: backlog marking on
     expect(s.get("np_cnp_sent", 0) > 0, f"{case}: the receiver sent CNPs")
     if kind == "UC":
         expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
@@ -109,10 +113,12 @@ elif case in ("uc_unpaced", "ud_unpaced"):
         none, _ = run("none")
         expect(loss < 0.1 and loss < none, f"{case}: {100 * loss:.3f}% lost (< 10% and < "
                f"{100 * none:.1f}% with --cc none)")
-elif case == "switch_q4":
+elif case in ("switch_q4", "switch_pfc"):
     # One process pair, four QPs (16 writes of 64 KiB outstanding each: twice the buffer), into a
-    # 2 Gb/s port with 2 MB of buffer; the client's line rate is 1G (a 2:1 incast).
-    sw = "rate=2G,buffer=2M,ecn=200K:800K:0.2"
+    # 2 Gb/s port with 2 MB of buffer; the client's line rate is 1G (a 2:1 incast). switch_pfc:
+    # the port is lossless (XOFF at 1M, XON at 512K).
+    pfc = case == "switch_pfc"
+    sw = "rate=2G,buffer=2M,ecn=200K:800K:0.2" + (",pfc=1M:512K" if pfc else "")
     for cc in ("dcqcn,line_rate=1G", "none"):
         port = str(free_port())
         args = ["ib_write_bw", "-q", "4", "-t", "16", "-s", "65536", "-n", "1500", "-p", port]
@@ -125,8 +131,20 @@ elif case == "switch_q4":
         bw = float(m.group(1)) if m else 0  # MB/s, average
         print(f"--cc {cc}: {bw} MB/s; switch dropped {s.get('switch_dropped')}, marked "
               f"{s.get('switch_ce_marked')}, peak {s.get('switch_queue_peak')} B; retransmits "
-              f"{c.get('retransmits')}, CNPs handled {c.get('rp_cnp_handled')}")
-        if cc == "none":
+              f"{c.get('retransmits')}, CNPs handled {c.get('rp_cnp_handled')}; pauses sent "
+              f"{s.get('tx_pause')}, received {c.get('rx_pause')}, waited {c.get('rp_pause_waits')}, "
+              f"held {s.get('switch_held')}")
+        if pfc:
+            # Lossless either way: nothing dropped anywhere, nothing resent.
+            for k in ("switch_dropped", "netdev_rx_dropped", "drop_no_recv_wqe"):
+                expect(s.get(k, 1) == 0, f"pfc --cc {cc}: {k} 0", sout)
+            expect(c.get("netdev_tx_dropped", 1) == 0, f"pfc --cc {cc}: no full ring", cout)
+            expect(c.get("retransmits", 1) == 0, f"pfc --cc {cc}: nothing retransmitted", cout)
+            if cc.startswith("none"):
+                # Nothing else slows the client: the port must have paused it.
+                expect(s.get("tx_pause", 0) > 0 and c.get("rx_pause", 0) > 0,
+                       "pfc --cc none: pause frames sent and received", cout + sout)
+        elif cc == "none":
             expect(s.get("switch_dropped", 0) > 0, "--cc none: the switch drops", sout)
             expect(c.get("retransmits", 0) > 0, "--cc none: the client retransmits", cout)
         else:
