@@ -148,16 +148,20 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() {
     t = retired_;
     for (auto& [n, qp] : qps_) add(t, qp->counters());
   }
-  return {{"tx_fpdus", t.tx_fpdus},
-          {"rx_fpdus", t.rx_fpdus},
-          {"tx_bytes", t.tx_bytes},
-          {"rx_bytes", t.rx_bytes},
-          {"rx_direct_bytes", t.rx_direct_bytes},
-          {"sendmsg_calls", t.sendmsg_calls},
-          {"crc_errors", t.crc_errors},
-          {"terminates_sent", t.terminates_sent},
-          {"terminates_received", t.terminates_received},
-          {"faults_injected", t.faults_injected}};
+  std::vector<std::pair<std::string, std::uint64_t>> out = {
+      {"tx_fpdus", t.tx_fpdus},
+      {"rx_fpdus", t.rx_fpdus},
+      {"tx_bytes", t.tx_bytes},
+      {"rx_bytes", t.rx_bytes},
+      {"rx_direct_bytes", t.rx_direct_bytes},
+      {"sendmsg_calls", t.sendmsg_calls},
+      {"crc_errors", t.crc_errors},
+      {"terminates_sent", t.terminates_sent},
+      {"terminates_received", t.terminates_received},
+      {"faults_injected", t.faults_injected}};
+  if (!cfg_.user_tcp) return out;
+  for (auto& c : cfg_.user_tcp->counters()) out.push_back(std::move(c));
+  return out;
 }
 
 // ---- connection management

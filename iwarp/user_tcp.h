@@ -10,6 +10,9 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "iwarp/byte_stream.h"
 
@@ -49,6 +52,8 @@ class UserTcp {
   virtual void close(int handle) = 0;
   // The stack's address (host order).
   virtual std::uint32_t address() const = 0;
+  // Named counters of its frames and of the bad input it met, for the device's hw_counters.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> counters() = 0;
 };
 
 }  // namespace softrdma::iwarp

@@ -19,6 +19,7 @@
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
+#include "lwtcp/segment_check.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
 
@@ -94,11 +95,23 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     port_->recv_frames(
         [this](const std::uint8_t* f, std::uint32_t len) {
           trace(f, len, false);
-          if (len > 0xFFFF) return;  // longer than a pbuf chain can say
+          ++counts_.rx_frames;
+          const SegmentKind k = classify(f, len);
+          if (k == SegmentKind::kTcpRst) ++counts_.rx_rst;
+          if (k == SegmentKind::kMalformed || len > 0xFFFF) {
+            ++counts_.rx_malformed;  // lwIP would drop it too: counted here
+            return;
+          }
           pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
-          if (!p) return;  // out of pbufs: lost, TCP sends it again
+          if (!p) {
+            ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
+            return;
+          }
           pbuf_take(p, f, static_cast<u16_t>(len));
-          if (netif_.input(p, &netif_) != ERR_OK) pbuf_free(p);
+          if (netif_.input(p, &netif_) != ERR_OK) {
+            ++counts_.rx_dropped;
+            pbuf_free(p);
+          }
         },
         kFramesPerPoll);
     sys_check_timeouts();
@@ -218,6 +231,16 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   std::uint32_t address() const override { return cfg_.address; }
 
+  std::vector<std::pair<std::string, std::uint64_t>> counters() override {
+    std::lock_guard lock(mu);
+    return {{"tcp_rx_frames", counts_.rx_frames},
+            {"tcp_tx_frames", counts_.tx_frames},
+            {"tcp_rx_rst", counts_.rx_rst},
+            {"tcp_tx_rst", counts_.tx_rst},
+            {"tcp_rx_malformed", counts_.rx_malformed},
+            {"tcp_rx_dropped", counts_.rx_dropped}};
+  }
+
  private:
   static void drain(const Conn& c) {
     std::uint64_t v;
@@ -331,6 +354,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       frame = self->tx_.data();
     }
     self->trace(frame, p->tot_len, true);
+    ++self->counts_.tx_frames;
+    // lwIP's answer to a segment of no connection (or to one it gave up): a reset.
+    if (classify(frame, p->tot_len) == SegmentKind::kTcpRst) ++self->counts_.tx_rst;
     return self->port_->send_frame(frame, p->tot_len) ? ERR_OK : ERR_IF;
   }
 
@@ -346,8 +372,16 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
                       std::string_view(comment.data(), clen));
   }
 
+  // Under mu: frames in and out, resets received and sent, frames dropped before lwIP
+  // (malformed) or by it (no memory, refused by its input).
+  struct Counts {
+    std::uint64_t rx_frames = 0, tx_frames = 0, rx_rst = 0, tx_rst = 0, rx_malformed = 0,
+                  rx_dropped = 0;
+  };
+
   std::unique_ptr<netdev::FramePort> port_;
   StackConfig cfg_;
+  Counts counts_;
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   std::array<std::uint8_t, 9216 + 64> tx_{};

@@ -138,6 +138,44 @@ def case_trace():
             os.remove(pcap)
 
 
+def stats(output):
+    """The counters of the `softrdma: stats softiwarp0 tcp:` line of `output`."""
+    for line in output.splitlines():
+        if line.startswith("softrdma: stats softiwarp0 tcp:"):
+            return {k: int(v) for k, v in (f.split("=") for f in line.split(":", 2)[2].split())}
+    return {}
+
+
+def case_bad_input():
+    """Segments for no connection, a RST for none, a corrupted segment: lwIP answers the SYN
+    with a reset and ignores the rest; each is counted, and rping still runs after them."""
+    sender = os.path.join(os.path.dirname(os.path.abspath(__file__)), "send_segment.py")
+
+    def send(*args):
+        subprocess.run(["ip", "netns", "exec", NS["kernel"], sys.executable, sender,
+                        ADDR["kernel"], ADDR["lwip"], *map(str, args)], check=True)
+
+    def run():
+        srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3", "-V"],
+                    ("--stats",))
+        expect(wait_for(lambda: cm_listening(NS["lwip"], srv.pid), 15, interval=0.1, proc=srv),
+               "bad input: server listening", "")
+        send(PORT + 1, "S", 1)  # no listener there: answered with a reset
+        send(PORT + 1, "R", 1)  # a reset of no connection: ignored
+        send(PORT, "S", 0)      # a bad checksum: dropped
+        cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3",
+                               "-V"])
+        crc, cout = finish(cli, 60)
+        src, sout = finish(srv, 60)
+        expect(crc == 0 and src == 0, f"bad input: rping after it (exits {crc}, {src})",
+               cout + sout)
+        c = stats(sout)
+        expect(c.get("tcp_tx_rst", 0) >= 1, f"bad input: a reset sent ({c})", sout)
+        expect(c.get("tcp_rx_rst", 0) >= 1, f"bad input: a reset received ({c})", sout)
+        expect(c.get("tcp_rx_malformed", 0) >= 1, f"bad input: a malformed segment ({c})", sout)
+    with_hosts(run)
+
+
 if os.geteuid() != 0:
     skip("needs root for network namespaces and packet sockets")
 for tool in ("rping", "ib_send_bw"):
