@@ -13,7 +13,7 @@ DEB_PKGS := cmake g++ make pkg-config libgtest-dev libboost-dev libpcap-dev libi
             libibverbs-dev librdmacm-dev tshark python3-scapy wireshark-dev clang libclang-rt-14-dev \
             ibverbs-utils perftest qperf rdmacm-utils libdpdk-dev libxdp-dev libbpf-dev iproute2 clang-format \
             ucx-utils libfabric-bin openmpi-bin libopenmpi-dev mpich libmpich-dev fio iperf3 \
-            python3-matplotlib dpkg-dev file python3-yaml nlohmann-json3-dev libmicrohttpd-dev \
+            python3-matplotlib dpkg-dev file python3-yaml nlohmann-json3-dev libmicrohttpd-dev liblwip-dev \
             prometheus
 
 .PHONY: setup configure build test demo install deb fuzz fuzz-build soak asan bench format clean

@@ -55,7 +55,7 @@ int softrdma::cm::bind_locked(CmId* c, const sockaddr* addr) {
   const socklen_t len = addr_len(addr);
   if (!len) return EAFNOSUPPORT;
   if (c->registry_fd >= 0 || c->tcp_fd >= 0) return EINVAL;
-  if (!registry::is_local(addr)) return EADDRNOTAVAIL;
+  if (!registry::is_local(addr) && !iw_user_tcp_source(addr, nullptr)) return EADDRNOTAVAIL;
   int rc = c->transport->bind(c, addr);
   if (rc) return rc;
   c->wildcard = registry::is_wildcard(addr);
@@ -214,7 +214,10 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
     // A unicast destination must be routable from here (this host's addresses always are).
     sockaddr_storage routed{};
-    const int route_err = is_multicast(dst_addr) ? EHOSTUNREACH : route_to(dst_addr, routed);
+    // softiwarp0 on a userspace TCP reaches every peer on its link, from its own address.
+    const int route_err = is_multicast(dst_addr)                 ? EHOSTUNREACH
+                          : iw_user_tcp_source(nullptr, &routed) ? 0
+                                                                 : route_to(dst_addr, routed);
     const int status = is_multicast(dst_addr) ? 0 : -route_err;
     if (c->registry_fd < 0 && c->tcp_fd < 0) {
       sockaddr_storage src{};

@@ -39,15 +39,61 @@ void unwatch(int fd) {
   epoll_ctl(agent_epoll(), EPOLL_CTL_DEL, fd, nullptr);
 }
 
+// softiwarp0's userspace TCP, whose sockets replace the kernel's (docs/iwarp.md), or null.
+iwarp::UserTcp* user_tcp() {
+  return agent_iwarp() ? agent_iwarp()->user_tcp() : nullptr;
+}
+
+// `a` as IPv4: an AF_INET address, or an IPv4-mapped (or the wildcard) AF_INET6 one, as
+// programs that resolve with AF_INET6 hand them in. False for any other.
+bool as_v4(const sockaddr* a, sockaddr_in& out) {
+  out = {};
+  out.sin_family = AF_INET;
+  if (a->sa_family == AF_INET) {
+    out = *reinterpret_cast<const sockaddr_in*>(a);
+    return true;
+  }
+  if (a->sa_family != AF_INET6) return false;
+  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a);
+  out.sin_port = in6->sin6_port;
+  if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) return true;
+  if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return false;
+  std::memcpy(&out.sin_addr.s_addr, &in6->sin6_addr.s6_addr[12], 4);
+  return true;
+}
+
+void close_socket(int fd) {
+  if (iwarp::UserTcp* u = user_tcp()) {
+    u->close(fd);
+  } else {
+    close(fd);
+  }
+}
+
+// The local and peer addresses of a connected socket into the id's route.
+void fill_names(CmId* c, int fd) {
+  if (iwarp::UserTcp* u = user_tcp()) {
+    u->names(fd, c->id.route.addr.src_storage, c->id.route.addr.dst_storage);
+    return;
+  }
+  socklen_t len = sizeof c->id.route.addr.src_storage;
+  getsockname(fd, &c->id.route.addr.src_addr, &len);
+  len = sizeof c->id.route.addr.dst_storage;
+  getpeername(fd, &c->id.route.addr.dst_addr, &len);
+}
+
 void close_tcp(CmId* id) {
   if (id->tcp_fd < 0) return;
   unwatch(id->tcp_fd);
-  close(id->tcp_fd);
+  close_socket(id->tcp_fd);
   id->tcp_fd = -1;
   id->tcp_connecting = false;
 }
 
 int new_socket(int family) {
+  if (iwarp::UserTcp* u = user_tcp()) {
+    return family == AF_INET || family == AF_INET6 ? u->socket() : -EAFNOSUPPORT;
+  }
   int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   int one = 1;
@@ -140,18 +186,15 @@ void on_accepted(CmId* listener, int fd) {
         post_task([listener, fd, r] {
           if (r.error || !is_tracked(listener) || listener->destroyed ||
               listener->state != State::kListen) {
-            close(fd);  // a broken or late request: nobody to offer it to
+            close_socket(fd);  // a broken or late request: nobody to offer it to
             return;
           }
           CmId* c = new_child(listener);
           if (!c) {
-            close(fd);
+            close_socket(fd);
             return;
           }
-          socklen_t len = sizeof c->id.route.addr.src_storage;
-          getsockname(fd, &c->id.route.addr.src_addr, &len);
-          len = sizeof c->id.route.addr.dst_storage;
-          getpeername(fd, &c->id.route.addr.dst_addr, &len);
+          fill_names(c, fd);
           c->tcp_fd = fd;
           // RFC 6581 requests carry the initiator's IRD and ORD: our IRD must cover its ORD and
           // our ORD must stay within its IRD. A revision 1 request (or a revision 2 one without
@@ -185,7 +228,7 @@ bool retry_refused(CmId* id) {
   if (id->iw_refused_since == Clock::time_point{}) id->iw_refused_since = now;
   if (now - id->iw_refused_since > std::chrono::milliseconds(250)) return false;
   const bool local = registry::is_local(dst);
-  if (!local) return false;
+  if (!local || user_tcp()) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
   close_tcp(id);
@@ -212,10 +255,41 @@ bool iwarp_mode() {
   return agent_iwarp() != nullptr;
 }
 
+bool iw_user_tcp_source(const sockaddr* addr, sockaddr_storage* source) {
+  if (!agent_context()) return false;  // started here when rdma_bind_addr comes first
+  iwarp::UserTcp* u = iwarp_mode() ? user_tcp() : nullptr;
+  if (!u) return false;
+  const std::uint32_t ours = u->address();
+  if (source) {
+    *source = {};
+    auto* in = reinterpret_cast<sockaddr_in*>(source);
+    in->sin_family = AF_INET;
+    in->sin_addr.s_addr = htonl(ours);
+  }
+  if (!addr) return true;
+  sockaddr_in v4;
+  if (!as_v4(addr, v4)) return false;
+  const std::uint32_t a = ntohl(v4.sin_addr.s_addr);
+  return a == 0 || a == ours;
+}
+
 int iw_bind(CmId* id, const sockaddr* addr) {
   if (id->tcp_fd >= 0) return EINVAL;
   int fd = new_socket(addr->sa_family);
   if (fd < 0) return -fd;
+  if (iwarp::UserTcp* u = user_tcp()) {
+    sockaddr_in v4;
+    const int rc =
+        as_v4(addr, v4) ? u->bind(fd, reinterpret_cast<const sockaddr*>(&v4)) : EADDRNOTAVAIL;
+    if (rc) {
+      u->close(fd);
+      return rc;
+    }
+    id->tcp_fd = fd;
+    sockaddr_storage peer{};
+    u->names(fd, id->id.route.addr.src_storage, peer);
+    return 0;
+  }
   if (bind(fd, addr, addr_len(addr)) != 0) {
     const int e = errno == EADDRNOTAVAIL ? EADDRNOTAVAIL : errno;
     close(fd);
@@ -228,6 +302,11 @@ int iw_bind(CmId* id, const sockaddr* addr) {
 }
 
 int iw_listen(CmId* id, int backlog) {
+  if (iwarp::UserTcp* u = user_tcp()) {
+    if (const int rc = u->listen(id->tcp_fd, backlog > 0 ? backlog : SOMAXCONN)) return rc;
+    watch(id->tcp_fd, EPOLLIN);
+    return 0;
+  }
   if (listen(id->tcp_fd, backlog > 0 ? backlog : SOMAXCONN) != 0) return errno;
   watch(id->tcp_fd, EPOLLIN);
   return 0;
@@ -239,6 +318,15 @@ int iw_connect(CmId* id, const rdma_conn_param* param) {
   const std::size_t plen = param && pd ? param->private_data_len : 0;
   id->mpa_private.assign(pd, pd + plen);
   const sockaddr* dst = &id->id.route.addr.dst_addr;
+  if (iwarp::UserTcp* u = user_tcp()) {  // the handle turns readable when the outcome is known
+    sockaddr_in v4;
+    if (!as_v4(dst, v4)) return EAFNOSUPPORT;
+    if (const int rc = u->connect(id->tcp_fd, reinterpret_cast<const sockaddr*>(&v4))) return rc;
+    id->state = State::kReqSent;
+    id->tcp_connecting = true;
+    watch(id->tcp_fd, EPOLLIN);
+    return 0;
+  }
   int rc = connect(id->tcp_fd, dst, addr_len(dst));
   id->state = State::kReqSent;
   if (rc == 0) {
@@ -318,6 +406,11 @@ bool iw_handle_fd(int fd, std::uint32_t events) {
     }
   }
   if (!id) return false;
+  iwarp::UserTcp* u = user_tcp();
+  if (id->state == State::kListen && u) {
+    for (int c; (c = u->accept(fd)) >= 0;) on_accepted(id, c);
+    return true;
+  }
   if (id->state == State::kListen) {
     for (;;) {
       int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
@@ -331,7 +424,12 @@ bool iw_handle_fd(int fd, std::uint32_t events) {
   if (id->tcp_connecting) {
     int err = 0;
     socklen_t len = sizeof err;
-    getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    if (u) {
+      err = u->error(fd);
+      if (err == EINPROGRESS) return true;
+    } else {
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
     if (err == 0) {
       start_mpa(id);
       return true;

@@ -11,6 +11,10 @@
 namespace softrdma::cm {
 
 bool iwarp_mode();  // the agent runs on softiwarp0
+// With a userspace TCP under softiwarp0 (it owns an address the kernel does not): true when
+// `addr` is its address or the wildcard (null: whether there is one), and the address it
+// connects from in `source` (when given). False without one: the kernel's rules apply.
+bool iw_user_tcp_source(const sockaddr* addr, sockaddr_storage* source);
 int iw_bind(CmId* id, const sockaddr* addr);
 int iw_listen(CmId* id, int backlog);
 int iw_connect(CmId* id, const rdma_conn_param* param);

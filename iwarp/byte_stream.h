@@ -50,6 +50,12 @@ class ByteStream {
   virtual bool endpoints(TcpEndpoint& local, TcpEndpoint& remote) const = 0;
   // The maximum segment size the stream sends (1460 when it cannot tell).
   virtual std::uint32_t mss() const = 0;
+  // True for a stream whose wait_fd() is an eventfd it signals (a userspace TCP): the progress
+  // loop waits for EPOLLIN alone (an eventfd is always writable) and, woken, tries both ways.
+  virtual bool readiness_signalled() const { return false; }
+  // True when the segments under the stream are traced as they are (a userspace TCP writes its
+  // frames): the QP then synthesizes no stream trace of its own.
+  virtual bool traced_below() const { return false; }
 
   // send() of one buffer.
   StreamIo send_buffer(const void* data, std::size_t len) {

@@ -17,6 +17,7 @@ namespace softrdma::iwarp {
 namespace {
 
 constexpr std::uint64_t kKickTag = 0;
+constexpr std::uint64_t kUserTcpTag = 1;  // below the first QP number
 constexpr std::uint32_t kRequestEvents = EPOLLIN | EPOLLRDHUP;
 
 }  // namespace
@@ -30,6 +31,7 @@ Device::Device(DeviceConfig cfg) : cfg_(std::move(cfg)) {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
   kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   watch(kick_fd_, kKickTag, 0, EPOLLIN);
+  if (cfg_.user_tcp) watch(cfg_.user_tcp->wait_fd(), kUserTcpTag, 0, EPOLLIN);
   thread_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "softrdma-iwarp");  // as top -H and perf show it
     progress_loop();
@@ -146,23 +148,32 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() {
     t = retired_;
     for (auto& [n, qp] : qps_) add(t, qp->counters());
   }
-  return {{"tx_fpdus", t.tx_fpdus},
-          {"rx_fpdus", t.rx_fpdus},
-          {"tx_bytes", t.tx_bytes},
-          {"rx_bytes", t.rx_bytes},
-          {"rx_direct_bytes", t.rx_direct_bytes},
-          {"sendmsg_calls", t.sendmsg_calls},
-          {"crc_errors", t.crc_errors},
-          {"terminates_sent", t.terminates_sent},
-          {"terminates_received", t.terminates_received},
-          {"faults_injected", t.faults_injected}};
+  std::vector<std::pair<std::string, std::uint64_t>> out = {
+      {"tx_fpdus", t.tx_fpdus},
+      {"rx_fpdus", t.rx_fpdus},
+      {"tx_bytes", t.tx_bytes},
+      {"rx_bytes", t.rx_bytes},
+      {"rx_direct_bytes", t.rx_direct_bytes},
+      {"sendmsg_calls", t.sendmsg_calls},
+      {"crc_errors", t.crc_errors},
+      {"terminates_sent", t.terminates_sent},
+      {"terminates_received", t.terminates_received},
+      {"faults_injected", t.faults_injected}};
+  if (!cfg_.user_tcp) return out;
+  for (auto& c : cfg_.user_tcp->counters()) out.push_back(std::move(c));
+  return out;
 }
 
 // ---- connection management
 
+int Device::open_stream(int fd, std::unique_ptr<ByteStream>& out) {
+  if (cfg_.user_tcp && (out = cfg_.user_tcp->stream(fd))) return 0;
+  return open_kernel_tcp_stream(fd, out);
+}
+
 int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) {
   std::unique_ptr<ByteStream> stream;
-  if (const int rc = open_kernel_tcp_stream(fd, stream)) return rc;
+  if (const int rc = open_stream(fd, stream)) return rc;
   std::lock_guard lock(progress_mu_);
   Qp::AppLock qlock(*qp);
   const int rc = qp->start_active(stream, local, std::move(cb));
@@ -172,7 +183,7 @@ int Device::connect(Qp* qp, int fd, const MpaParams& local, ConnectCallback cb) 
 
 int Device::read_request(int fd, std::chrono::milliseconds timeout, RequestCallback cb) {
   std::unique_ptr<ByteStream> stream;
-  if (const int rc = open_kernel_tcp_stream(fd, stream)) return rc;
+  if (const int rc = open_stream(fd, stream)) return rc;
   std::lock_guard lock(progress_mu_);
   const std::uint64_t tag = next_tag_++;
   PendingRequest& p = pending_[tag];
@@ -318,9 +329,11 @@ int Device::next_timeout_ms() {
     const auto d = qp->deadline();
     if (d && (!next || *d < *next)) next = *d;
   }
-  if (!next) return -1;
+  const int tcp_ms = cfg_.user_tcp ? cfg_.user_tcp->next_timeout_ms() : -1;
+  if (!next) return tcp_ms;
   const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*next - Clock::now()).count();
-  return static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000));
+  const int own = static_cast<int>(std::clamp<std::int64_t>(ms, 0, 60000));
+  return tcp_ms < 0 ? own : std::min(own, tcp_ms);
 }
 
 void Device::run_timers() {
@@ -350,6 +363,7 @@ void Device::service_qp(Qp* qp, bool readable, bool writable) {
     return;
   }
   std::lock_guard qlock(qp->mu_);
+  if (qp->stream_ && qp->stream_->readiness_signalled()) readable = writable = true;
   if (writable) qp->on_writable();
   if (readable) qp->on_readable();
   qp->sync_epoll();
@@ -371,10 +385,13 @@ void Device::progress_loop() {
     const int n =
         epoll_wait(epoll_fd_, evs.data(), static_cast<int>(evs.size()), next_timeout_ms());
     std::vector<std::function<void()>> cbs;
+    // The userspace TCP first: its frames and timers signal the streams that the QPs then read.
+    if (cfg_.user_tcp) cfg_.user_tcp->poll();
     {
       std::lock_guard lock(progress_mu_);
       for (int i = 0; i < n; ++i) {
         const std::uint64_t tag = evs[i].data.u64;
+        if (tag == kUserTcpTag) continue;  // polled above
         if (tag == kKickTag) {
           std::uint64_t v;
           [[maybe_unused]] const ssize_t r = ::read(kick_fd_, &v, sizeof v);

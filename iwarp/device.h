@@ -11,7 +11,9 @@
 //  - passive: read_request(fd, timeout, cb) reads the MPA request; then accept(qp, fd, params,
 //             cb) sends the reply (cb(0) once established, after the RTR when there is one) or
 //             reject(fd, private_data) sends a reply with the Reject bit.
-//  - connect/read_request wrap the socket in a kernel TCP stream (nonblocking, TCP_NODELAY).
+//  - connect/read_request wrap the socket in a kernel TCP stream (nonblocking, TCP_NODELAY), or,
+//    with a userspace TCP configured (DeviceConfig::user_tcp), take its connection when `fd` is
+//    one of its handles; the progress thread then also drives that stack (frames, timers).
 //    After connect/accept the QP owns the socket (closes it when destroyed). disconnect() is
 //    graceful (FIN once queued work is on the wire), abort() closes with SO_LINGER 0 (RST).
 //  - Each QP's event handler reports established / disconnected / fatal (TERMINATE sent or
@@ -40,6 +42,7 @@
 #include "core/types.h"
 #include "iwarp/params.h"
 #include "iwarp/qp.h"
+#include "iwarp/user_tcp.h"
 #include "wire/mpa.h"
 
 namespace softrdma::pcap {
@@ -55,6 +58,7 @@ struct DeviceConfig {
   std::array<std::uint8_t, 6> mac{0x02, 0x00, 0x00, 0x00, 0x00, 0x01};  // GID[0] comes from it
   TxOptions tx;
   std::shared_ptr<pcap::PcapngWriter> trace;  // null: no tracing
+  std::shared_ptr<UserTcp> user_tcp;          // null: kernel TCP only
 };
 
 class Device : public core::Objects {
@@ -112,6 +116,8 @@ class Device : public core::Objects {
   bool ah_reachable(const core::AhAttr&) const override { return false; }  // iWARP has no AHs
   void object_event(core::AsyncEventType type, Cq* cq, Srq* srq) override;
   void progress_loop();
+  // The stream of `fd`: the userspace TCP's connection, else a kernel socket's.
+  int open_stream(int fd, std::unique_ptr<ByteStream>& out);
   // Callbacks of the device and of every QP, to run once progress_mu_ is released.
   std::vector<std::function<void()>> collect_callbacks();
   void service_qp(Qp* qp, bool readable, bool writable);

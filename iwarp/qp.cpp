@@ -86,7 +86,7 @@ void Qp::sync_epoll() {
   std::uint32_t want = 0;
   if (phase_ != Phase::kIdle && phase_ != Phase::kDead) want = EPOLLIN | EPOLLRDHUP;
   if (phase_ == Phase::kDead && !peer_fin_) want = EPOLLIN | EPOLLRDHUP;  // notice the close
-  if (wants_writable()) want |= EPOLLOUT;
+  if (wants_writable()) want |= stream_->readiness_signalled() ? EPOLLIN : EPOLLOUT;
   if (want == epoll_events_) return;
   dev_.watch(stream_->wait_fd(), qpn_, epoll_events_, want);
   epoll_events_ = want;

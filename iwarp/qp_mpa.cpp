@@ -42,7 +42,7 @@ int Qp::send_mpa(ByteStream& s, const wire::MpaFrame& f, bool active, wire::Byte
   if (!n) return EINVAL;
   const wire::Bytes frame(buf.data(), *n);
   if (const int rc = send_all(s, frame)) return rc;
-  if (dev_.cfg_.trace) {
+  if (dev_.cfg_.trace && !s.traced_below()) {
     TcpEndpoint a, b;
     if (s.endpoints(a, b)) {
       trace_ = std::make_unique<StreamTrace>(dev_.cfg_.trace, dev_.trace_iface_, dev_.name(), a, b,

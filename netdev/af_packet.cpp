@@ -60,6 +60,46 @@ std::vector<sock_filter> filter4(std::uint32_t ip) {
   };
 }
 
+// A classic BPF instruction whose jumps name their targets by index; assemble() turns them into
+// offsets.
+struct Insn {
+  std::uint16_t code;
+  std::uint32_t k;
+  std::uint8_t jt, jf;  // absolute targets (0: the next instruction)
+};
+
+std::vector<sock_filter> assemble(const std::vector<Insn>& prog) {
+  std::vector<sock_filter> f;
+  for (std::size_t i = 0; i < prog.size(); ++i) {
+    const Insn& in = prog[i];
+    auto off = [i](std::uint8_t target) {
+      return static_cast<std::uint8_t>(target == 0 ? 0 : target - i - 1);
+    };
+    f.push_back(sock_filter{in.code, off(in.jt), off(in.jf), in.k});
+  }
+  return f;
+}
+
+// The IPv4 filter of the TCP steering (a userspace TCP above us, on an address the kernel does
+// not hold): TCP to `ip` (fragments too: the stack reassembles), or ARP whose target protocol
+// address is `ip`. Ends with accept, reject.
+std::vector<sock_filter> filter4_tcp(std::uint32_t ip) {
+  enum : std::uint8_t { kArp = 7, kAccept = 9, kReject = 10 };
+  return assemble({
+      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                        // 0: ethertype
+      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_ARP, kArp, 0},             // 1
+      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IP, 0, kReject},           // 2
+      {BPF_LD | BPF_W | BPF_ABS, 30, 0, 0},                        // 3: IPv4 destination
+      {BPF_JMP | BPF_JEQ | BPF_K, ip, 0, kReject},                 // 4
+      {BPF_LD | BPF_B | BPF_ABS, 23, 0, 0},                        // 5: protocol
+      {BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, kAccept, kReject},  // 6
+      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                        // 7: ARP target IP
+      {BPF_JMP | BPF_JEQ | BPF_K, ip, kAccept, kReject},           // 8
+      {BPF_RET | BPF_K, 0x40000, 0, 0},                            // 9: accept
+      {BPF_RET | BPF_K, 0, 0, 0},                                  // 10: reject
+  });
+}
+
 // The IPv6 part: UDP to `ip`:4791 or ICMPv6 (neighbour discovery) to `ip`, or ICMPv6 to its
 // solicited-node group. No extension headers. Ends with accept, reject.
 std::vector<sock_filter> filter6(const IpAddr& ip) {
@@ -67,12 +107,6 @@ std::vector<sock_filter> filter6(const IpAddr& ip) {
   for (std::size_t i = 0; i < 4; ++i) w[i] = wire::load32(ip.bytes.data() + 4 * i);
   constexpr std::uint8_t kIcmp6 = 58;
   enum : std::uint8_t { kSolicited = 15, kAccept = 24, kReject = 25 };
-  // Jumps name their targets by index; each becomes an offset below.
-  struct Insn {
-    std::uint16_t code;
-    std::uint32_t k;
-    std::uint8_t jt, jf;  // absolute targets (0: the next instruction)
-  };
   const std::vector<Insn> prog = {
       {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                        // 0: ethertype
       {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, kReject},         // 1
@@ -101,21 +135,17 @@ std::vector<sock_filter> filter6(const IpAddr& ip) {
       {BPF_RET | BPF_K, 0x40000, 0, 0},                                         // 24: accept
       {BPF_RET | BPF_K, 0, 0, 0},                                               // 25: reject
   };
-  std::vector<sock_filter> f;
-  for (std::size_t i = 0; i < prog.size(); ++i) {
-    const Insn& in = prog[i];
-    auto off = [i](std::uint8_t target) {
-      return static_cast<std::uint8_t>(target == 0 ? 0 : target - i - 1);
-    };
-    f.push_back(sock_filter{in.code, off(in.jt), off(in.jf), in.k});
-  }
-  return f;
+  return assemble(prog);
 }
 
 // The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
 // untagged when we have none) that filter4 or filter6 takes.
-std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uint16_t> vlan_tci) {
-  const std::vector<sock_filter> f = local.is_v4() ? filter4(local.v4_host()) : filter6(local);
+std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uint16_t> vlan_tci,
+                                     AfPacketNetdev::Steering steer) {
+  const std::vector<sock_filter> f = steer == AfPacketNetdev::Steering::kTcp
+                                         ? filter4_tcp(local.v4_host())
+                                     : local.is_v4() ? filter4(local.v4_host())
+                                                     : filter6(local);
   // Before it, the VLAN test; a failed one jumps to the final reject.
   constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
   constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
@@ -142,9 +172,17 @@ bool AfPacketNetdev::interface_ipv4(const std::string& ifname, IpAddr& out, std:
 
 std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, IpAddr local,
                                                      std::string& error, FaultConfig faults,
-                                                     std::optional<std::uint16_t> vlan_tci) {
+                                                     std::optional<std::uint16_t> vlan_tci,
+                                                     Steering steer) {
   std::unique_ptr<AfPacketNetdev> d(new AfPacketNetdev());
   const std::string where = "af_packet:" + ifname;
+  if (steer == Steering::kTcp && (!local.is_v4() || !interface_with(local).empty())) {
+    // The kernel would answer our segments with resets: a userspace TCP needs an address of
+    // its own (and IPv6 is not done yet).
+    error =
+        where + ": a userspace TCP needs an IPv4 address no interface holds, not " + local.str();
+    return nullptr;
+  }
   auto fail = [&](const std::string& what) {
     const int e = errno;
     error = where + ": " + what + std::strerror(e);
@@ -159,7 +197,7 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   d->fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (d->fd_ < 0) return fail("socket: ");
   const int fd = d->fd_;
-  std::vector<sock_filter> filter = make_filter(local, vlan_tci);
+  std::vector<sock_filter> filter = make_filter(local, vlan_tci, steer);
   sock_fprog prog{static_cast<unsigned short>(filter.size()), filter.data()};
   if (setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0) {
     return fail("SO_ATTACH_FILTER: ");
@@ -195,7 +233,7 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   nc.answer_arp = interface_with(local).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
   d->vlan_checked_below_ = true;  // by the filter: the ring's frames have lost their tag
-  if (!d->start(where, local, nc, faults, error)) return nullptr;
+  if (!d->start(where, local, nc, faults, error, steer == Steering::kRoce)) return nullptr;
   return d;
 }
 
@@ -277,6 +315,43 @@ void AfPacketNetdev::release_frame(tpacket2_hdr* h) {
       bump(counters_.rx_dropped, st.tp_drops);  // the ring was full (reading resets the count)
     }
   }
+}
+
+std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
+  std::size_t n = 0;
+  while (n < max) {
+    auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + std::size_t{frame_} * kFrameSize);
+    if ((__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) == 0) break;
+    std::uint8_t* frame = reinterpret_cast<std::uint8_t*>(h) + h->tp_mac;
+    bool ok = h->tp_snaplen == h->tp_len;
+    if (ok && vnet_ && h->tp_mac >= kVnetHdrLen) {
+      const std::uint8_t* vh = frame - kVnetHdrLen;
+      if (vh[0] & 1) {  // VIRTIO_NET_HDR_F_NEEDS_CSUM: the kernel left the checksum partial
+        ok = complete_checksum(frame, h->tp_snaplen, static_cast<std::uint16_t>(vh[6] | vh[7] << 8),
+                               static_cast<std::uint16_t>(vh[8] | vh[9] << 8));
+      }
+    }
+    if (ok) {
+      bump(counters_.rx_packets);
+      bump(counters_.rx_bytes, h->tp_snaplen);
+      sink(frame, h->tp_snaplen);
+      ++n;
+    } else {
+      bump(counters_.rx_malformed);  // truncated by the ring, or bad offload offsets
+    }
+    release_frame(h);
+  }
+  return n;
+}
+
+bool AfPacketNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
+  if (put_frame(frame, len)) {
+    bump(counters_.tx_packets);
+    bump(counters_.tx_bytes, len);
+    return true;
+  }
+  bump(counters_.tx_errors);
+  return false;
 }
 
 std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {

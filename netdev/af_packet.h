@@ -8,6 +8,10 @@
 // we send ourselves; the answer (or a request for our address) fills the cache (NeighbourTable).
 // We answer ARP requests for our address only when the address is configured on no interface;
 // when it is (the usual case) the kernel answers them.
+//
+// Steering kTcp opens the same link for a userspace TCP (lwtcp/) instead: the filter takes TCP
+// and ARP for `local`, an IPv4 address no interface holds (so the kernel neither answers nor
+// resets our connections), and the frames go whole through FramePort.
 #pragma once
 
 #include <linux/if_packet.h>
@@ -17,12 +21,14 @@
 #include <optional>
 #include <string>
 
+#include "netdev/frame_port.h"
 #include "netdev/raw_eth.h"
 
 namespace softrdma::netdev {
 
-class AfPacketNetdev : public RawEthNetdev {
+class AfPacketNetdev : public RawEthNetdev, public FramePort {
  public:
+  enum class Steering : std::uint8_t { kRoce, kTcp };
   // The first IPv4 address configured on `ifname` (getifaddrs); false with `error` set when the
   // interface does not exist or has none.
   static bool interface_ipv4(const std::string& ifname, IpAddr& out, std::string& error);
@@ -33,7 +39,8 @@ class AfPacketNetdev : public RawEthNetdev {
   // permitted (needs CAP_NET_RAW)". Also holds local:4791 in the kernel's UDP stack.
   static std::unique_ptr<AfPacketNetdev> open(const std::string& ifname, IpAddr local,
                                               std::string& error, FaultConfig faults = {},
-                                              std::optional<std::uint16_t> vlan_tci = {});
+                                              std::optional<std::uint16_t> vlan_tci = {},
+                                              Steering steer = Steering::kRoce);
   ~AfPacketNetdev() override;
   AfPacketNetdev(const AfPacketNetdev&) = delete;
   AfPacketNetdev& operator=(const AfPacketNetdev&) = delete;
@@ -46,6 +53,13 @@ class AfPacketNetdev : public RawEthNetdev {
   int wait_fd() const override { return fd_; }
 
   const std::string& ifname() const { return link_.ifname; }
+
+  // FramePort (Steering::kTcp).
+  int frame_fd() const override { return fd_; }
+  std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  bool send_frame(const std::uint8_t* frame, std::size_t len) override;
+  wire::MacAddr frame_mac() const override { return link_.mac; }
+  std::uint32_t frame_mtu() const override { return link_.mtu; }
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;

@@ -129,7 +129,7 @@ bool read_link(const std::string& where, const std::string& ifname, RawLink& lin
 
 bool RawEthNetdev::start(const std::string& where, const IpAddr& local,
                          NeighbourTable::Config neighbours, const FaultConfig& faults,
-                         std::string& error) {
+                         std::string& error, bool hold_roce_port) {
   addrs_[0] = local;
   local4_ = local.is_v4() ? local.v4_host() : 0;
   hdr_len_ = wire::kEthernetLen + (link_.vlan_tci ? wire::kVlanTagLen : 0) +
@@ -148,6 +148,7 @@ bool RawEthNetdev::start(const std::string& where, const IpAddr& local,
       [this](const std::uint8_t* f, std::size_t len, bool data) { put_queued(f, len, data); },
       counters_.tx_dropped);
   if (faults.any()) faults_ = std::make_unique<FaultInjector>(faults, counters_);
+  if (!hold_roce_port) return true;
 
   udp_fd_ =
       socket(local.is_v4() ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);

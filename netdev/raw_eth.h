@@ -78,9 +78,10 @@ class RawEthNetdev : public Netdev {
   // link fields and binds a UDP socket to local:4791 that reads nothing, so that the kernel
   // neither answers our datagrams with ICMP port unreachable nor gives the port to another
   // process. False with `error` set when the port is taken (an address not configured here is
-  // no error: the socket then stays unbound).
+  // no error: the socket then stays unbound). Without `hold_roce_port` (a link for a userspace
+  // TCP, which carries no RoCE) there is no such socket.
   bool start(const std::string& where, const IpAddr& local, NeighbourTable::Config neighbours,
-             const FaultConfig& faults, std::string& error);
+             const FaultConfig& faults, std::string& error, bool hold_roce_port = true);
   // Sends the frames, counting tx_packets and tx_bytes (tx_dropped, tx_errors for those lost).
   virtual void put_frames(std::span<const TxFrame> frames) = 0;
   // Counts the first `sent` frames as sent and the rest as dropped (a full queue or ring).

@@ -13,6 +13,8 @@
 #include <mutex>
 
 #include "iwarp/mpa_spec.h"
+#include "lwtcp/lwip_stack.h"
+#include "netdev/af_packet.h"
 #include "netdev/backlog_marker.h"
 #include "netdev/faults.h"
 #include "netdev/forwarding.h"
@@ -418,6 +420,31 @@ void Engine::print_stats() {
   }
 }
 
+// softiwarp0's userspace TCP: over af_packet on an IPv4 address no interface holds (the kernel
+// owns the others, and would reset our connections), else none (kernel TCP, as before).
+std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
+    const std::shared_ptr<pcap::PcapngWriter>& trace) {
+  constexpr std::string_view kPrefix = "af_packet:";
+  if (cfg_.netdev.rfind(kPrefix, 0) != 0 || !address_.is_v4() ||
+      !netdev::interface_with(address_).empty()) {
+    return nullptr;
+  }
+  std::string iface, addr, error;
+  if (!netdev::split_iface_spec(cfg_.netdev, iface, addr)) return nullptr;  // checked at start
+  auto port = netdev::AfPacketNetdev::open(iface, address_, error, {}, cfg_.vlan,
+                                           netdev::AfPacketNetdev::Steering::kTcp);
+  std::shared_ptr<iwarp::UserTcp> tcp;
+  if (port) {
+    lwtcp::StackConfig sc;
+    sc.address = address_.v4_host();
+    sc.trace_name = kIwarpDeviceName;
+    sc.trace = trace;
+    tcp = lwtcp::open_stack(std::move(port), sc, error);
+  }
+  if (!tcp) std::fprintf(stderr, "softrdma: %s: iWARP stays on kernel TCP\n", error.c_str());
+  return tcp;
+}
+
 iwarp::Device& Engine::iwarp_device() {
   std::call_once(iwarp_once_, [this] {
     iwarp::DeviceConfig c;
@@ -429,6 +456,7 @@ iwarp::Device& Engine::iwarp_device() {
     if (auto* t = dynamic_cast<netdev::TracingNetdev*>(&device_->netdev())) {
       c.trace = t->shared_writer();
     }
+    c.user_tcp = open_user_tcp(c.trace);
     iwarp_ = std::make_unique<iwarp::Device>(std::move(c));
     iwarp_ready_.store(iwarp_.get(), std::memory_order_release);
   });

@@ -66,6 +66,8 @@ class Engine {
   rxe::Device& device() { return *device_; }
   // The iWARP device (softiwarp0), created on first use; it traces to the same file.
   iwarp::Device& iwarp_device();
+  // The userspace TCP softiwarp0 runs on (over af_packet, see docs/iwarp.md), or null.
+  std::shared_ptr<iwarp::UserTcp> open_user_tcp(const std::shared_ptr<pcap::PcapngWriter>& trace);
   // The iWARP device if something started it, else nullptr (never starts it).
   iwarp::Device* iwarp_if_started() const { return iwarp_ready_.load(std::memory_order_acquire); }
   const Config& config() const { return cfg_; }

@@ -74,6 +74,10 @@ class Cm final : public IwarpCm {
     if (Engine* e = Engine::get()) iwarp::parse_mpa_spec(e->config().mpa, p, error);  // checked
     return p;                                                                         // at start
   }
+  iwarp::UserTcp* user_tcp() override {
+    Engine* e = Engine::get();
+    return e ? e->iwarp_device().config().user_tcp.get() : nullptr;
+  }
   int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) override {
     if (!iw_qp(qp)) return EINVAL;
     IwQpHooks& h = hooks_of(qp);

@@ -12,6 +12,7 @@
 #include <span>
 
 #include "iwarp/params.h"
+#include "iwarp/user_tcp.h"
 
 namespace softrdma::verbs {
 
@@ -36,6 +37,8 @@ class IwarpCm {
   virtual int set_event_handler(ibv_qp* qp, iwarp::QpEventCallback fn) = 0;
   // The MPA settings the user configured (SOFTRDMA_MPA, `softrdma run --mpa`).
   virtual iwarp::MpaParams configured_params() = 0;
+  // The userspace TCP softiwarp0 runs on (its sockets replace the kernel's), or null.
+  virtual iwarp::UserTcp* user_tcp() = 0;
 };
 
 }  // namespace softrdma::verbs

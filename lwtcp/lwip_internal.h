@@ -1,0 +1,52 @@
+// The parts of lwtcp's stack that its stream (lwip_stream.cpp) shares with it (lwip_stack.cpp):
+// one connection's state, and the lock over all of lwIP. Every lwIP call is made with mu held.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "iwarp/user_tcp.h"
+
+struct tcp_pcb;
+struct pbuf;
+
+namespace softrdma::lwtcp {
+
+class Stack;
+
+// One socket: a listener, or a connection (connecting, established or closed by the peer).
+struct Conn {
+  Stack* stack = nullptr;
+  int fd = -1;             // the eventfd handle
+  tcp_pcb* pcb = nullptr;  // null once lwIP has freed it (after an error) or we closed it
+  bool listener = false;
+  bool connecting = false;
+  bool peer_fin = false;
+  bool send_blocked = false;  // the last send found no room: tcp_sent signals
+  int error = 0;              // the connection failed (errno value)
+  pbuf* rx = nullptr;         // received, not yet read (a chain)
+  std::deque<int> ready;      // a listener's accepted connections, not yet taken
+  iwarp::TcpEndpoint local, remote;
+};
+
+// The lwIP stack as the stream sees it.
+class Stack {
+ public:
+  std::mutex mu;
+  // The connection of `handle`, or null (mu held).
+  Conn* find(int handle);
+  // Makes the handle readable (mu held).
+  static void signal(const Conn& c);
+  // Ends the connection: FIN (close) or RST (abort), frees what it holds, closes the handle
+  // (mu held).
+  void end(int handle, bool reset);
+
+ protected:
+  std::unordered_map<int, std::unique_ptr<Conn>> conns_;
+};
+
+std::unique_ptr<iwarp::ByteStream> make_stream(Stack& stack, int handle);
+
+}  // namespace softrdma::lwtcp

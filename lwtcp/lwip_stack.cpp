@@ -1,0 +1,434 @@
+// lwIP under softiwarp0: one netif over a FramePort, the raw TCP API behind iwarp::UserTcp's
+// sockets, and the callbacks that turn lwIP's events into signalled handles.
+#include "lwtcp/lwip_stack.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+#include "lwip/etharp.h"
+#include "lwip/init.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/tcp.h"
+#include "lwip/timeouts.h"
+#include "lwtcp/lwip_internal.h"
+#include "lwtcp/segment_check.h"
+#include "netif/ethernet.h"
+#include "pcap/pcapng_writer.h"
+
+namespace softrdma::lwtcp {
+namespace {
+
+std::atomic<bool> g_running{false};  // lwIP's state is global: one stack per process
+constexpr std::size_t kFramesPerPoll = 256;
+
+// lwIP's error as the errno a socket would report.
+int errno_of(err_t e) {
+  switch (e) {
+    case ERR_RST:
+      return ECONNRESET;
+    case ERR_ABRT:
+      return ECONNABORTED;
+    case ERR_TIMEOUT:
+      return ETIMEDOUT;
+    case ERR_MEM:
+    case ERR_BUF:
+      return ENOMEM;
+    case ERR_USE:
+      return EADDRINUSE;
+    case ERR_RTE:
+      return EHOSTUNREACH;
+    case ERR_VAL:
+      return EINVAL;
+    default:
+      return EIO;
+  }
+}
+
+iwarp::TcpEndpoint endpoint(const ip_addr_t& a, u16_t port) {
+  return {ntohl(ip_2_ip4(&a)->addr), port};
+}
+
+class LwipStack final : public Stack, public iwarp::UserTcp {
+ public:
+  LwipStack(std::unique_ptr<netdev::FramePort> port, const StackConfig& cfg)
+      : port_(std::move(port)), cfg_(cfg) {
+    std::lock_guard lock(mu);
+    lwip_init();
+    ip4_addr_t ip, mask, gw;
+    ip.addr = htonl(cfg_.address);
+    mask.addr = 0;  // every peer on the link: ARP for each, no gateway
+    gw.addr = 0;
+    netif_add(&netif_, &ip, &mask, &gw, this, &LwipStack::netif_init, ethernet_input);
+    netif_set_default(&netif_);
+    netif_set_up(&netif_);
+    netif_set_link_up(&netif_);
+    if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.trace_name + " tcp", 1, 0);
+  }
+
+  ~LwipStack() override {
+    std::lock_guard lock(mu);
+    while (!conns_.empty()) end(conns_.begin()->first, true);
+    netif_remove(&netif_);
+    g_running = false;
+  }
+
+  // ---- the progress loop
+  int wait_fd() const override { return port_->frame_fd(); }
+
+  int next_timeout_ms() override {
+    std::lock_guard lock(mu);
+    const u32_t ms = sys_timeouts_sleeptime();
+    return ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE ? -1
+                                                 : static_cast<int>(std::min<u32_t>(ms, 60000));
+  }
+
+  void poll() override {
+    std::lock_guard lock(mu);
+    port_->recv_frames(
+        [this](const std::uint8_t* f, std::uint32_t len) {
+          trace(f, len, false);
+          ++counts_.rx_frames;
+          const SegmentKind k = classify(f, len);
+          if (k == SegmentKind::kTcpRst) ++counts_.rx_rst;
+          if (k == SegmentKind::kMalformed || len > 0xFFFF) {
+            ++counts_.rx_malformed;  // lwIP would drop it too: counted here
+            return;
+          }
+          pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
+          if (!p) {
+            ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
+            return;
+          }
+          pbuf_take(p, f, static_cast<u16_t>(len));
+          if (netif_.input(p, &netif_) != ERR_OK) {
+            ++counts_.rx_dropped;
+            pbuf_free(p);
+          }
+        },
+        kFramesPerPoll);
+    sys_check_timeouts();
+  }
+
+  std::unique_ptr<iwarp::ByteStream> stream(int handle) override {
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c || c->listener) return nullptr;
+    return make_stream(*this, handle);
+  }
+
+  // ---- sockets
+  int socket() override {
+    std::lock_guard lock(mu);
+    tcp_pcb* pcb = tcp_new_ip_type(IPADDR_TYPE_V4);
+    if (!pcb) return -ENOMEM;
+    // As the CM's kernel sockets: a listener on a port whose connections live on (perftest
+    // listens again on its port after the first one).
+    ip_set_option(pcb, SOF_REUSEADDR);
+    Conn* c = add(pcb);
+    if (!c) return -EMFILE;
+    return c->fd;
+  }
+
+  int bind(int handle, const sockaddr* addr) override {
+    if (addr->sa_family != AF_INET) return EAFNOSUPPORT;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+    const std::uint32_t a = ntohl(in->sin_addr.s_addr);
+    if (a != 0 && a != cfg_.address) return EADDRNOTAVAIL;
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c || !c->pcb) return EBADF;
+    ip_addr_t ip = IPADDR4_INIT(htonl(a));
+    if (const err_t e = tcp_bind(c->pcb, &ip, ntohs(in->sin_port)); e != ERR_OK) {
+      return errno_of(e);
+    }
+    c->local = {a ? a : cfg_.address, c->pcb->local_port};
+    return 0;
+  }
+
+  int listen(int handle, int backlog) override {
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c || !c->pcb) return EBADF;
+    err_t e = ERR_OK;
+    tcp_pcb* l =
+        tcp_listen_with_backlog_and_err(c->pcb, static_cast<u8_t>(std::clamp(backlog, 1, 255)), &e);
+    if (!l) return errno_of(e);
+    c->pcb = l;  // the old pcb is freed by lwIP
+    c->listener = true;
+    tcp_arg(l, c);
+    tcp_accept(l, &LwipStack::on_accept);
+    return 0;
+  }
+
+  int connect(int handle, const sockaddr* dst) override {
+    if (dst->sa_family != AF_INET) return EAFNOSUPPORT;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(dst);
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c || !c->pcb) return EBADF;
+    ip_addr_t ip = IPADDR4_INIT(in->sin_addr.s_addr);
+    hook(c);
+    c->connecting = true;
+    const err_t e = tcp_connect(c->pcb, &ip, ntohs(in->sin_port), &LwipStack::on_connected);
+    if (e != ERR_OK) {
+      c->connecting = false;
+      return errno_of(e);
+    }
+    c->local = {cfg_.address, c->pcb->local_port};
+    c->remote = {ntohl(in->sin_addr.s_addr), ntohs(in->sin_port)};
+    return 0;
+  }
+
+  int accept(int handle) override {
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c || !c->listener) return -EINVAL;
+    drain(*c);
+    if (c->ready.empty()) return -EAGAIN;
+    const int h = c->ready.front();
+    c->ready.pop_front();
+    if (!c->ready.empty()) signal(*c);
+    return h;
+  }
+
+  int error(int handle) override {
+    std::lock_guard lock(mu);
+    Conn* c = find(handle);
+    if (!c) return EBADF;
+    drain(*c);
+    if (c->error) return c->error;
+    return c->connecting ? EINPROGRESS : 0;
+  }
+
+  bool names(int handle, sockaddr_storage& local, sockaddr_storage& peer) override {
+    std::lock_guard lock(mu);
+    const Conn* c = find(handle);
+    if (!c) return false;
+    auto fill = [](sockaddr_storage& ss, const iwarp::TcpEndpoint& e) {
+      ss = {};
+      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
+      in->sin_family = AF_INET;
+      in->sin_addr.s_addr = htonl(e.addr);
+      in->sin_port = htons(e.port);
+    };
+    fill(local, c->local);
+    fill(peer, c->remote);
+    return true;
+  }
+
+  void close(int handle) override {
+    std::lock_guard lock(mu);
+    end(handle, false);
+  }
+
+  std::uint32_t address() const override { return cfg_.address; }
+
+  std::vector<std::pair<std::string, std::uint64_t>> counters() override {
+    std::lock_guard lock(mu);
+    return {{"tcp_rx_frames", counts_.rx_frames},
+            {"tcp_tx_frames", counts_.tx_frames},
+            {"tcp_rx_rst", counts_.rx_rst},
+            {"tcp_tx_rst", counts_.tx_rst},
+            {"tcp_rx_malformed", counts_.rx_malformed},
+            {"tcp_rx_dropped", counts_.rx_dropped}};
+  }
+
+ private:
+  static void drain(const Conn& c) {
+    std::uint64_t v;
+    [[maybe_unused]] const ssize_t r = ::read(c.fd, &v, sizeof v);
+  }
+
+  Conn* add(tcp_pcb* pcb) {
+    const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fd < 0) return nullptr;
+    auto c = std::make_unique<Conn>();
+    c->stack = this;
+    c->fd = fd;
+    c->pcb = pcb;
+    Conn* raw = c.get();
+    conns_[fd] = std::move(c);
+    return raw;
+  }
+
+  static void hook(Conn* c) {
+    tcp_arg(c->pcb, c);
+    tcp_recv(c->pcb, &LwipStack::on_recv);
+    tcp_sent(c->pcb, &LwipStack::on_sent);
+    tcp_err(c->pcb, &LwipStack::on_err);
+    tcp_nagle_disable(c->pcb);  // as TCP_NODELAY on the kernel's sockets
+  }
+
+  // ---- lwIP's callbacks (inside poll() or a call above: mu held)
+  static err_t on_accept(void* arg, tcp_pcb* pcb, err_t err) {
+    auto* l = static_cast<Conn*>(arg);
+    if (err != ERR_OK || !pcb || !l) return ERR_VAL;
+    auto* self = static_cast<LwipStack*>(l->stack);
+    Conn* c = self->add(pcb);
+    if (!c) {
+      tcp_abort(pcb);
+      return ERR_ABRT;
+    }
+    hook(c);
+    c->local = endpoint(pcb->local_ip, pcb->local_port);
+    c->remote = endpoint(pcb->remote_ip, pcb->remote_port);
+    l->ready.push_back(c->fd);
+    signal(*l);
+    return ERR_OK;
+  }
+
+  static err_t on_connected(void* arg, tcp_pcb*, err_t) {
+    auto* c = static_cast<Conn*>(arg);
+    if (c) {
+      c->connecting = false;
+      signal(*c);
+    }
+    return ERR_OK;
+  }
+
+  static err_t on_recv(void* arg, tcp_pcb* pcb, pbuf* p, err_t) {
+    auto* c = static_cast<Conn*>(arg);
+    if (!c) {  // closed on our side: nobody reads
+      if (p) {
+        tcp_recved(pcb, p->tot_len);
+        pbuf_free(p);
+      }
+      return ERR_OK;
+    }
+    if (!p) {
+      c->peer_fin = true;
+    } else if (c->rx) {
+      pbuf_cat(c->rx, p);
+    } else {
+      c->rx = p;
+    }
+    signal(*c);
+    return ERR_OK;
+  }
+
+  static err_t on_sent(void* arg, tcp_pcb*, u16_t) {
+    auto* c = static_cast<Conn*>(arg);
+    if (c && c->send_blocked) signal(*c);
+    return ERR_OK;
+  }
+
+  static void on_err(void* arg, err_t err) {  // lwIP has freed the pcb
+    auto* c = static_cast<Conn*>(arg);
+    if (!c) return;
+    c->pcb = nullptr;
+    c->error = c->connecting && err == ERR_RST ? ECONNREFUSED : errno_of(err);
+    if (c->connecting && err == ERR_ABRT) c->error = ETIMEDOUT;  // SYN retries ran out
+    c->connecting = false;
+    signal(*c);
+  }
+
+  // ---- the netif
+  static err_t netif_init(netif* n) {
+    auto* self = static_cast<LwipStack*>(n->state);
+    const wire::MacAddr mac = self->port_->frame_mac();
+    n->hwaddr_len = ETH_HWADDR_LEN;
+    std::memcpy(n->hwaddr, mac.data(), ETH_HWADDR_LEN);
+    n->mtu = static_cast<u16_t>(self->port_->frame_mtu());
+    n->flags = NETIF_FLAG_BROADCAST | NETIF_FLAG_ETHARP | NETIF_FLAG_ETHERNET;
+    n->name[0] = 'i';
+    n->name[1] = 'w';
+    n->output = etharp_output;
+    n->linkoutput = &LwipStack::link_output;
+    return ERR_OK;
+  }
+
+  static err_t link_output(netif* n, pbuf* p) {
+    auto* self = static_cast<LwipStack*>(n->state);
+    const std::uint8_t* frame = static_cast<const std::uint8_t*>(p->payload);
+    if (p->next) {  // a chain: one frame of it
+      if (p->tot_len > self->tx_.size()) return ERR_BUF;
+      pbuf_copy_partial(p, self->tx_.data(), p->tot_len, 0);
+      frame = self->tx_.data();
+    }
+    self->trace(frame, p->tot_len, true);
+    ++self->counts_.tx_frames;
+    // lwIP's answer to a segment of no connection (or to one it gave up): a reset.
+    if (classify(frame, p->tot_len) == SegmentKind::kTcpRst) ++self->counts_.tx_rst;
+    return self->port_->send_frame(frame, p->tot_len) ? ERR_OK : ERR_IF;
+  }
+
+  void trace(const std::uint8_t* f, std::uint32_t len, bool tx) {
+    if (!cfg_.trace) return;
+    pcap::Annotation a;
+    a.tx = tx;
+    a.dev = cfg_.trace_name;
+    std::array<char, 128> comment{};
+    const std::size_t clen = pcap::format_annotation(a, comment.data(), comment.size());
+    cfg_.trace->write(trace_iface_, pcap::PcapngWriter::now_ns(), wire::Bytes(f, len), len,
+                      tx ? pcap::kEpbOutbound : pcap::kEpbInbound,
+                      std::string_view(comment.data(), clen));
+  }
+
+  // Under mu: frames in and out, resets received and sent, frames dropped before lwIP
+  // (malformed) or by it (no memory, refused by its input).
+  struct Counts {
+    std::uint64_t rx_frames = 0, tx_frames = 0, rx_rst = 0, tx_rst = 0, rx_malformed = 0,
+                  rx_dropped = 0;
+  };
+
+  std::unique_ptr<netdev::FramePort> port_;
+  StackConfig cfg_;
+  Counts counts_;
+  netif netif_{};
+  std::uint32_t trace_iface_ = 0;
+  std::array<std::uint8_t, 9216 + 64> tx_{};
+};
+
+}  // namespace
+
+Conn* Stack::find(int handle) {
+  auto it = conns_.find(handle);
+  return it == conns_.end() ? nullptr : it->second.get();
+}
+
+void Stack::signal(const Conn& c) {
+  const std::uint64_t one = 1;
+  [[maybe_unused]] const ssize_t n = ::write(c.fd, &one, sizeof one);
+}
+
+void Stack::end(int handle, bool reset) {
+  auto it = conns_.find(handle);
+  if (it == conns_.end()) return;
+  Conn& c = *it->second;
+  if (c.pcb) {
+    tcp_arg(c.pcb, nullptr);
+    if (!c.listener) {
+      tcp_recv(c.pcb, nullptr);
+      tcp_sent(c.pcb, nullptr);
+      tcp_err(c.pcb, nullptr);
+    }
+    if (reset && !c.listener) {
+      tcp_abort(c.pcb);
+    } else if (tcp_close(c.pcb) != ERR_OK) {
+      tcp_abort(c.pcb);  // out of memory for the FIN
+    }
+  }
+  if (c.rx) pbuf_free(c.rx);
+  for (const int h : c.ready) end(h, true);  // accepted, never taken
+  ::close(c.fd);
+  conns_.erase(handle);
+}
+
+std::shared_ptr<iwarp::UserTcp> open_stack(std::unique_ptr<netdev::FramePort> port,
+                                           const StackConfig& cfg, std::string& error) {
+  if (g_running.exchange(true)) {
+    error = "lwIP already runs in this process (one softiwarp0 a process)";
+    return nullptr;
+  }
+  return std::make_shared<LwipStack>(std::move(port), cfg);
+}
+
+}  // namespace softrdma::lwtcp

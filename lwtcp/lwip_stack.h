@@ -1,0 +1,30 @@
+// softiwarp0's userspace TCP: lwIP (Debian's liblwip 2.1, its raw API, no thread of its own)
+// on a raw backend's frames (netdev::FramePort), as an iwarp::UserTcp. lwIP does ARP and TCP
+// itself on one netif with the backend's MAC and MTU and our IPv4 address, every peer on the
+// link; the device's progress thread feeds it frames and runs its timers (poll()).
+// lwIP keeps its state in globals: one stack per process (one softiwarp0).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "iwarp/user_tcp.h"
+#include "netdev/frame_port.h"
+
+namespace softrdma::pcap {
+class PcapngWriter;
+}
+
+namespace softrdma::lwtcp {
+
+struct StackConfig {
+  std::uint32_t address = 0;                  // IPv4, host order
+  std::string trace_name = "softiwarp0";      // the trace's interface name
+  std::shared_ptr<pcap::PcapngWriter> trace;  // null: frames not traced
+};
+
+// The stack over `port`; nullptr with `error` set when one already runs in this process.
+std::shared_ptr<iwarp::UserTcp> open_stack(std::unique_ptr<netdev::FramePort> port,
+                                           const StackConfig& cfg, std::string& error);
+
+}  // namespace softrdma::lwtcp

@@ -1,0 +1,112 @@
+// The byte stream over one lwIP TCP connection: send copies into lwIP's send buffer as far as
+// tcp_sndbuf allows (its flow control), recv copies out of the received pbufs and opens the
+// window (tcp_recved); readiness is the connection's eventfd, signalled by lwIP's callbacks.
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+
+#include "lwip/pbuf.h"
+#include "lwip/tcp.h"
+#include "lwtcp/lwip_internal.h"
+
+namespace softrdma::lwtcp {
+namespace {
+
+class LwipStream final : public iwarp::ByteStream {
+ public:
+  LwipStream(Stack& stack, int handle) : stack_(stack), fd_(handle) {}
+
+  iwarp::StreamIo send(std::span<const iovec> batch) override {
+    std::lock_guard lock(stack_.mu);
+    Conn* c = stack_.find(fd_);
+    if (!c) return {0, EBADF};
+    if (c->error) return {0, c->error};
+    if (!c->pcb) return {0, EPIPE};
+    std::size_t sent = 0;
+    for (const iovec& v : batch) {
+      std::size_t off = 0;
+      while (off < v.iov_len) {
+        const std::size_t room = std::min<std::size_t>(tcp_sndbuf(c->pcb), 0xFFFF);
+        if (room == 0 || tcp_sndqueuelen(c->pcb) >= TCP_SND_QUEUELEN) break;
+        const auto n = static_cast<u16_t>(std::min(room, v.iov_len - off));
+        const err_t e = tcp_write(c->pcb, static_cast<const std::uint8_t*>(v.iov_base) + off, n,
+                                  TCP_WRITE_FLAG_COPY);
+        if (e != ERR_OK) break;  // ERR_MEM: the queue is full
+        off += n;
+        sent += n;
+      }
+      if (off < v.iov_len) break;
+    }
+    c->send_blocked = sent == 0;
+    if (sent == 0) return {0, EAGAIN};  // tcp_sent signals the room
+    tcp_output(c->pcb);
+    return {sent, 0};
+  }
+
+  iwarp::StreamIo recv(std::span<std::uint8_t> into) override {
+    std::lock_guard lock(stack_.mu);
+    Conn* c = stack_.find(fd_);
+    if (!c) return {0, EBADF};
+    if (c->rx) {
+      const auto n = static_cast<u16_t>(std::min<std::size_t>({into.size(), c->rx->tot_len}));
+      pbuf_copy_partial(c->rx, into.data(), n, 0);
+      c->rx = pbuf_free_header(c->rx, n);
+      if (c->pcb) tcp_recved(c->pcb, n);
+      return {n, 0};
+    }
+    if (c->peer_fin) return {0, 0};
+    if (c->error) return {0, c->error};
+    // Nothing to read: quiet the handle, unless the peer opened room meanwhile (the wakeup
+    // is shared with the writer).
+    std::uint64_t v;
+    [[maybe_unused]] const ssize_t r = ::read(c->fd, &v, sizeof v);
+    if (c->send_blocked && c->pcb && tcp_sndbuf(c->pcb) > 0) Stack::signal(*c);
+    return {0, EAGAIN};
+  }
+
+  int wait_fd() const override { return fd_; }
+  bool readiness_signalled() const override { return true; }
+  bool traced_below() const override { return true; }
+
+  void shutdown_send() override {
+    std::lock_guard lock(stack_.mu);
+    if (Conn* c = stack_.find(fd_); c && c->pcb) tcp_shutdown(c->pcb, 0, 1);
+  }
+  void abort() override { end(true); }
+  void close() override { end(false); }
+
+  bool endpoints(iwarp::TcpEndpoint& local, iwarp::TcpEndpoint& remote) const override {
+    std::lock_guard lock(stack_.mu);
+    const Conn* c = stack_.find(fd_);
+    if (!c) return false;
+    local = c->local;
+    remote = c->remote;
+    return true;
+  }
+
+  std::uint32_t mss() const override {
+    std::lock_guard lock(stack_.mu);
+    const Conn* c = stack_.find(fd_);
+    return c && c->pcb ? tcp_mss(c->pcb) : 1460;
+  }
+
+ private:
+  void end(bool reset) {
+    std::lock_guard lock(stack_.mu);
+    stack_.end(fd_, reset);
+    fd_ = -1;
+  }
+
+  Stack& stack_;
+  int fd_;
+};
+
+}  // namespace
+
+std::unique_ptr<iwarp::ByteStream> make_stream(Stack& stack, int handle) {
+  return std::make_unique<LwipStream>(stack, handle);
+}
+
+}  // namespace softrdma::lwtcp

@@ -1,0 +1,26 @@
+#include "lwtcp/segment_check.h"
+
+#include "wire/bytes.h"
+#include "wire/net.h"
+
+namespace softrdma::lwtcp {
+
+SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
+  constexpr std::size_t kIp = wire::kEthernetLen;
+  if (len < kIp || wire::load16(frame + 12) != wire::kEthertypeIpv4) return SegmentKind::kOther;
+  const wire::Bytes packet(frame + kIp, len - kIp);
+  const auto ip = wire::parse_ipv4(packet);
+  if (!ip || wire::ipv4_header_checksum(packet.first(ip->ihl_bytes)) != 0) {
+    return SegmentKind::kMalformed;
+  }
+  if (ip->protocol != 6) return SegmentKind::kOther;
+  if (ip->mf || ip->frag_offset != 0) return SegmentKind::kOther;  // lwIP reassembles first
+  const wire::Bytes segment = packet.subspan(ip->ihl_bytes, ip->total_len - ip->ihl_bytes);
+  const auto tcp = wire::parse_tcp(segment);
+  if (!tcp || wire::l4_checksum_ipv4(ip->src, ip->dst, 6, segment) != 0) {
+    return SegmentKind::kMalformed;
+  }
+  return (tcp->flags & wire::kTcpRst) ? SegmentKind::kTcpRst : SegmentKind::kTcp;
+}
+
+}  // namespace softrdma::lwtcp

@@ -1,0 +1,38 @@
+// Whole Ethernet frames to and from a raw backend, for a network stack above it (the userspace
+// TCP under iWARP, lwtcp/): the backend's link (interface, MAC, MTU) without its RoCE framing.
+// Received frames come out with their checksums complete, and a segmentation-offload frame (a
+// veth's TSO/GRO super-segment) whole, as one long TCP segment. Threads: send_frame from any
+// thread; recv_frames from one thread at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "wire/net.h"
+
+namespace softrdma::netdev {
+
+class FramePort {
+ public:
+  using FrameSink = std::function<void(const std::uint8_t* frame, std::uint32_t len)>;
+  virtual ~FramePort() = default;
+  // Readable (EPOLLIN) when frames wait.
+  virtual int frame_fd() const = 0;
+  // Hands up to `max` waiting frames to `sink`, in order (each valid during the call only);
+  // returns how many.
+  virtual std::size_t recv_frames(const FrameSink& sink, std::size_t max) = 0;
+  // Sends one whole frame; false when the OS refused it (counted in tx_errors).
+  virtual bool send_frame(const std::uint8_t* frame, std::size_t len) = 0;
+  virtual wire::MacAddr frame_mac() const = 0;
+  virtual std::uint32_t frame_mtu() const = 0;  // the IP MTU
+};
+
+// Completes the transport checksum of a received frame the kernel left partial (a
+// virtio_net_hdr with NEEDS_CSUM: the field holds the pseudo-header sum; `csum_start` and
+// `csum_offset` from the frame's start), and the IPv4 header checksum of a super-segment.
+// False when the offsets do not fit the frame (then it is malformed).
+bool complete_checksum(std::uint8_t* frame, std::uint32_t len, std::uint16_t csum_start,
+                       std::uint16_t csum_offset);
+
+}  // namespace softrdma::netdev
