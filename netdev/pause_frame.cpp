@@ -5,7 +5,7 @@
 namespace softrdma::netdev {
 
 namespace {
-constexpr std::size_t kBody = 12;  // the MAC-control body follows the BTH
+constexpr std::size_t kBody = wire::kPauseBody;
 }  // namespace
 
 void build_pause(Packet& p, const PauseFrame& f) {
@@ -24,9 +24,8 @@ void build_pause(Packet& p, const PauseFrame& f) {
 }
 
 std::optional<PauseFrame> parse_pause(const Packet& p) {
-  if (p.len != kPauseFrameLen || p.data[0] != kPauseOpcode) return std::nullopt;
+  if (!wire::is_pfc_pause(wire::Bytes(p.data, p.len))) return std::nullopt;
   const std::uint8_t* b = p.data + kBody;
-  if (((b[0] << 8) | b[1]) != kPfcOpcode || b[2] != 0) return std::nullopt;
   PauseFrame f;
   f.enabled = b[3];
   for (std::size_t i = 0; i < 8; ++i) {

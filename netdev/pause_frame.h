@@ -12,13 +12,13 @@
 #include <optional>
 
 #include "netdev/netdev.h"
+#include "wire/pfc_pause.h"
 
 namespace softrdma::netdev {
 
-inline constexpr std::uint8_t kPauseOpcode = 0xC0;  // IBTA: 0xC0-0xFF are manufacturer-specific
-inline constexpr std::uint16_t kPfcOpcode = 0x0101;
-// BTH, opcode, class-enable vector, 8 quanta, ICRC.
-inline constexpr std::uint32_t kPauseFrameLen = 12 + 2 + 2 + 16 + 4;
+using wire::kPauseFrameLen;
+using wire::kPauseOpcode;
+using wire::kPfcOpcode;
 inline constexpr std::uint16_t kMaxQuanta = 0xFFFF;
 
 struct PauseFrame {

@@ -14,6 +14,7 @@
 #include "lint/rules.h"
 #include "pcap/writer.h"
 #include "wire/frame.h"
+#include "wire/pfc_pause.h"
 #include "wire/roce_frame.h"
 
 using namespace softrdma;
@@ -321,4 +322,24 @@ TEST(LintSeverity, XrcEthIsChecked) {
   EXPECT_EQ(rules(l.report), (V{{3, "roce.xrceth"}, {4, "roce.xrceth_reserved"}}));
   EXPECT_EQ(l.report.errors(), 0u);
   EXPECT_EQ(l.report.warnings(), 2u);
+}
+
+// A lossless port's pause frame (opcode 0xC0, the 802.1Qbb body) is softrdma's own and passes;
+// another datagram of that opcode is still an unknown opcode.
+TEST(LintSeverity, PauseFramesOfALosslessPortPass) {
+  wire::RoceHeaders h;
+  h.bth.opcode = wire::op::kRcSendOnly;
+  h.bth.dest_qp = 0x11;
+  std::vector<std::uint8_t> pause = build(true, h, 20);  // BTH + 20 + ICRC: a pause's length
+  std::uint8_t* d = pause.data() + pause.size() - wire::kPauseFrameLen;
+  d[0] = wire::kPauseOpcode;
+  wire::store16(d + wire::kPauseBody, wire::kPfcOpcode);
+  d[wire::kPauseBody + 2] = 0;
+  refresh_icrc(pause);
+  std::vector<std::uint8_t> other = pause;
+  other[other.size() - wire::kPauseFrameLen + wire::kPauseBody] = 0x02;  // MAC-control 0x0201
+  refresh_icrc(other);
+  const Linted l = lint_frames({pause, other}, false);
+  using V = std::vector<std::pair<std::uint64_t, std::string>>;
+  EXPECT_EQ(rules(l.report), (V{{2, "roce.opcode"}}));
 }
