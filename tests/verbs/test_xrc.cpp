@@ -18,8 +18,7 @@
 
 namespace {
 
-using softrdma::verbs::test::open_by_name;
-using softrdma::verbs::test::poll_n;
+using namespace softrdma::verbs::test;
 
 constexpr std::size_t kHalf = 65536;  // the buffer's second half is the target's memory
 constexpr std::uint8_t kGuard = 0xA5;
@@ -192,21 +191,15 @@ struct Xrc : ::testing::Test {
   // from the start of the buffer.
   ibv_send_wr request(ibv_wr_opcode op, std::uint32_t to, ibv_sge& g, std::uint32_t len) {
     g = ibv_sge{reinterpret_cast<std::uint64_t>(buf.data()), len, mr->lkey};
-    ibv_send_wr w{};
-    w.wr_id = 100 + op;
-    w.sg_list = &g;
-    w.num_sge = 1;
-    w.opcode = op;
-    w.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr w = one_sge_wr(op, &g, 100 + op);
     w.qp_type.xrc.remote_srqn = to;
     return w;
   }
   // Posts `w` and returns its completion (status IBV_WC_GENERAL_ERR when none came).
   ibv_wc run(ibv_send_wr& w) {
-    ibv_send_wr* bad = nullptr;
     ibv_wc none{};
     none.status = IBV_WC_GENERAL_ERR;
-    if (ibv_post_send(ini, &w, &bad) != 0) return none;
+    if (post_wr(ini, w) != 0) return none;
     const auto wcs = poll_n(scq, 1);
     return wcs.empty() ? none : wcs[0];
   }
