@@ -198,17 +198,20 @@ def case_fi_msg():
 
 
 def pingpong_past_rxm_race(name, *args):
-    """pingpong(), once more when the only trouble was ofi_rxm's shutdown race: its finalize
-    reading "Work Request Flushed Error" after every row was exchanged (docs/middleware.md:
-    rxm flushes what arrived when its peer's shutdown event comes first; about 1 run in 20
-    beside another busy test). Any other failure, or the race twice, fails the case."""
+    """pingpong(), once more when the only trouble was ofi_rxm's shutdown race in its finalize,
+    after every row was exchanged on both sides: "Work Request Flushed Error", or a side left
+    waiting for the last message until the timeout (docs/middleware.md: rxm flushes what
+    arrived when its peer's shutdown event comes first; about 1 run in 15 at load 9). A row
+    missing, a counter wrong, any other failure, or the race twice fails the case."""
     before = len(failures)
     sout, cout = pingpong(name, *args)
     new = failures[before:]
-    if new and all(("exit" in f) for f in new) and \
-            "Work Request Flushed Error" in sout + cout:
+    flushed = "Work Request Flushed Error" in sout + cout
+    hung = any(f.endswith("exit None") for f in new)
+    if new and all(re.search(r": (server|client) exit ", f) for f in new) and (flushed or hung):
         del failures[before:]
-        print(f"{name}: ofi_rxm's shutdown race (finalize: Work Request Flushed Error): once more")
+        what = "Work Request Flushed Error" if flushed else "a side waited past the timeout"
+        print(f"{name}: ofi_rxm's shutdown race (finalize: {what}): once more")
         pingpong(name, *args)
 
 
