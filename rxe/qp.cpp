@@ -25,7 +25,8 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
       cap_(cap),
       cc_on_(dev.cc().dcqcn),
       pace_line_(dev.cc().dcqcn && dev.cc().pace_line_rate),
-      dcqcn_(dev.cc().rp) {
+      dcqcn_(type == QpType::kUc || type == QpType::kUd ? rp_unreliable(dev.cc().rp)
+                                                        : dev.cc().rp) {
   rq_.init(cap.max_recv_wr, cap.max_recv_sge);
   pkey_.store(dev.pkeys().front(), std::memory_order_relaxed);  // pkey_index 0 until modified
   src_port_ = wire::roce_src_port(qpn);

@@ -5,7 +5,7 @@ usage: congestion.py SOFTRDMA CASE
   bad_options   impossible --cc and --switch specs: exit 2 with a message, the program never runs
   uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with the default --cc dcqcn
                 (backlog marking on) DCQCN paces it, < 0.1% lost
-  ud_unpaced    the same over UD: < 10% lost, and less than with --cc none
+  ud_unpaced    the same over UD: < 5% lost, and less than with --cc none
   switch_q4     ib_write_bw -q 4 into a --switch port: no switch drops with DCQCN, drops and
                 retransmissions with --cc none
   switch_pfc    the same into a lossless port (pfc=): nothing dropped or resent with either
@@ -111,11 +111,12 @@ elif case in ("uc_unpaced", "ud_unpaced"):
     if kind == "UC":
         expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
     else:
-        # UD's losses are datagrams that find no receive WQE (perftest reposts them too slowly):
-        # 0.5-6% with DCQCN on this 2-core machine, about a third with --cc none. The 0.1%
-        # is not met for UD yet (docs/congestion.md).
+        # UD's losses are datagrams that find no receive WQE (perftest reposts them too slowly).
+        # UC/UD QPs take every CNP and the receiver answers its last eighth of WQEs with CNPs
+        # (rxe/cc.h, responder.cpp): 0.1-0.7% lost at load 5 on this 2-core machine (35-40%
+        # before), a third with --cc none. The 0.1% is not always met (docs/congestion.md).
         none, _ = run("none")
-        expect(loss < 0.1 and loss < none, f"{case}: {100 * loss:.3f}% lost (< 10% and < "
+        expect(loss < 0.05 and loss < none, f"{case}: {100 * loss:.3f}% lost (< 5% and < "
                f"{100 * none:.1f}% with --cc none)")
 elif case in ("switch_q4", "switch_pfc"):
     # One process pair, four QPs (16 writes of 64 KiB outstanding each: twice the buffer), into a
