@@ -248,12 +248,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool retry_responses(SendWqe& w);
   // --- congestion control (congestion.cpp)
   // A data packet of this QP arrived CE-marked (or was dropped for want of a receive WQE, as a
-  // full port would drop it, or, UC and UD, took one of the last eighth of its receive queue's
-  // WQEs: receive_wqes_low(pkt)): count it and answer with a CNP to its sender, at most one per
+  // full port would drop it): count it and answer with a CNP to its sender, at most one per
   // cnp_interval.
   void notify_congestion(const wire::RocePacket& pkt, const netdev::Packet& raw,
                          Clock::time_point now);
-  bool receive_wqes_low(const wire::RocePacket& pkt) const;
   void on_cnp(Clock::time_point now);
   // Pacing: may the requester send a packet now? When not, arms the pacing deadline (or keeps
   // the QP active when it is near) and returns false.

@@ -46,21 +46,9 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     if (reliable() && st != QpState::kRtr) rc_response(pkt);
     return;
   }
-  if (ce || (ecn_capable(raw.traffic_class) &&
-             (counters_.dropped_no_recv != no_recv || (!reliable() && receive_wqes_low(pkt))))) {
+  if (ce || (counters_.dropped_no_recv != no_recv && ecn_capable(raw.traffic_class))) {
     notify_congestion(pkt, raw, Clock::now());
   }
-}
-
-bool Qp::receive_wqes_low(const wire::RocePacket& pkt) const {
-  // Only a packet that takes a receive WQE (a SEND, or a WRITE with immediate) tells: an RDMA
-  // WRITE stream into a QP that posts no receives is not falling behind.
-  if (pkt.info->kind != wire::OpKind::kSend && !pkt.info->immediate()) return false;
-  // Below an eighth of the queue: the receiver is falling behind its sender.
-  const Srq* srq = rx_srq();
-  const std::size_t posted = srq ? srq->posted() : rq_.size();
-  const std::size_t max = srq ? srq->max_wr() : rq_.max_wr();
-  return posted * 8 < max;
 }
 
 void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {

@@ -272,27 +272,6 @@ void expect_fair_and_lossless(int n) {
   EXPECT_EQ(r.senders.at("retransmits"), 0u);
 }
 
-// A UC receiver low on receive WQEs answers the packets that take one with a CNP (responder.cpp
-// receive_wqes_low): not RDMA WRITEs, which take none, into a QP that posts no receives.
-TEST(Congestion, UcWritesIntoAnEmptyRqDrawNoCnpASendTakingTheLastWqeDoes) {
-  auto f = std::make_shared<netdev::MemoryFabric>();
-  Node a(f, 1), b(f, 2);
-  Qp* qa = make_qp(a, QpType::kUc);
-  Qp* qb = make_qp(b, QpType::kUc);
-  connect(a, qa, b, qb);
-  Buffer src(a, 65536, kAllAccess, 7), dst(b, 65536, kAllAccess);
-  write_n(a, qa, src, dst, 20, 65536);
-  ASSERT_TRUE(wait_until([&] { return dst.bytes[65535] == 7; }, 10s, 1ms));
-  EXPECT_EQ(counters(b).at("np_cnp_sent"), 0u);
-  // One WQE posted of the queue's default_cap(): the SEND that takes it leaves none.
-  const Sge r = dst.sge(0, 64);
-  ASSERT_EQ(post_recv(qb, 1, std::span(&r, 1)), 0);
-  const Sge ss = src.sge(0, 64);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  EXPECT_EQ(one_wc(b.cq).status, WcStatus::kSuccess);
-  EXPECT_EQ(counters(b).at("np_cnp_sent"), 1u);
-}
-
 // CNPs that arrive together (they waited for one progress pass): a UC or UD QP cuts its rate for
 // each, an RC QP for the first only (the rest come within the rate-reduce period; rxe/cc.h).
 TEST(Congestion, BunchedCnpsEachCutAnUnreliableQpsRateAndOnceAnRcQps) {
