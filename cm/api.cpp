@@ -2,6 +2,7 @@
 // ids and their QPs; what differs by transport is the id's Transport (cm/transport.h). The
 // event channel calls are in cm/api_events.cpp, the multicast ones in cm/api_multicast.cpp.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <optional>
 
 #include "cm/agent.h"
@@ -94,6 +96,8 @@ ibv_mtu active_mtu() {
 }
 
 void destroy_cqs(rdma_cm_id* id) {
+  // An XRC target's receive CQ is its SRQ's: it goes with the SRQ (rdma_destroy_srq).
+  if (id->qp_type == IBV_QPT_XRC_RECV && id->srq) return;
   if (id->recv_cq) ibv_destroy_cq(id->recv_cq);
   if (id->recv_cq_channel) ibv_destroy_comp_channel(id->recv_cq_channel);
   if (id->send_cq && id->send_cq != id->recv_cq) ibv_destroy_cq(id->send_cq);
@@ -121,6 +125,24 @@ int create_cqs(rdma_cm_id* id, std::uint32_t send_size, std::uint32_t recv_size)
 err:
   destroy_cqs(id);
   return -1;
+}
+
+// The XRC domain rdma_cm gives XRC targets and SRQs that name none, as librdmacm does: one per
+// device context, opened (fd -1, O_CREAT) on first use and kept for the process.
+ibv_xrcd* id_xrcd(ibv_context* ctx) {
+  static std::mutex mu;
+  static ibv_context* owner = nullptr;
+  static ibv_xrcd* xrcd = nullptr;
+  std::lock_guard lock(mu);
+  if (owner != ctx || !xrcd) {  // (a forked child's agent has a context of its own)
+    ibv_xrcd_init_attr a{};
+    a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    a.fd = -1;
+    a.oflags = O_CREAT;
+    xrcd = ibv_open_xrcd(ctx, &a);
+    owner = xrcd ? ctx : nullptr;
+  }
+  return xrcd;
 }
 
 }  // namespace
@@ -291,6 +313,12 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
       (id->send_cq && attr->send_cq && id->send_cq != attr->send_cq)) {
     return fail(EINVAL);
   }
+  if (id->qp_type == IBV_QPT_XRC_RECV &&
+      (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || !attr->xrcd)) {
+    attr->xrcd = id_xrcd(id->verbs);
+    if (!attr->xrcd) return -1;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
+  }
   if (create_cqs(id, attr->send_cq || id->send_cq ? 0 : attr->cap.max_send_wr,
                  attr->recv_cq || id->recv_cq ? 0 : attr->cap.max_recv_wr) != 0) {
     return -1;
@@ -325,7 +353,7 @@ int rdma_create_qp_ex(rdma_cm_id* id, ibv_qp_init_attr_ex* attr) {
     destroy_cqs(id);
     return fail(rc);
   }
-  id->pd = qp->pd;
+  if (qp->pd) id->pd = qp->pd;  // (an XRC target has its domain, not a PD)
   id->qp = qp;
   return 0;
 }
@@ -625,29 +653,57 @@ int rdma_get_remote_ece(rdma_cm_id* id, ibv_ece* ece) {
 }
 
 int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
-  if (!id || !attr || id->srq) return fail(EINVAL);
-  if (attr->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE)) return fail(ENOSYS);
-  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC) {
-    return fail(ENOSYS);  // XRC SRQs are not implemented
+  if (!id || !attr || id->srq || !id->verbs) return fail(EINVAL);
+  if (attr->comp_mask & ~(IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_XRCD |
+                          IBV_SRQ_INIT_ATTR_CQ)) {
+    return fail(ENOSYS);
+  }
+  const bool xrc = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type == IBV_SRQT_XRC;
+  if ((attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) && attr->srq_type != IBV_SRQT_BASIC && !xrc) {
+    return fail(ENOSYS);  // tag-matching SRQs are not implemented
   }
   ibv_pd* pd = (attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) && attr->pd ? attr->pd : id->pd;
-  ibv_srq_init_attr a{};
-  a.srq_context = attr->srq_context;
-  a.attr = attr->attr;
-  ibv_srq* srq = ibv_create_srq(pd, &a);
-  if (!srq) return -1;
-  attr->attr = a.attr;
+  if (!xrc) {
+    ibv_srq_init_attr a{};
+    a.srq_context = attr->srq_context;
+    a.attr = attr->attr;
+    ibv_srq* srq = ibv_create_srq(pd, &a);
+    if (!srq) return -1;
+    attr->attr = a.attr;
+    id->srq = srq;
+    return 0;
+  }
+  // XRC, as librdmacm: the id's domain and a receive CQ of the id's unless the caller names
+  // them (an XRC SRQ completes into its own CQ, which rdma_get_recv_comp then polls).
+  attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  attr->pd = pd;
+  if (!attr->xrcd) attr->xrcd = id_xrcd(id->verbs);
+  if (!attr->xrcd) return -1;
+  bool made_cq = false;
+  if (!attr->cq) {
+    if (!id->recv_cq) {
+      if (create_cqs(id, 0, std::max<std::uint32_t>(attr->attr.max_wr, 1)) != 0) return -1;
+      made_cq = true;
+    }
+    attr->cq = id->recv_cq;
+  }
+  ibv_srq* srq = ibv_create_srq_ex(id->verbs, attr);
+  if (!srq) {
+    if (made_cq) destroy_cqs(id);
+    return -1;
+  }
+  if (!id->pd) id->pd = pd;
   id->srq = srq;
   return 0;
 }
 
 int rdma_create_srq(rdma_cm_id* id, ibv_pd* pd, ibv_srq_init_attr* attr) {
-  if (!attr) return fail(EINVAL);
+  if (!id || !attr) return fail(EINVAL);
   ibv_srq_init_attr_ex ax{};
   ax.srq_context = attr->srq_context;
   ax.attr = attr->attr;
   ax.comp_mask = IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_TYPE;
-  ax.srq_type = IBV_SRQT_BASIC;
+  ax.srq_type = id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
   ax.pd = pd;
   int rc = rdma_create_srq_ex(id, &ax);
   attr->attr = ax.attr;
@@ -658,6 +714,8 @@ void rdma_destroy_srq(rdma_cm_id* id) {
   if (!id || !id->srq) return;
   ibv_destroy_srq(id->srq);
   id->srq = nullptr;
+  // An XRC target's CQs outlived its QP for the SRQ's sake (destroy_cqs): they go now.
+  if (id->qp_type == IBV_QPT_XRC_RECV && !id->qp) destroy_cqs(id);
 }
 
 int rdma_create_ep(rdma_cm_id** id, rdma_addrinfo* res, ibv_pd* pd,

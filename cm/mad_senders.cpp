@@ -78,7 +78,12 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.responder_resources = id->responder_resources;
   m.initiator_depth = id->initiator_depth;
   m.remote_cm_response_timeout = kRespTimeoutCode;
-  m.transport_service_type = id->id.qp_type == IBV_QPT_UC ? 1 : 0;
+  // RC 0, UC 1; XRC is 3 with extended transport type 1 (IBTA 12.6.5, annex A14).
+  if (id->id.qp_type == IBV_QPT_UC) m.transport_service_type = 1;
+  if (id->id.qp_type == IBV_QPT_XRC_SEND) {
+    m.transport_service_type = 3;
+    m.extended_transport_type = 1;
+  }
   m.starting_psn = id->local_psn;
   m.local_cm_response_timeout = kRespTimeoutCode;
   m.retry_count = id->retry_count & 7;

@@ -10,8 +10,12 @@
 namespace softrdma::cm {
 
 int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
-  const bool ud = id->id.qp_type == IBV_QPT_UD;
-  const bool rc = id->id.qp_type == IBV_QPT_RC;
+  const ibv_qp_type type = id->id.qp_type;
+  const bool ud = type == IBV_QPT_UD;
+  // Which sides of RC the QP has: an XRC initiator only the requester's, an XRC target only
+  // the responder's (as the kernel's IB CM drives them).
+  const bool requester = type == IBV_QPT_RC || type == IBV_QPT_XRC_SEND;
+  const bool responder = type == IBV_QPT_RC || type == IBV_QPT_XRC_RECV;
   switch (attr->qp_state) {
     case IBV_QPS_INIT: {
       // The id's partition (a REQ's, or ours): its entry in the table, or none (EINVAL).
@@ -53,7 +57,7 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
       attr->dest_qp_num = id->remote_qpn;
       attr->rq_psn = id->remote_psn;
       *mask |= IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
-      if (rc) {
+      if (responder) {
         attr->max_dest_rd_atomic = id->responder_resources;
         attr->min_rnr_timer = 0;
         *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
@@ -62,12 +66,15 @@ int init_qp_attr(CmId* id, ibv_qp_attr* attr, int* mask) {
     case IBV_QPS_RTS:
       *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
       attr->sq_psn = ud ? 0 : id->local_psn;
-      if (rc) {
+      if (requester || responder) {
         attr->timeout = id->ack_timeout;
+        *mask |= IBV_QP_TIMEOUT;
+      }
+      if (requester) {
         attr->retry_cnt = id->retry_count & 7;
         attr->rnr_retry = id->rnr_retry_count & 7;
         attr->max_rd_atomic = id->initiator_depth;
-        *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+        *mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
       }
       return 0;
     default:

@@ -111,6 +111,38 @@ def case_rdma_server_client():
          ["rdma_xclient", "-s", "127.0.0.1", "-p", p], patterns=[r": end 0"], port=p)
 
 
+def case_rdma_xserver_xrc():
+    """rdma_xserver/rdma_xclient -c x: XRC through rdma_cm. The REQ offers XRC (transport
+    service type 3, extended type 1), the server's XRC target QP and XRC SRQ take the client's
+    XRC SEND (opcode 164), whose SRQ number came in the REP's private data."""
+    if not tshark:
+        skip("no tshark")
+    with tempfile.TemporaryDirectory() as d:
+        pcaps = [os.path.join(d, "s.pcapng"), os.path.join(d, "c.pcapng")]
+        p = str(port())
+        srv = start(["rdma_xserver", "-c", "x", "-p", p], run_opts=["--pcap", pcaps[0]])
+        expect(wait_bound(p), "rdma_xserver -c x: server up")
+        cli = start(["rdma_xclient", "-c", "x", "-s", "127.0.0.1", "-p", p],
+                    run_opts=["--pcap", pcaps[1]])
+        crc, cout = finish(cli)
+        src, sout = finish(srv)
+        expect(crc == 0 and src == 0 and ": end 0" in cout and ": end 0" in sout,
+               "rdma_xserver/rdma_xclient -c x", cout + sout)
+        for f in pcaps:
+            r = subprocess.run([tshark, "-r", f, "-T", "fields", "-e", "infiniband.bth.opcode",
+                                "-e", "infiniband.cm.req.transpsvctype",
+                                "-e", "infiniband.cm.req.ext_transport"],
+                               capture_output=True, text=True, timeout=60)
+            rows = [line.split("\t") for line in r.stdout.splitlines()]
+            name = os.path.basename(f)
+            req = {(int(row[1], 0), int(row[2], 0)) for row in rows if len(row) > 2 and row[1]}
+            expect(req == {(3, 1)}, f"rdma_xserver {name}: the REQ offers XRC: {req}", r.stdout)
+            sends = [row for row in rows if row[0] and int(row[0], 0) == 164]
+            expect(len(sends) == 1, f"rdma_xserver {name}: one XRC SEND Only", r.stdout)
+            lint = subprocess.run([softrdma, "lint", f], capture_output=True, text=True)
+            expect(lint.returncode == 0, f"rdma_xserver {name}: lint", lint.stdout)
+
+
 def case_mckey():
     grp = f"239.{random.randint(1, 254)}.{random.randint(1, 254)}.7"
     # Multicast is unreliable: what the sender sends before the receiver has joined is lost and
