@@ -392,6 +392,19 @@ def case_namespaces():
         p = rping_across("namespaces")
         # The same two hosts on a partition of their own (index 0 is 0x8001 on both).
         rping_across("namespaces, partition 0x8001", ["--pkeys", "0x8001,0xffff"])
+        # XRC through rdma_cm between the two hosts.
+        px = str(port())
+        srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
+                                f"udp:{addr_a}", "--", "rdma_xserver", "-c", "x", "-p", px],
+                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        expect(wait_for(lambda: in_netns(a, "rdma_cm_listening", px), 15, interval=0.1,
+                        proc=srv), "namespaces, XRC: server up")
+        cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
+                              f"udp:{addr_b}", "--", "rdma_xclient", "-c", "x", "-s", addr_a,
+                              "-p", px], capture_output=True, text=True, timeout=60)
+        src, sout = finish(srv, 30)
+        expect(cli.returncode == 0 and ": end 0" in cli.stdout and ": end 0" in sout,
+               "namespaces: rdma_xclient -c x to rdma_xserver -c x", cli.stdout + sout)
         t0 = time.monotonic()
         r = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
                             f"udp:{addr_b}", "--", "rping", "-c", "-a", "10.96.0.3", "-p", p,
