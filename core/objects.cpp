@@ -136,17 +136,35 @@ Srq* Objects::make_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::ui
     set(err, ENOMEM);
     return nullptr;
   }
+  // An XRC SRQ takes a number whose slot in the table is free (the numbers still grow).
+  const std::uint32_t srqn = xrcd ? xrc_srqs_.free_number(next_srqn_) : next_srqn_;
+  if (srqn == 0) {
+    set(err, ENOMEM);
+    return nullptr;
+  }
   srqs_.push_back(std::make_unique<Srq>(pd, max_wr, max_sge ? max_sge : 1, limit, xrcd, cq));
   Srq* srq = srqs_.back().get();
-  srq->srqn = next_srqn_++;
+  srq->srqn = srqn;
+  next_srqn_ = srqn + 1;
   srq->set_limit_event(
       [this, srq] { object_event(AsyncEventType::kSrqLimitReached, nullptr, srq); });
+  if (xrcd) xrc_srqs_.publish(srq);
   set(err, 0);
   return srq;
 }
 
 int Objects::destroy_srq(Srq* srq) {
   if (qp_uses(nullptr, nullptr, srq)) return EBUSY;
+  if (srq->xrcd()) {
+    {
+      std::lock_guard lock(objects_mutex_);
+      const auto listed = [srq](const auto& s) { return s.get() == srq; };
+      if (std::none_of(srqs_.begin(), srqs_.end(), listed)) return EINVAL;
+    }
+    // Not under objects_mutex_: a pass holding the SRQ may want it (monitoring, events).
+    xrc_srqs_.unpublish(srq);
+    xrc_srq_unpublished(srq);
+  }
   std::lock_guard lock(objects_mutex_);
   return erase_object(srqs_, srq);
 }

@@ -17,6 +17,7 @@
 #include "core/object_info.h"
 #include "core/srq.h"
 #include "core/types.h"
+#include "core/xrc_srq_table.h"
 #include "core/xrcd.h"
 
 namespace softrdma::core {
@@ -46,7 +47,10 @@ class Objects {
   // EINVAL: max_wr 0 or beyond max_srq_wr, max_sge beyond max_srq_sge, limit above max_wr.
   Srq* create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
                   int* err);
-  int destroy_srq(Srq* srq);  // EBUSY while a QP uses it
+  // EBUSY while a QP uses it. An XRC SRQ is first taken out of the table the receive path
+  // finds it in, and destroy_srq waits for the holds on it (a packet each, see find_xrc_srq);
+  // then the transport deals with the completions it made for it (xrc_srq_unpublished).
+  int destroy_srq(Srq* srq);
   // XRC domains (core/xrcd.h), as the kernel's ib_uverbs_open_xrcd: fd -1 opens a private one;
   // else the file's inode names it, found if open (EINVAL when oflags has O_CREAT and O_EXCL)
   // and made only with O_CREAT (else EINVAL); EBADF: fd is not open. Domains are per process.
@@ -56,8 +60,9 @@ class Objects {
   // no PD, domain or CQ, or create_srq's limits.
   Srq* create_xrc_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::uint32_t max_sge,
                       std::uint32_t limit, int* err);
-  // The XRC SRQ numbered `srqn`, or null: where an XRCETH points.
-  Srq* find_xrc_srq(std::uint32_t srqn) const;
+  // The XRC SRQ numbered `srqn` (where an XRCETH points), held: destroy_srq waits until the
+  // hold is dropped. Empty when there is none. Lock-free, for the receive path.
+  XrcSrqTable::Hold find_xrc_srq(std::uint32_t srqn) const { return xrc_srqs_.find(srqn); }
   // Address handles are small ids; 0 with *err = EINVAL when the transport cannot reach the
   // address (a transport without address handles reaches none).
   std::uint32_t create_ah(Pd* pd, const AhAttr& attr, int* err);
@@ -81,6 +86,10 @@ class Objects {
   virtual bool ah_reachable(const AhAttr& attr) const = 0;
   // Whether one of the transport's XRC target QPs belongs to `xrcd` (none: no XRC).
   virtual bool qp_uses_xrcd(const Xrcd*) const { return false; }
+  // An XRC SRQ being destroyed is out of reach of the receive path (no hold is left on it):
+  // the transport hands out or drops whatever completions for it it still keeps, as long as
+  // its CQ exists (the SRQ is still listed, so destroy_cq answers EBUSY).
+  virtual void xrc_srq_unpublished(const Srq*) {}
   // A CQ overflowed (kCqErr) or an SRQ fell below its limit (kSrqLimitReached).
   virtual void object_event(AsyncEventType type, Cq* cq, Srq* srq) = 0;
   // Copies of the CQs, MRs, PDs and SRQs for the transport's monitoring snapshot, their users
@@ -101,6 +110,8 @@ class Objects {
   Srq* make_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::uint32_t max_sge,
                 std::uint32_t limit, int* err);
 
+  // XRC SRQs by number, as many as max_srq's default (a transport only lowers max_srq).
+  XrcSrqTable xrc_srqs_{DeviceAttr{}.max_srq};
   std::unordered_map<std::uint32_t, std::pair<Pd*, AhAttr>> ahs_;
   std::atomic<std::uint32_t> mws_{0};  // memory windows allocated
   std::uint32_t next_pd_ = 1, next_cqn_ = 1, next_srqn_ = 1, next_ah_ = 1, next_xrcd_ = 1;

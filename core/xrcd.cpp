@@ -1,5 +1,5 @@
-// core::Objects' XRC verbs (core/objects.h): opening and closing XRC domains, finding an XRC
-// SRQ by number, and the checks of a new XRC QP.
+// core::Objects' XRC verbs (core/objects.h): opening and closing XRC domains and the checks of
+// a new XRC QP.
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -57,14 +57,6 @@ int Objects::close_xrcd(Xrcd* xrcd) {
   }
   xrcds_.erase(it);
   return 0;
-}
-
-Srq* Objects::find_xrc_srq(std::uint32_t srqn) const {
-  std::lock_guard lock(objects_mutex_);
-  for (const auto& s : srqs_) {
-    if (s->srqn == srqn && s->xrcd()) return s.get();
-  }
-  return nullptr;
 }
 
 int Objects::admit_xrc_qp(QpType type, const Pd* pd, const Cq* send_cq, const Xrcd* xrcd,

@@ -494,7 +494,7 @@ void Device::signal_kick() {
 void Device::complete_recv(const Qp& qp, Cq* cq, const Wc& wc, bool solicited) {
   if (t_in_step) {
     std::lock_guard lock(held_mutex_);
-    held_wcs_.push_back({qp.serial_, cq, wc, solicited});
+    held_wcs_.push_back({qp.serial_, qp.xrc_srq_, cq, wc, solicited});
     return;
   }
   if (!cq->push(wc, solicited)) async_event({AsyncEventType::kCqErr, nullptr, cq});
@@ -519,6 +519,26 @@ void Device::release_held_wcs() {
     if (!h.cq->push(h.wc, h.solicited)) async_event({AsyncEventType::kCqErr, nullptr, h.cq});
   }
   t_releasing = false;
+}
+
+void Device::xrc_srq_unpublished(const Srq* srq) {
+  // The messages these complete were received before ibv_destroy_srq (the sender may have
+  // seen them acknowledged): they are the application's, and its CQ still exists. They appear
+  // before the end of the pass that made them, so possibly before its ACKs have left.
+  std::unique_lock release(release_mutex_, std::defer_lock);
+  if (!t_releasing) release.lock();
+  std::vector<HeldWc> mine;
+  {
+    std::lock_guard lock(held_mutex_);
+    std::erase_if(held_wcs_, [&](const HeldWc& h) {
+      if (h.xrc_srq != srq) return false;
+      mine.push_back(h);
+      return true;
+    });
+  }
+  for (const HeldWc& h : mine) {
+    if (!h.cq->push(h.wc, h.solicited)) async_event({AsyncEventType::kCqErr, nullptr, h.cq});
+  }
 }
 
 void Device::drop_held_wcs(std::uint64_t qp_serial) {

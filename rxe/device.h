@@ -155,12 +155,15 @@ class Device : public core::Objects {
   bool qp_uses_xrcd(const Xrcd* xrcd) const override;
   bool ah_reachable(const AhAttr& attr) const override;
   void object_event(AsyncEventType type, Cq* cq, Srq* srq) override;
+  // The receive completions a pass still holds for the XRC SRQ are handed to its CQ now.
+  void xrc_srq_unpublished(const Srq* srq) override;
   void progress_loop();
   // One pass: receive, run QPs with send work, fire timers, transmit. Returns
   // the next timer deadline. Caller holds progress_mutex_.
   Clock::time_point step();
   struct HeldWc {
     std::uint64_t qp_serial;  // Qp::serial_ of the QP it belongs to
+    const Srq* xrc_srq;       // the XRC SRQ whose WQE it completes (else null)
     Cq* cq;
     Wc wc;
     bool solicited;

@@ -293,7 +293,16 @@ void Qp::flush_queues() {
     post_recv_completion(wc, false);
     rq_.pop();
   }
-  if (have_wqe_) fail_recv_wqe(WcStatus::kWrFlushErr);
+  if (!have_wqe_) return;
+  // An XRC target outside a request (modify to ERR): the SRQ the WQE came from, if it still
+  // exists, takes the flush error on its CQ; if it was destroyed, the WQE went with it.
+  const bool outside = type_ == QpType::kXrcRecv && !xrc_srq_;
+  if (outside && !hold_xrc_srq(xrc_wqe_srqn_)) {
+    have_wqe_ = false;
+    return;
+  }
+  fail_recv_wqe(WcStatus::kWrFlushErr);
+  if (outside) drop_xrc_srq();
 }
 
 void Qp::publish_receiving(QpState state) {

@@ -15,17 +15,18 @@
 #include <optional>
 #include <vector>
 
-#include "rxe/cc.h"
-#include "rxe/completer_state.h"
 #include "core/cq.h"
-#include "rxe/dcqcn.h"
 #include "core/mr.h"
-#include "rxe/requester_state.h"
-#include "rxe/responder_state.h"
 #include "core/srq.h"
 #include "core/types.h"
-#include "wire/roce_headers.h"
+#include "core/xrc_srq_table.h"
+#include "rxe/cc.h"
+#include "rxe/completer_state.h"
+#include "rxe/dcqcn.h"
+#include "rxe/requester_state.h"
+#include "rxe/responder_state.h"
 #include "rxe/uses_core.h"
+#include "wire/roce_headers.h"
 
 namespace softrdma::rxe {
 
@@ -176,6 +177,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   void rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // XRC targets: the XRCETH names an XRC SRQ of the QP's domain, or the request is NAKed.
   RxVerdict check_xrc_srq(const InboundRequest& rq);
+  // XRC targets: holds the XRC SRQ numbered `srqn` if it is the domain's (xrc_srq_), for one
+  // request or one flush; false when there is none. drop_xrc_srq lets it go.
+  bool hold_xrc_srq(std::uint32_t srqn);
+  void drop_xrc_srq();
   RxVerdict check_psn(const InboundRequest& rq);
   RxVerdict check_uc_psn(const InboundRequest& rq);
   void duplicate_request(const InboundRequest& rq);
@@ -280,9 +285,12 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   Cq* const recv_cq_;
   Srq* const srq_;
   Xrcd* const xrcd_;
-  // XRC targets: the SRQ the XRCETH of the request under way named (its own while a receive
-  // WQE taken from it is held); progress thread.
+  // XRC targets: the SRQ the XRCETH of the request under way named, held for that request only
+  // (destroy_srq waits for the hold); between packets a receive WQE taken from an SRQ keeps
+  // only its number, xrc_wqe_srqn_ (set when it is taken). Under the QP's lock.
+  core::XrcSrqTable::Hold xrc_hold_;
   Srq* xrc_srq_ = nullptr;
+  std::uint32_t xrc_wqe_srqn_ = 0;
   const bool sq_sig_all_;
   mutable std::mutex mutex_;
   QpAttr attr_;

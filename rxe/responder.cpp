@@ -74,9 +74,8 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     if (v != RxVerdict::kPass) break;
   }
   finish_request(rq, v);
-  // The SRQ is each request's but while a receive WQE taken from it is held (a SEND's rest
-  // to come): no pointer to it outlives the packet otherwise.
-  if (!have_wqe_) xrc_srq_ = nullptr;
+  // No pointer to an XRC SRQ outlives the packet (a held WQE keeps its SRQ's number).
+  if (type_ == QpType::kXrcRecv) drop_xrc_srq();
 }
 
 void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
@@ -110,20 +109,44 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
 
 RxVerdict Qp::check_xrc_srq(const InboundRequest& rq) {
   if (type_ != QpType::kXrcRecv) return RxVerdict::kPass;
+  const std::uint32_t named = rq.pkt.hdr.xrceth->srqn;
+  if (psn_cmp(rq.psn, epsn_) != 0) {
+    // A duplicate (answered from the SRQ it names, when there is one) or a request out of
+    // sequence: check_psn's. Failing the QP here would NAK this PSN, and a NAK acknowledges
+    // every request before it, received or not.
+    hold_xrc_srq(named);
+    return RxVerdict::kPass;
+  }
   // A message's receive WQE stays with the SRQ it came from; otherwise each request names its
   // SRQ. Not one of the domain's: an invalid request (the XRCETH names nothing it may reach).
-  if (!have_wqe_) {
-    Srq* s = dev_.find_xrc_srq(rq.pkt.hdr.xrceth->srqn);
-    xrc_srq_ = s && s->xrcd() == xrcd_ ? s : nullptr;
-  } else if (xrc_srq_->srqn != rq.pkt.hdr.xrceth->srqn) {
-    return fail_request(rq, wire::syndrome::kNakInvalidRequest);
-  }
-  if (!xrc_srq_) {
+  if (have_wqe_) {
+    if (!hold_xrc_srq(xrc_wqe_srqn_)) {
+      // Its SRQ was destroyed in the middle of the message: the WQE went with the SRQ's other
+      // WQEs, without a completion (the SRQ's CQ may be gone too).
+      have_wqe_ = false;
+      ++counters_.xrc_bad_srqn;
+      return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+    }
+    if (named != xrc_wqe_srqn_) return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+  } else if (!hold_xrc_srq(named)) {
     ++counters_.xrc_bad_srqn;
     return fail_request(rq, wire::syndrome::kNakInvalidRequest);
   }
   ++counters_.xrc_rcvd_requests;
   return RxVerdict::kPass;
+}
+
+bool Qp::hold_xrc_srq(std::uint32_t srqn) {
+  xrc_hold_ = dev_.find_xrc_srq(srqn);
+  Srq* s = xrc_hold_.get();
+  xrc_srq_ = s && s->xrcd() == xrcd_ ? s : nullptr;
+  if (!xrc_srq_) xrc_hold_.reset();
+  return xrc_srq_ != nullptr;
+}
+
+void Qp::drop_xrc_srq() {
+  xrc_srq_ = nullptr;
+  xrc_hold_.reset();
 }
 
 RxVerdict Qp::check_psn(const InboundRequest& rq) {
@@ -300,6 +323,7 @@ bool Qp::take_recv_wqe() {
     auto w = srq->take();
     if (!w) return false;
     cur_wqe_ = std::move(*w);
+    if (xrc_srq_) xrc_wqe_srqn_ = xrc_srq_->srqn;
   } else {
     if (rq_.empty()) return false;
     cur_wqe_ = std::move(rq_.front());

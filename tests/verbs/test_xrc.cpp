@@ -2,16 +2,20 @@
 // keyed by a file, counted opens, EBUSY while used), XRC SRQs and their numbers, an initiator
 // QP sending to a target QP that delivers into the SRQ each request names, every XRC opcode
 // with its completion fields, requests naming an SRQ outside the target's domain refused
-// with nothing delivered (guard bytes), the QP rules of both kinds, and softiwarp0 without XRC.
+// with nothing delivered (guard bytes), an XRC SRQ destroyed while requests for it arrive, the
+// QP rules of both kinds, and softiwarp0 without XRC.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "verbs_helpers.h"
@@ -180,12 +184,7 @@ struct Xrc : ::testing::Test {
   }
   int post_srq_recv(ibv_srq* s, std::uint64_t id, std::size_t off, std::uint32_t len) {
     ibv_sge g{reinterpret_cast<std::uint64_t>(buf.data() + off), len, mr->lkey};
-    ibv_recv_wr w{};
-    w.wr_id = id;
-    w.sg_list = &g;
-    w.num_sge = 1;
-    ibv_recv_wr* bad = nullptr;
-    return ibv_post_srq_recv(s, &w, &bad);
+    return post_srq_recv_sge(s, &g, id);
   }
   // A signaled work request on the initiator to the target's SRQ numbered `to`: `len` bytes
   // from the start of the buffer.
@@ -484,6 +483,97 @@ TEST_F(Xrc, QpExSetsTheSrqn) {
   ASSERT_EQ(r.size(), 1u);
   EXPECT_EQ(r[0].byte_len, 300u);
   EXPECT_EQ(std::memcmp(buf.data(), buf.data() + kHalf, 300), 0);
+}
+
+// ibv_destroy_srq of an XRC SRQ while requests for it keep arriving. The target finds the SRQ
+// by the XRCETH's number on every packet, on the progress thread, so destroying it must wait
+// until no packet uses it (ASan's heap-use-after-free before). Each round destroys an SRQ at
+// another moment of a stream of 16-packet SENDs, 8 of them outstanding (after 0 to 16 of them
+// completed; at 16 its WQEs are used up and the initiator retries on RNR NAKs), then its CQ at
+// once. The stream ends with a remote invalid request error, and every message the initiator
+// saw acknowledged completed on the SRQ's CQ, whole and in order, before ibv_destroy_srq
+// returned.
+TEST_F(Xrc, SrqDestroyedWhileSendsArrive) {
+  using namespace std::chrono_literals;
+  constexpr int kRounds = 24, kOutstanding = 8;
+  constexpr std::uint32_t kLen = 16000, kSlot = 16384;
+  std::vector<std::uint8_t> rx(16 * kSlot);
+  ibv_mr* rmr = ibv_reg_mr(pd, rx.data(), rx.size(), static_cast<int>(IBV_ACCESS_LOCAL_WRITE));
+  ASSERT_NE(rmr, nullptr);
+  for (int round = 0; round < kRounds; ++round) {
+    SCOPED_TRACE(round);
+    ibv_cq* cq = ibv_create_cq(ctx, 256, nullptr, nullptr, 0);
+    ASSERT_NE(cq, nullptr);
+    ibv_srq* victim = xrc_srq(ctx, pd, xrcd, cq);
+    ASSERT_NE(victim, nullptr);
+    for (std::uint64_t i = 0; i < 16; ++i) {
+      ibv_sge g{reinterpret_cast<std::uint64_t>(rx.data() + i * kSlot), kSlot, rmr->lkey};
+      ASSERT_EQ(post_srq_recv_sge(victim, &g, i), 0);
+    }
+    const std::uint32_t to = srqn(victim);
+    std::atomic<int> sent{0};
+    std::atomic<bool> done{false};
+    ibv_wc first_error{};
+    // Keeps kOutstanding SENDs posted until one fails, then collects the rest (flushed).
+    std::thread sender([&] {
+      int posted = 0, completed = 0;
+      bool failed = false;
+      auto idle_since = std::chrono::steady_clock::now();
+      while (completed < posted || !failed) {
+        while (!failed && posted - completed < kOutstanding) {
+          ibv_sge g;
+          ibv_send_wr w = request(IBV_WR_SEND, to, g, kLen);
+          if (post_wr(ini, w) != 0) {
+            failed = true;
+            break;
+          }
+          ++posted;
+        }
+        ibv_wc wc[kOutstanding];
+        const int n = ibv_poll_cq(scq, kOutstanding, wc);
+        if (n < 0 || std::chrono::steady_clock::now() - idle_since > 10s) break;
+        if (n > 0) idle_since = std::chrono::steady_clock::now();
+        for (int i = 0; i < n; ++i, ++completed) {
+          if (wc[i].status == IBV_WC_SUCCESS && !failed) {
+            ++sent;
+          } else if (!failed) {
+            failed = true;
+            first_error = wc[i];
+          }
+        }
+      }
+      done = true;
+    });
+    const int after = round % 17;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (sent < after && !done && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::yield();
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(100 * (round % 3)));
+    EXPECT_EQ(ibv_destroy_srq(victim), 0);
+    std::vector<ibv_wc> got;
+    for (ibv_wc wc[16]; const int n = ibv_poll_cq(cq, 16, wc);) {
+      if (n < 0) break;
+      got.insert(got.end(), wc, wc + n);
+    }
+    EXPECT_EQ(ibv_destroy_cq(cq), 0);
+    sender.join();
+    EXPECT_EQ(first_error.status, IBV_WC_REM_INV_REQ_ERR);
+    ASSERT_EQ(got.size(), static_cast<std::size_t>(sent.load()));
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].status, IBV_WC_SUCCESS);
+      EXPECT_EQ(got[i].wr_id, i);
+      EXPECT_EQ(got[i].byte_len, kLen);
+      EXPECT_EQ(got[i].qp_num, tgt->qp_num);
+    }
+    // Both QPs failed: a new pair for the next round.
+    for (ibv_qp** q : {&ini, &tgt}) {
+      ASSERT_EQ(ibv_destroy_qp(*q), 0);
+      *q = nullptr;
+    }
+    ASSERT_NO_FATAL_FAILURE(make_pair(xrcd));
+  }
+  ibv_dereg_mr(rmr);
 }
 
 }  // namespace

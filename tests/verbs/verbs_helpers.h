@@ -52,14 +52,25 @@ inline int post_wr(ibv_qp* qp, ibv_send_wr w) {
   ibv_send_wr* bad = nullptr;
   return ibv_post_send(qp, &w, &bad);
 }
-// Posts a receive of the one SGE `*s` on `qp`: ibv_post_recv's result.
-inline int post_recv_sge(ibv_qp* qp, ibv_sge* s, std::uint64_t id) {
+// A receive work request of the one SGE `*s` (which must outlive it).
+inline ibv_recv_wr one_sge_recv(ibv_sge* s, std::uint64_t id) {
   ibv_recv_wr w{};
   w.wr_id = id;
   w.sg_list = s;
   w.num_sge = 1;
+  return w;
+}
+// Posts a receive of the one SGE `*s` on `qp`: ibv_post_recv's result.
+inline int post_recv_sge(ibv_qp* qp, ibv_sge* s, std::uint64_t id) {
+  ibv_recv_wr w = one_sge_recv(s, id);
   ibv_recv_wr* bad = nullptr;
   return ibv_post_recv(qp, &w, &bad);
+}
+// The same on the SRQ `srq`: ibv_post_srq_recv's result.
+inline int post_srq_recv_sge(ibv_srq* srq, ibv_sge* s, std::uint64_t id) {
+  ibv_recv_wr w = one_sge_recv(s, id);
+  ibv_recv_wr* bad = nullptr;
+  return ibv_post_srq_recv(srq, &w, &bad);
 }
 
 // Polls `cq` until it has given `want` completions, it fails, or 10 s passed.
