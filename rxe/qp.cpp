@@ -330,8 +330,11 @@ void Qp::enter_error() {
 
 void Qp::last_wqe_reached() {
   // A QP of an SRQ takes no more of its WQEs: the owner may now destroy it (IBTA 11.6.3.1;
-  // SPDK's NVMe-oF target waits for it before it does).
-  if (srq_) dev_.async_event({AsyncEventType::kQpLastWqeReached, this});
+  // SPDK's NVMe-oF target waits for it before it does). An XRC target takes from the SRQs of
+  // its domain, so it says so too (annex A14).
+  if (srq_ || type_ == QpType::kXrcRecv) {
+    dev_.async_event({AsyncEventType::kQpLastWqeReached, this});
+  }
 }
 
 wire::Transport Qp::wire_transport() const {

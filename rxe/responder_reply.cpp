@@ -78,8 +78,9 @@ void Qp::responder_error(std::uint8_t nak_syndrome, std::uint32_t psn, WcStatus 
   const AsyncEventType ev = nak_syndrome == wire::syndrome::kNakRemoteAccess
                                 ? AsyncEventType::kQpAccessErr
                                 : AsyncEventType::kQpReqErr;
-  enter_error();
+  // The error first, then (an SRQ's QP) the last WQE it reached on entering the error state.
   dev_.async_event({ev, this});
+  enter_error();
 }
 
 void Qp::fail_recv_wqe(WcStatus status) {

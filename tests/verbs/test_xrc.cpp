@@ -3,7 +3,8 @@
 // QP sending to a target QP that delivers into the SRQ each request names, every XRC opcode
 // with its completion fields, requests naming an SRQ outside the target's domain refused
 // with nothing delivered (guard bytes), an XRC SRQ destroyed while requests for it arrive, the
-// QP rules of both kinds, and softiwarp0 without XRC.
+// last WQE event of a target entering the error state, the QP rules of both kinds, and
+// softiwarp0 without XRC.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -201,6 +202,22 @@ struct Xrc : ::testing::Test {
     if (post_wr(ini, w) != 0) return none;
     const auto wcs = poll_n(scq, 1);
     return wcs.empty() ? none : wcs[0];
+  }
+  // An RDMA WRITE of 1000 bytes to the target's half under the rkey of a region of another PD
+  // than the SRQ's: the initiator's completion status.
+  int write_under_another_pd() {
+    ibv_pd* pd2 = ibv_alloc_pd(ctx);
+    ibv_mr* mr2 = ibv_reg_mr(pd2, buf.data() + kHalf, kHalf,
+                             IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+    if (!mr2) return -1;
+    ibv_sge g;
+    ibv_send_wr w = request(IBV_WR_RDMA_WRITE, srqn(srq), g, 1000);
+    w.wr.rdma.remote_addr = addr(kHalf);
+    w.wr.rdma.rkey = mr2->rkey;
+    const int status = run(w).status;
+    ibv_dereg_mr(mr2);
+    ibv_dealloc_pd(pd2);
+    return status;
   }
   bool guards_intact(std::size_t from, std::size_t len) {
     for (std::size_t i = kHalf; i < buf.size(); ++i) {
@@ -450,18 +467,35 @@ TEST_F(Xrc, UnknownSrqnAndWriteAreRefused) {
 // RDMA and atomics check the rkey against the PD of the XRC SRQ the request names (the
 // target QP has none): a region of another PD is a remote access error, memory untouched.
 TEST_F(Xrc, RkeyMustBeInTheSrqsPd) {
-  ibv_pd* pd2 = ibv_alloc_pd(ctx);
-  ibv_mr* mr2 =
-      ibv_reg_mr(pd2, buf.data() + kHalf, kHalf, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
-  ASSERT_NE(mr2, nullptr);
-  ibv_sge g;
-  ibv_send_wr w = request(IBV_WR_RDMA_WRITE, srqn(srq), g, 1000);
-  w.wr.rdma.remote_addr = addr(kHalf);
-  w.wr.rdma.rkey = mr2->rkey;
-  EXPECT_EQ(run(w).status, IBV_WC_REM_ACCESS_ERR);
+  EXPECT_EQ(write_under_another_pd(), IBV_WC_REM_ACCESS_ERR);
   EXPECT_TRUE(guards_intact(0, 0));
-  ibv_dereg_mr(mr2);
-  ibv_dealloc_pd(pd2);
+}
+
+// An XRC target takes receive WQEs from its domain's SRQs, so it reports its last WQE
+// (IBV_EVENT_QP_LAST_WQE_REACHED, which SPDK waits for) when it enters the error state: by a
+// request it fails (a remote access error) and by ibv_modify_qp to ERR, once each time; the
+// initiator, which takes none, does not.
+TEST_F(Xrc, TargetEnteringErrorReportsItsLastWqe) {
+  using namespace std::chrono_literals;
+  EXPECT_EQ(write_under_another_pd(), IBV_WC_REM_ACCESS_ERR);
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  ASSERT_EQ(ibv_modify_qp(tgt, &err, IBV_QP_STATE), 0);  // already there: no second event
+  std::vector<ibv_async_event> events = async_events(ctx, 300ms);
+  EXPECT_EQ(count_qp_events(events, IBV_EVENT_QP_ACCESS_ERR, tgt), 1u);
+  EXPECT_EQ(count_qp_events(events, IBV_EVENT_QP_LAST_WQE_REACHED, tgt), 1u);
+  EXPECT_EQ(count_qp_events(events, IBV_EVENT_QP_LAST_WQE_REACHED, ini), 0u);
+
+  for (ibv_qp** q : {&ini, &tgt}) {
+    ASSERT_EQ(ibv_destroy_qp(*q), 0);
+    *q = nullptr;
+  }
+  ASSERT_NO_FATAL_FAILURE(make_pair(xrcd));
+  ASSERT_EQ(ibv_modify_qp(tgt, &err, IBV_QP_STATE), 0);
+  events = async_events(ctx, 300ms);
+  ASSERT_EQ(events.size(), 1u);
+  EXPECT_EQ(events[0].event_type, IBV_EVENT_QP_LAST_WQE_REACHED);
+  EXPECT_EQ(events[0].element.qp, tgt);
 }
 
 // ibv_qp_ex: wr_set_xrc_srqn names the SRQ of a SEND built with the wr_* calls.

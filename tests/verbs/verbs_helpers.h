@@ -1,6 +1,7 @@
 // Helpers of the gtests that use the drop-in libibverbs through its C API.
 #pragma once
 
+#include <fcntl.h>
 #include <infiniband/verbs.h>
 
 #include <chrono>
@@ -86,6 +87,33 @@ inline std::vector<ibv_wc> poll_n(ibv_cq* cq, std::size_t want) {
       },
       10s);
   return got;
+}
+
+// The asynchronous events `ctx` reports within `window` (each acknowledged): long enough for
+// one that comes late, or for a second one, to show.
+inline std::vector<ibv_async_event> async_events(ibv_context* ctx,
+                                                 std::chrono::milliseconds window) {
+  using namespace std::chrono_literals;
+  fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+  std::vector<ibv_async_event> events;
+  const auto deadline = std::chrono::steady_clock::now() + window;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ibv_async_event ev;
+    if (ibv_get_async_event(ctx, &ev) == 0) {
+      events.push_back(ev);
+      ibv_ack_async_event(&ev);
+    } else {
+      std::this_thread::sleep_for(10ms);  // time itself: a window for a late event
+    }
+  }
+  return events;
+}
+// The events among `events` of `type` for `qp`.
+inline std::size_t count_qp_events(const std::vector<ibv_async_event>& events, ibv_event_type type,
+                                   const ibv_qp* qp) {
+  std::size_t n = 0;
+  for (const ibv_async_event& e : events) n += e.event_type == type && e.element.qp == qp;
+  return n;
 }
 
 // Posts `w` on `qp` signaled and waits for one completion on `cq`: its status, -2 when posting
