@@ -3,8 +3,8 @@
 // QP sending to a target QP that delivers into the SRQ each request names, every XRC opcode
 // with its completion fields, requests naming an SRQ outside the target's domain refused
 // with nothing delivered (guard bytes), an XRC SRQ destroyed while requests for it arrive, the
-// last WQE event of a target entering the error state, the QP rules of both kinds, and
-// softiwarp0 without XRC.
+// last WQE event of a target entering the error state, the QP rules of both kinds, ibv_open_qp
+// refused, and softiwarp0 without XRC.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
@@ -274,6 +274,29 @@ TEST(XrcDomain, OpenSharesByInodeAndCountsOpens) {
   close(fd2);
   ibv_destroy_cq(cq);
   ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+// A target QP of another process cannot be opened (docs/verbs-abi.md: each process has a domain
+// of its own): ibv_open_qp answers EOPNOTSUPP, also for a QP of this process's own domain.
+TEST(XrcDomain, OpenQpIsNotSupported) {
+  ibv_context* ctx = open_by_name("softroce0");
+  ASSERT_NE(ctx, nullptr);
+  TempFile f;
+  ibv_xrcd* x = open_xrcd(ctx, f.fd, O_CREAT);
+  ASSERT_NE(x, nullptr);
+  ibv_qp* t = xrc_target(ctx, x);
+  ASSERT_NE(t, nullptr);
+  ibv_qp_open_attr a{};
+  a.comp_mask = IBV_QP_OPEN_ATTR_NUM | IBV_QP_OPEN_ATTR_XRCD | IBV_QP_OPEN_ATTR_TYPE;
+  a.qp_num = t->qp_num;
+  a.xrcd = x;
+  a.qp_type = IBV_QPT_XRC_RECV;
+  errno = 0;
+  EXPECT_EQ(ibv_open_qp(ctx, &a), nullptr);
+  EXPECT_EQ(errno, EOPNOTSUPP);
+  EXPECT_EQ(ibv_destroy_qp(t), 0);
+  EXPECT_EQ(ibv_close_xrcd(x), 0);
   ibv_close_device(ctx);
 }
 
