@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
 #include "wire/frame.h"
 #include "wire/roce_frame.h"
@@ -239,15 +240,11 @@ void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
 
 std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
   const bool v4 = addrs_[0].is_v4();
-  const std::uint32_t ip_udp = (v4 ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
   const std::uint32_t max_len =
-      std::min<std::uint32_t>(kMaxDatagram, link_.mtu > ip_udp ? link_.mtu - ip_udp : 0);
+      std::min<std::uint32_t>(kMaxDatagram, max_datagram_for_mtu(link_.mtu, v4));
   std::size_t n = 0;
   for (Packet* p : pkts) {
-    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len ||
-        p->dst.is_v4() != v4) {
-      break;
-    }
+    if (!sendable(*p, max_len) || p->dst.is_v4() != v4) break;
     p->src = addrs_[0];
     p->reset_ipv4_id();
     fill_icrc(*p);
@@ -374,7 +371,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     drop_rx(FaultEvent::kRxNotOurs, counters_.rx_not_ours, view);
     return false;
   }
-  if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+  if (!fits(view, out)) {
     drop_rx(FaultEvent::kRxMalformed, counters_.rx_malformed, view);
     return false;
   }
