@@ -2,12 +2,9 @@
 // and transport iWARP, its PD/MR/CQ/QP calls served by the iWARP device, connected through
 // softrdma_iwarp_cm() (the CM layer's interface) over loopback TCP, data moved with
 // ibv_post_send / ibv_post_recv / ibv_poll_cq, events on the async fd.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "tests/tcp_pair.h"
 #include "tests/wait_until.h"
 #include "verbs/iwarp_cm.h"
 
@@ -24,25 +22,6 @@ namespace {
 
 using namespace std::chrono_literals;
 using softrdma::test::wait_until;
-
-struct Tcp {
-  int client = -1, server = -1;
-  Tcp() {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l, 2) == 0 &&
-        ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        server = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-      }
-    }
-    ::close(l);
-  }
-};
 
 ibv_context* open_by_name(const char* name, int* index) {
   int n = 0;
@@ -107,7 +86,7 @@ bool connect_pair(softrdma::verbs::IwarpCm* cm, ibv_context* ctx, End& a, End& b
   if (ibv_modify_qp(a.qp, &init, IBV_QP_STATE) || ibv_modify_qp(b.qp, &init, IBV_QP_STATE)) {
     return false;
   }
-  Tcp tcp;
+  const softrdma::test::TcpPair tcp;
   if (tcp.server < 0) return false;
   std::atomic<int> req_err{-1}, acc{-1}, con{-1};
   softrdma::iwarp::MpaParams params;
