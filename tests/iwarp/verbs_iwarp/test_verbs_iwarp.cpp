@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tests/tcp_pair.h"
+#include "tests/verbs/verbs_helpers.h"
 #include "tests/wait_until.h"
 #include "verbs/iwarp_cm.h"
 
@@ -22,6 +23,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using softrdma::test::wait_until;
+using softrdma::verbs::test::one_sge_wr;
+using softrdma::verbs::test::post_recv_sge;
+using softrdma::verbs::test::post_wr;
+using softrdma::verbs::test::rdma_wr;
 
 ibv_context* open_by_name(const char* name, int* index) {
   int n = 0;
@@ -121,14 +126,7 @@ bool next_event(ibv_context* ctx, ibv_async_event& ev) {
 void post_send(End& from, std::size_t len, std::uint64_t id) {
   ibv_sge ss{reinterpret_cast<std::uintptr_t>(from.buf.data()), static_cast<std::uint32_t>(len),
              from.mr->lkey};
-  ibv_send_wr s{};
-  s.wr_id = id;
-  s.opcode = IBV_WR_SEND;
-  s.sg_list = &ss;
-  s.num_sge = 1;
-  s.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(from.qp, &s, &bad), 0);
+  ASSERT_EQ(post_wr(from.qp, one_sge_wr(IBV_WR_SEND, &ss, id)), 0);
 }
 
 TEST(VerbsIwarp, DeviceIsListedAfterSoftroceAsAnRnic) {
@@ -217,28 +215,12 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   // WRITE then SEND, through the verbs data path.
   for (std::size_t i = 0; i < 100000; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 3);
   ibv_sge rs{reinterpret_cast<std::uintptr_t>(b.buf.data()) + 500000, 64, b.mr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 9;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ibv_recv_wr* bad_r = nullptr;
-  ASSERT_EQ(ibv_post_recv(b.qp, &rwr, &bad_r), 0);
+  ASSERT_EQ(post_recv_sge(b.qp, &rs, 9), 0);
   ibv_sge ws{reinterpret_cast<std::uintptr_t>(a.buf.data()), 100000, a.mr->lkey};
-  ibv_send_wr w{};
-  w.wr_id = 1;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.sg_list = &ws;
-  w.num_sge = 1;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(b.buf.data());
-  w.wr.rdma.rkey = b.mr->rkey;
+  ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &ws, reinterpret_cast<std::uintptr_t>(b.buf.data()),
+                          b.mr->rkey, 1);
   ibv_sge ss{reinterpret_cast<std::uintptr_t>(a.buf.data()), 10, a.mr->lkey};
-  ibv_send_wr s{};
-  s.wr_id = 2;
-  s.opcode = IBV_WR_SEND;
-  s.sg_list = &ss;
-  s.num_sge = 1;
-  s.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr s = one_sge_wr(IBV_WR_SEND, &ss, 2);
   w.next = &s;
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
