@@ -8,6 +8,7 @@
 
 #include "tests/iwarp/harness.h"
 #include "wire/ddp_rdmap.h"
+#include "wire/ddp_segment.h"
 #include "wire/fpdu.h"
 #include "wire/mpa.h"
 
@@ -48,13 +49,7 @@ class RawPeer {
   int fd() const { return fd_; }
 
   std::vector<std::uint8_t> fpdu(const DdpHeader& h, Bytes body) const {
-    std::vector<std::uint8_t> ulpdu(h.header_len() + body.size());
-    (void)build_ddp_header(ulpdu, h);
-    std::copy(body.begin(), body.end(),
-              ulpdu.begin() + static_cast<std::ptrdiff_t>(h.header_len()));
-    std::vector<std::uint8_t> out(fpdu_total_len(ulpdu.size()));
-    (void)build_fpdu(out, ulpdu, crc_);
-    return out;
+    return ddp_segment_fpdu(h, body, crc_);
   }
   bool send(const std::vector<std::uint8_t>& bytes) {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
