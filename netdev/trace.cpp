@@ -81,19 +81,19 @@ const char* fault_name(std::uint8_t bits) {
   return nullptr;
 }
 
+// The drop= value of a record, by the receive drop it reports.
+constexpr std::array<std::pair<FaultEvent, const char*>, 4> kDropNames = {{
+    {FaultEvent::kRxIcrc, "icrc"},
+    {FaultEvent::kRxMalformed, "malformed"},
+    {FaultEvent::kRxNotOurs, "not_ours"},
+    {FaultEvent::kRxQueueFull, "queue_full"},
+}};
+
 const char* drop_name(FaultEvent e) {
-  switch (e) {
-    case FaultEvent::kRxIcrc:
-      return "icrc";
-    case FaultEvent::kRxMalformed:
-      return "malformed";
-    case FaultEvent::kRxNotOurs:
-      return "not_ours";
-    case FaultEvent::kRxQueueFull:
-      return "queue_full";
-    default:
-      return nullptr;
+  for (const auto& [event, name] : kDropNames) {
+    if (event == e) return name;
   }
+  return nullptr;
 }
 
 // The send_batch in progress on this thread, so that fault reports (made synchronously inside
