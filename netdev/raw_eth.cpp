@@ -15,6 +15,7 @@
 
 #include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
+#include "netdev/ip_header.h"
 #include "wire/frame.h"
 #include "wire/roce_frame.h"
 
@@ -208,30 +209,13 @@ void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
   udp.checksum = 0;
   std::uint8_t* udp_hdr = hdr + eth_len + ip_len;
   wire::build_udp(wire::MutBytes(udp_hdr, wire::kUdpLen), udp);
-  if (v4) {
-    wire::Ipv4 ip;
-    ip.tos = p.traffic_class;  // DSCP << 2 | ECN, as the QP's traffic class says
-    ip.total_len = static_cast<std::uint16_t>(wire::kIpv4MinLen + wire::kUdpLen + p.len);
-    ip.id = 0;
-    ip.df = true;
-    ip.ttl = p.hop_limit ? p.hop_limit : 64;
-    ip.protocol = wire::kIpProtoUdp;
-    ip.src = local4_;
-    ip.dst = p.dst.v4_host();
-    wire::build_ipv4(wire::MutBytes(hdr + eth_len, wire::kIpv4MinLen), ip);
-    return;
-  }
-  wire::Ipv6 ip;
-  ip.traffic_class = p.traffic_class;
-  ip.payload_len = udp.length;
-  ip.next_header = wire::kIpProtoUdp;
-  ip.hop_limit = p.hop_limit ? p.hop_limit : 64;
-  ip.src = addrs_[0].bytes;
-  ip.dst = p.dst.bytes;
-  wire::build_ipv6(wire::MutBytes(hdr + eth_len, wire::kIpv6Len), ip);
+  // The QP's traffic class; IPv4 with the ID and DF that send_batch set (0 with DF).
+  build_ip_header(wire::MutBytes(hdr + eth_len, ip_len), p, addrs_[0],
+                  p.hop_limit ? p.hop_limit : 64);
+  if (v4) return;
   // IPv6 needs the UDP checksum (RFC 8200): pseudo-header, UDP header, datagram.
-  std::uint32_t sum = wire::checksum_add(0, wire::Bytes(ip.src));
-  sum = wire::checksum_add(sum, wire::Bytes(ip.dst));
+  std::uint32_t sum = wire::checksum_add(0, wire::Bytes(addrs_[0].bytes));
+  sum = wire::checksum_add(sum, wire::Bytes(p.dst.bytes));
   sum += udp.length + wire::kIpProtoUdp;
   sum = wire::checksum_add(sum, wire::Bytes(udp_hdr, wire::kUdpLen));
   const std::uint16_t c = wire::checksum_fold(wire::checksum_add(sum, wire::Bytes(p.data, p.len)));
