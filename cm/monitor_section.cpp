@@ -17,71 +17,37 @@ namespace softrdma::cm {
 
 namespace {
 
-// The kernel's rdma_cm state names, as `rdma res show cm_id` prints them (an established
-// connection is still CONNECT there).
-const char* kernel_state(State s) {
-  switch (s) {
-    case State::kIdle:
-      return "IDLE";
-    case State::kBound:
-      return "ADDR_BOUND";
-    case State::kAddrResolved:
-      return "ADDR_RESOLVED";
-    case State::kRouteResolved:
-      return "ROUTE_RESOLVED";
-    case State::kListen:
-      return "LISTEN";
-    case State::kReqSent:
-    case State::kRepRcvd:
-    case State::kReqRcvd:
-    case State::kRepSent:
-    case State::kEstablished:
-    case State::kSidrReqSent:
-    case State::kSidrReqRcvd:
-      return "CONNECT";
-    case State::kDreqSent:
-    case State::kTimewait:
-    case State::kClosed:
-      return "DISCONNECT";
-  }
-  return "UNKNOWN";
-}
+// Each state's two names: the kernel's rdma_cm state, as `rdma res show cm_id` prints it (an
+// established connection is still CONNECT there), and softrdma's finer state of the IB CM exchange.
+struct StateNames {
+  State state;
+  const char* kernel;
+  const char* cm;
+};
+constexpr StateNames kStateNames[] = {
+    {State::kIdle, "IDLE", "idle"},
+    {State::kBound, "ADDR_BOUND", "bound"},
+    {State::kAddrResolved, "ADDR_RESOLVED", "addr-resolved"},
+    {State::kRouteResolved, "ROUTE_RESOLVED", "route-resolved"},
+    {State::kListen, "LISTEN", "listen"},
+    {State::kReqSent, "CONNECT", "req-sent"},
+    {State::kRepRcvd, "CONNECT", "rep-rcvd"},
+    {State::kReqRcvd, "CONNECT", "req-rcvd"},
+    {State::kRepSent, "CONNECT", "rep-sent"},
+    {State::kEstablished, "CONNECT", "established"},
+    {State::kDreqSent, "DISCONNECT", "dreq-sent"},
+    {State::kTimewait, "DISCONNECT", "timewait"},
+    {State::kSidrReqSent, "CONNECT", "sidr-req-sent"},
+    {State::kSidrReqRcvd, "CONNECT", "sidr-req-rcvd"},
+    {State::kClosed, "DISCONNECT", "closed"},
+};
+constexpr StateNames kUnknownState{State::kIdle, "UNKNOWN", "unknown"};
 
-// softrdma's finer state of the IB CM exchange.
-const char* cm_state(State s) {
-  switch (s) {
-    case State::kIdle:
-      return "idle";
-    case State::kBound:
-      return "bound";
-    case State::kAddrResolved:
-      return "addr-resolved";
-    case State::kRouteResolved:
-      return "route-resolved";
-    case State::kListen:
-      return "listen";
-    case State::kReqSent:
-      return "req-sent";
-    case State::kRepRcvd:
-      return "rep-rcvd";
-    case State::kReqRcvd:
-      return "req-rcvd";
-    case State::kRepSent:
-      return "rep-sent";
-    case State::kEstablished:
-      return "established";
-    case State::kDreqSent:
-      return "dreq-sent";
-    case State::kTimewait:
-      return "timewait";
-    case State::kSidrReqSent:
-      return "sidr-req-sent";
-    case State::kSidrReqRcvd:
-      return "sidr-req-rcvd";
-    case State::kClosed:
-      return "closed";
+const StateNames& names_of(State s) {
+  for (const StateNames& n : kStateNames) {
+    if (n.state == s) return n;
   }
-  return "unknown";
+  return kUnknownState;
 }
 
 const char* ps_name(rdma_port_space ps) {
@@ -122,8 +88,8 @@ std::string cm_ids() {
     if (c->destroyed) continue;
     const rdma_cm_id& id = c->id;
     nlohmann::json row = {{"cm-idn", n++},
-                          {"state", kernel_state(c->state)},
-                          {"cm-state", cm_state(c->state)},
+                          {"state", names_of(c->state).kernel},
+                          {"cm-state", names_of(c->state).cm},
                           {"ps", ps_name(id.ps)},
                           {"ifname", agent_iwarp() ? "softiwarp0" : "softroce0"}};
     if (id.qp) {

@@ -36,34 +36,27 @@ Qp::~Qp() {
 }
 
 QpState Qp::state() const {
-  AppLock lock(*this);
-  return state_;
+  return read_locked(state_);
 }
 
 QpCounters Qp::counters() const {
-  AppLock lock(*this);
-  return counters_;
+  return read_locked(counters_);
 }
 
 std::uint16_t Qp::ird() const {
-  AppLock lock(*this);
-  return ird_;
+  return read_locked(ird_);
 }
 std::uint16_t Qp::ord() const {
-  AppLock lock(*this);
-  return ord_;
+  return read_locked(ord_);
 }
 bool Qp::crc_in_use() const {
-  AppLock lock(*this);
-  return crc_;
+  return read_locked(crc_);
 }
 bool Qp::markers_tx() const {
-  AppLock lock(*this);
-  return markers_tx_;
+  return read_locked(markers_tx_);
 }
 bool Qp::markers_rx() const {
-  AppLock lock(*this);
-  return markers_rx_;
+  return read_locked(markers_rx_);
 }
 
 void Qp::set_event_handler(QpEventCallback fn) {

@@ -250,6 +250,12 @@ class Qp {
    private:
     const Qp& q_;
   };
+  // `field` as the application reads it: under AppLock (what the getters return).
+  template <class T>
+  T read_locked(const T& field) const {
+    AppLock lock(*this);
+    return field;
+  }
   QpState state_ = QpState::kInit;
   Phase phase_ = Phase::kIdle;
   std::unique_ptr<ByteStream> stream_;  // null: no connection

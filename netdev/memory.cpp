@@ -9,6 +9,7 @@
 #include <stdexcept>
 #include <system_error>
 
+#include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
 #include "wire/net.h"
 #include "wire/roce_opcode.h"
@@ -123,12 +124,10 @@ void MemoryNetdev::transmit(std::span<const Packet> pkts) {
 }
 
 std::size_t MemoryNetdev::send_batch(std::span<Packet* const> pkts) {
-  const std::uint32_t ip_udp =
-      addrs_[0].is_v4() ? wire::kIpv4MinLen + wire::kUdpLen : wire::kIpv6Len + wire::kUdpLen;
-  const std::uint32_t max_len = mtu_ > ip_udp ? mtu_ - ip_udp : 0;
+  const std::uint32_t max_len = max_datagram_for_mtu(mtu_, addrs_[0].is_v4());
   std::size_t n = 0;
   for (Packet* p : pkts) {
-    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len) break;
+    if (!sendable(*p, max_len)) break;
     p->src = addrs_[0];  // the address this device sends from, whatever the caller put
     p->reset_ipv4_id();
     fill_icrc(*p);
@@ -155,7 +154,7 @@ std::size_t MemoryNetdev::recv_batch(std::span<Packet* const> pkts) {
     view.data = d.bytes.data();
     view.len = static_cast<std::uint32_t>(d.bytes.size());
     view.cap = view.len;
-    if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+    if (!fits(view, out)) {
       bump(counters_.rx_malformed);
       if (observer_) observer_(FaultEvent::kRxMalformed, view);
     } else if (!check_icrc(view)) {

@@ -13,7 +13,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
+#include "netdev/ip_header.h"
 #include "wire/frame.h"
 #include "wire/roce_frame.h"
 
@@ -207,30 +209,13 @@ void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
   udp.checksum = 0;
   std::uint8_t* udp_hdr = hdr + eth_len + ip_len;
   wire::build_udp(wire::MutBytes(udp_hdr, wire::kUdpLen), udp);
-  if (v4) {
-    wire::Ipv4 ip;
-    ip.tos = p.traffic_class;  // DSCP << 2 | ECN, as the QP's traffic class says
-    ip.total_len = static_cast<std::uint16_t>(wire::kIpv4MinLen + wire::kUdpLen + p.len);
-    ip.id = 0;
-    ip.df = true;
-    ip.ttl = p.hop_limit ? p.hop_limit : 64;
-    ip.protocol = wire::kIpProtoUdp;
-    ip.src = local4_;
-    ip.dst = p.dst.v4_host();
-    wire::build_ipv4(wire::MutBytes(hdr + eth_len, wire::kIpv4MinLen), ip);
-    return;
-  }
-  wire::Ipv6 ip;
-  ip.traffic_class = p.traffic_class;
-  ip.payload_len = udp.length;
-  ip.next_header = wire::kIpProtoUdp;
-  ip.hop_limit = p.hop_limit ? p.hop_limit : 64;
-  ip.src = addrs_[0].bytes;
-  ip.dst = p.dst.bytes;
-  wire::build_ipv6(wire::MutBytes(hdr + eth_len, wire::kIpv6Len), ip);
+  // The QP's traffic class; IPv4 with the ID and DF that send_batch set (0 with DF).
+  build_ip_header(wire::MutBytes(hdr + eth_len, ip_len), p, addrs_[0],
+                  p.hop_limit ? p.hop_limit : 64);
+  if (v4) return;
   // IPv6 needs the UDP checksum (RFC 8200): pseudo-header, UDP header, datagram.
-  std::uint32_t sum = wire::checksum_add(0, wire::Bytes(ip.src));
-  sum = wire::checksum_add(sum, wire::Bytes(ip.dst));
+  std::uint32_t sum = wire::checksum_add(0, wire::Bytes(addrs_[0].bytes));
+  sum = wire::checksum_add(sum, wire::Bytes(p.dst.bytes));
   sum += udp.length + wire::kIpProtoUdp;
   sum = wire::checksum_add(sum, wire::Bytes(udp_hdr, wire::kUdpLen));
   const std::uint16_t c = wire::checksum_fold(wire::checksum_add(sum, wire::Bytes(p.data, p.len)));
@@ -239,15 +224,11 @@ void RawEthNetdev::build_headers(const Packet& p, const wire::MacAddr& dst,
 
 std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
   const bool v4 = addrs_[0].is_v4();
-  const std::uint32_t ip_udp = (v4 ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
   const std::uint32_t max_len =
-      std::min<std::uint32_t>(kMaxDatagram, link_.mtu > ip_udp ? link_.mtu - ip_udp : 0);
+      std::min<std::uint32_t>(kMaxDatagram, max_datagram_for_mtu(link_.mtu, v4));
   std::size_t n = 0;
   for (Packet* p : pkts) {
-    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len ||
-        p->dst.is_v4() != v4) {
-      break;
-    }
+    if (!sendable(*p, max_len) || p->dst.is_v4() != v4) break;
     p->src = addrs_[0];
     p->reset_ipv4_id();
     fill_icrc(*p);
@@ -374,7 +355,7 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     drop_rx(FaultEvent::kRxNotOurs, counters_.rx_not_ours, view);
     return false;
   }
-  if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+  if (!fits(view, out)) {
     drop_rx(FaultEvent::kRxMalformed, counters_.rx_malformed, view);
     return false;
   }

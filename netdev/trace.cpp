@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "netdev/ip_header.h"
 #include "netdev/spec_text.h"
 #include "pcap/pcapng_writer.h"
 #include "wire/roce_headers.h"
@@ -81,19 +82,19 @@ const char* fault_name(std::uint8_t bits) {
   return nullptr;
 }
 
+// The drop= value of a record, by the receive drop it reports.
+constexpr std::array<std::pair<FaultEvent, const char*>, 4> kDropNames = {{
+    {FaultEvent::kRxIcrc, "icrc"},
+    {FaultEvent::kRxMalformed, "malformed"},
+    {FaultEvent::kRxNotOurs, "not_ours"},
+    {FaultEvent::kRxQueueFull, "queue_full"},
+}};
+
 const char* drop_name(FaultEvent e) {
-  switch (e) {
-    case FaultEvent::kRxIcrc:
-      return "icrc";
-    case FaultEvent::kRxMalformed:
-      return "malformed";
-    case FaultEvent::kRxNotOurs:
-      return "not_ours";
-    case FaultEvent::kRxQueueFull:
-      return "queue_full";
-    default:
-      return nullptr;
+  for (const auto& [event, name] : kDropNames) {
+    if (event == e) return name;
   }
+  return nullptr;
 }
 
 // The send_batch in progress on this thread, so that fault reports (made synchronously inside
@@ -244,27 +245,8 @@ std::size_t synthesize_frame(const Packet& p, std::uint8_t* out, std::size_t cap
   if (!n) return 0;
   off += *n;
   const auto udp_len = static_cast<std::uint16_t>(wire::kUdpLen + p.len);
-  if (v4) {
-    wire::Ipv4 ip;
-    ip.tos = p.traffic_class;
-    ip.total_len = static_cast<std::uint16_t>(wire::kIpv4MinLen + udp_len);
-    ip.id = p.ipv4_id;  // 0 with DF: what Linux sends on an unconnected DF socket
-    ip.df = p.ipv4_df;
-    ip.ttl = p.hop_limit;
-    ip.protocol = wire::kIpProtoUdp;
-    ip.src = p.src.v4_host();
-    ip.dst = p.dst.v4_host();
-    n = wire::build_ipv4(wire::MutBytes(out + off, cap - off), ip);
-  } else {
-    wire::Ipv6 ip;
-    ip.traffic_class = p.traffic_class;
-    ip.payload_len = udp_len;
-    ip.next_header = wire::kIpProtoUdp;
-    ip.hop_limit = p.hop_limit;
-    ip.src = p.src.bytes;
-    ip.dst = p.dst.bytes;
-    n = wire::build_ipv6(wire::MutBytes(out + off, cap - off), ip);
-  }
+  // (IPv4: ID 0 with DF is what Linux sends on an unconnected DF socket.)
+  n = build_ip_header(wire::MutBytes(out + off, cap - off), p, p.src, p.hop_limit);
   if (!n) return 0;
   off += *n;
   wire::Udp udp;

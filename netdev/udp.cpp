@@ -19,6 +19,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
 #include "netdev/ipv4_header_view.h"
 #include "wire/net.h"
@@ -355,17 +356,13 @@ std::shared_ptr<UdpNetdev::Sock> UdpNetdev::send_socket(std::uint16_t src_port) 
 }
 
 std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
-  const std::uint32_t ip_udp = (v4_ ? wire::kIpv4MinLen : wire::kIpv6Len) + wire::kUdpLen;
   const std::uint32_t max_len =
-      std::min<std::uint32_t>(kMaxDatagram, mtu_ > ip_udp ? mtu_ - ip_udp : 0);
+      std::min<std::uint32_t>(kMaxDatagram, max_datagram_for_mtu(mtu_, v4_));
   std::size_t n = 0;
   std::uint16_t last_asked = 0, last_used = 0;
   bool have_last = false;
   for (Packet* p : pkts) {
-    if (!p->data || p->len < wire::kBthLen + wire::kIcrcLen || p->len > max_len ||
-        p->dst.is_v4() != v4_) {
-      break;
-    }
+    if (!sendable(*p, max_len) || p->dst.is_v4() != v4_) break;
     p->src = addrs_[0];
     p->reset_ipv4_id();
     if (!have_last || p->src_port != last_asked) {
@@ -603,7 +600,7 @@ bool UdpNetdev::deliver(const Packet& view, const IpAddr& expect, Packet& out, b
     if (observer_) observer_(FaultEvent::kRxNotOurs, view);
     return false;
   }
-  if (view.len < wire::kBthLen + wire::kIcrcLen || view.len > out.cap || !out.data) {
+  if (!fits(view, out)) {
     bump(counters_.rx_malformed);
     if (observer_) observer_(FaultEvent::kRxMalformed, view);
     return false;

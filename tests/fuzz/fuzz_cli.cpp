@@ -31,6 +31,26 @@ std::vector<char*> argv_of(std::vector<std::string>& words) {
   return v;
 }
 
+// Parses `words` into `out` with `parse` (one of cli_args.h's or watch_args.h's parsers); a
+// refusal must come with a message (else `silent` is the failure). Whether it took them.
+template <class Args, class Parse>
+bool takes(std::vector<std::string>& words, Parse parse, Args& out, const char* silent) {
+  auto argv = argv_of(words);
+  std::string error;
+  if (parse(static_cast<int>(words.size()), argv.data(), out, error)) return true;
+  if (error.empty()) fail(silent);
+  return false;
+}
+
+// Parses `again`, options written out from what was parsed, into `out`: it must take them (else
+// `refused` and the message are the failure).
+template <class Args, class Parse>
+void retakes(std::vector<std::string>& again, Parse parse, Args& out, const char* refused) {
+  auto argv = argv_of(again);
+  std::string error;
+  if (!parse(static_cast<int>(again.size()), argv.data(), out, error)) fail(refused, error);
+}
+
 std::string flag_of(const std::string& var) {
   for (const auto& [flag, v] : run_options()) {
     if (v == var) return flag;
@@ -39,14 +59,9 @@ std::string flag_of(const std::string& var) {
 }
 
 void check_run(std::vector<std::string> words) {
-  auto argv = argv_of(words);
   const int argc = static_cast<int>(words.size());
   RunArgs a;
-  std::string error;
-  if (!parse_run_args(argc, argv.data(), a, error)) {
-    if (error.empty()) fail("run refused without a message");
-    return;
-  }
+  if (!takes(words, parse_run_args, a, "run refused without a message")) return;
   if (a.program < 0 || a.program >= argc) fail("run's PROGRAM is outside argv");
   // Written out as "--opt VALUE ... -- PROGRAM ARGS" they parse the same.
   std::vector<std::string> again;
@@ -56,11 +71,8 @@ void check_run(std::vector<std::string> words) {
   }
   again.push_back("--");
   again.insert(again.end(), words.begin() + a.program, words.end());
-  auto argv2 = argv_of(again);
   RunArgs b;
-  if (!parse_run_args(static_cast<int>(again.size()), argv2.data(), b, error)) {
-    fail("run's options written out are refused:", error);
-  }
+  retakes(again, parse_run_args, b, "run's options written out are refused:");
   if (b.env != a.env) fail("run's options written out parse differently");
   if (std::vector(again.begin() + b.program, again.end()) !=
       std::vector(words.begin() + a.program, words.end())) {
@@ -71,17 +83,16 @@ void check_run(std::vector<std::string> words) {
   unsetenv("SOFTRDMA_CONFIG");
   for (const auto& [var, value] : a.env) setenv(var.c_str(), value.c_str(), 1);
   verbs::Config cfg;
+  std::string error;
   if (!verbs::load_config(cfg, error) && error.empty()) fail("run's settings refused silently");
 }
 
 void check_watch(std::vector<std::string> words, const std::string& allowed) {
-  auto argv = argv_of(words);
+  const auto parse = [&](int argc, char** argv, WatchArgs& out, std::string& error) {
+    return parse_watch_args(argc, argv, allowed, out, error);
+  };
   WatchArgs a;
-  std::string error;
-  if (!parse_watch_args(static_cast<int>(words.size()), argv.data(), allowed, a, error)) {
-    if (error.empty()) fail("a watch command refused without a message");
-    return;
-  }
+  if (!takes(words, parse, a, "a watch command refused without a message")) return;
   if (a.pid && *a.pid <= 0) fail("a PID not above 0 was taken");
   if (a.seconds && !(std::isfinite(*a.seconds) && *a.seconds > 0 && *a.seconds <= 3600)) {
     fail("SECONDS out of range was taken");
@@ -99,11 +110,8 @@ void check_watch(std::vector<std::string> words, const std::string& allowed) {
     again.push_back("--listen=" + a.listen);
   }
   again.insert(again.end(), a.words.begin(), a.words.end());
-  auto argv2 = argv_of(again);
   WatchArgs b;
-  if (!parse_watch_args(static_cast<int>(again.size()), argv2.data(), allowed, b, error)) {
-    fail("watch options written out are refused:", error);
-  }
+  retakes(again, parse, b, "watch options written out are refused:");
   if (b.json != a.json || b.once != a.once || b.pid != a.pid || b.seconds != a.seconds ||
       b.listen != a.listen || b.words != a.words) {
     fail("watch options written out parse differently");
@@ -111,13 +119,8 @@ void check_watch(std::vector<std::string> words, const std::string& allowed) {
 }
 
 void check_lint(std::vector<std::string> words) {
-  auto argv = argv_of(words);
   LintArgs a;
-  std::string error;
-  if (!parse_lint_args(static_cast<int>(words.size()), argv.data(), a, error)) {
-    if (error.empty()) fail("lint refused without a message");
-    return;
-  }
+  if (!takes(words, parse_lint_args, a, "lint refused without a message")) return;
   if (a.help) return;
   for (std::uint16_t p : a.opts.roce_ports) {
     if (p == 0) fail("lint took port 0");
@@ -130,11 +133,8 @@ void check_lint(std::vector<std::string> words) {
   if (a.opts.roce_ports.empty() || a.opts.roce_ports[0] != 4791) fail("lint lost port 4791");
   for (std::uint16_t p : given) again.push_back("--roce-port=" + std::to_string(p));
   again.push_back(a.file);
-  auto argv2 = argv_of(again);
   LintArgs b;
-  if (!parse_lint_args(static_cast<int>(again.size()), argv2.data(), b, error)) {
-    fail("lint's options written out are refused:", error);
-  }
+  retakes(again, parse_lint_args, b, "lint's options written out are refused:");
   if (b.json != a.json || b.opts.strict != a.opts.strict ||
       b.opts.roce_ports != a.opts.roce_ports || b.file != a.file || b.help) {
     fail("lint's options written out parse differently");
@@ -142,13 +142,8 @@ void check_lint(std::vector<std::string> words) {
 }
 
 void check_merge(std::vector<std::string> words) {
-  auto argv = argv_of(words);
   MergeArgs a;
-  std::string error;
-  if (!parse_merge_args(static_cast<int>(words.size()), argv.data(), a, error)) {
-    if (error.empty()) fail("trace merge refused without a message");
-    return;
-  }
+  if (!takes(words, parse_merge_args, a, "trace merge refused without a message")) return;
   if (a.output.empty() || a.inputs.empty()) fail("trace merge without an input or output");
   for (const std::string& in : a.inputs) {
     if (in == a.output) fail("trace merge would overwrite an input");
@@ -170,27 +165,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       }
     }
   }
-  switch (data[0] % 7) {
-    case 0:
-      check_run(words);
-      break;
-    case 1:
-      check_watch(words, "--json -p -w");  // stat
-      break;
-    case 2:
-      check_watch(words, "--json -p");  // res
-      break;
-    case 3:
-      check_watch(words, "--once -d -p");  // top
-      break;
-    case 4:
-      check_watch(words, "--listen");  // exporter
-      break;
-    case 5:
-      check_lint(words);
-      break;
-    default:
-      check_merge(words);
+  // The options of stat, res, top and exporter (tools/softrdma/main.cpp's kWatchers).
+  constexpr const char* kWatchOptions[] = {"--json -p -w", "--json -p", "--once -d -p", "--listen"};
+  const int pick = data[0] % 7;
+  if (pick == 0) {
+    check_run(words);
+  } else if (pick <= 4) {
+    check_watch(words, kWatchOptions[pick - 1]);
+  } else if (pick == 5) {
+    check_lint(words);
+  } else {
+    check_merge(words);
   }
   return 0;
 }

@@ -192,6 +192,44 @@ std::pair<std::uint32_t, std::uint32_t> comm_ids(World& w, std::uint8_t k) {
   return {c->local_comm_id, c->remote_comm_id};
 }
 
+// A CM message of type M answering the exchange whose comm IDs are (local, remote) here: the
+// peer's own ID is our remote one, and ours its remote one.
+template <class M>
+M answering(std::uint32_t local, std::uint32_t remote) {
+  M m;
+  m.local_comm_id = remote;
+  m.remote_comm_id = local;
+  return m;
+}
+
+// Id `k` of the world (modulo their number), or nullptr when there is none.
+rdma_cm_id* picked(const World& w, std::uint8_t k) {
+  return w.ids.empty() ? nullptr : w.ids[k % w.ids.size()].id;
+}
+
+// Connection parameters from the input: the QPN, responder resources and initiator depth.
+rdma_conn_param conn_param_from(fuzz::Reader& r) {
+  rdma_conn_param p{};
+  p.qp_num = r.u32() & 0xFFFFFF;
+  p.responder_resources = r.u8();
+  p.initiator_depth = r.u8();
+  return p;
+}
+
+// Ends the response timer and the timewait of every id that `pick` chooses (it may take the
+// id's retries away too) now, runs the timers and checks the states. Under the agent's mutex.
+template <class Pick>
+void run_out_timers(Pick pick) {
+  const auto now = Clock::now();
+  for (CmId* c : agent().ids) {
+    if (!pick(c)) continue;
+    c->deadline = now;
+    c->timewait_end = now;
+  }
+  run_timers();
+  check_states();
+}
+
 void step(World& w, fuzz::Reader& r) {
   std::array<std::uint8_t, wire::kMadSize> mad{};
   const std::uint8_t op = r.u8() % 18;
@@ -207,6 +245,11 @@ void step(World& w, fuzz::Reader& r) {
     local = r.u32();
     remote = r.u32();
   }
+  // Builds `m` into the MAD and hands it to the agent as if from `src`.
+  const auto send = [&](const auto& m) {
+    wire::build_cm(mad, tid, m);
+    inject(mad, src);
+  };
   switch (op) {
     case 0: {  // REQ to the TCP listener (or a retransmission of one that came)
       wire::CmReq m;
@@ -223,8 +266,7 @@ void step(World& w, fuzz::Reader& r) {
       m.primary.local_ack_timeout = r.u8() & 0x1F;
       put_ip_cm(m.private_data.data(), src, w.self, r.u16());
       if (!exact) m.private_data[0] = r.u8();
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
     case 1: {
@@ -235,60 +277,37 @@ void step(World& w, fuzz::Reader& r) {
       m.starting_psn = r.u32() & 0xFFFFFF;
       m.responder_resources = r.u8();
       m.initiator_depth = r.u8();
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
-    case 2: {
-      wire::CmRtu m;
-      m.local_comm_id = remote;
-      m.remote_comm_id = local;
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+    case 2:
+      send(answering<wire::CmRtu>(local, remote));
       break;
-    }
     case 3: {
-      wire::CmRej m;
-      m.local_comm_id = remote;
-      m.remote_comm_id = local;
+      auto m = answering<wire::CmRej>(local, remote);
       m.reason = r.u16();
       m.message_rejected = r.u8() & 3;
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
     case 4: {
-      wire::CmMra m;
-      m.local_comm_id = remote;
-      m.remote_comm_id = local;
+      auto m = answering<wire::CmMra>(local, remote);
       m.service_timeout = r.u8() & 0x1F;
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
-    case 5: {
-      wire::CmDreq m;
-      m.local_comm_id = remote;
-      m.remote_comm_id = local;
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+    case 5:
+      send(answering<wire::CmDreq>(local, remote));
       break;
-    }
-    case 6: {
-      wire::CmDrep m;
-      m.local_comm_id = remote;
-      m.remote_comm_id = local;
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+    case 6:
+      send(answering<wire::CmDrep>(local, remote));
       break;
-    }
     case 7: {  // SIDR_REQ to the UDP listener
       wire::CmSidrReq m;
       m.request_id = exact && remote ? remote : r.u32();
       m.service_id = wire::ip_cm_service_id(RDMA_PS_UDP, exact ? w.port[1] : r.u16());
       put_ip_cm(m.private_data.data(), src, w.self, r.u16());
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
     case 8: {
@@ -297,8 +316,7 @@ void step(World& w, fuzz::Reader& r) {
       m.status = r.u8() % 6;
       m.qpn = r.u32() & 0xFFFFFF;
       m.qkey = r.u32();
-      wire::build_cm(mad, tid, m);
-      inject(mad, src);
+      send(m);
       break;
     }
     case 9: {  // whatever bytes
@@ -319,54 +337,47 @@ void step(World& w, fuzz::Reader& r) {
       if (rdma_resolve_addr(id, nullptr, reinterpret_cast<sockaddr*>(&dst), 100) != 0) break;
       if (rdma_resolve_route(id, 100) != 0) break;
       std::uint8_t pdata[64] = {};
-      rdma_conn_param p{};
+      const auto pdata_len = static_cast<std::uint8_t>(r.u8() % 64);
+      rdma_conn_param p = conn_param_from(r);
       p.private_data = pdata;
-      p.private_data_len = static_cast<std::uint8_t>(r.u8() % 64);
-      p.qp_num = r.u32() & 0xFFFFFF;
-      p.responder_resources = r.u8();
-      p.initiator_depth = r.u8();
+      p.private_data_len = pdata_len;
       rdma_connect(id, &p);
       break;
     }
     case 11: {
-      if (w.ids.empty()) break;
-      rdma_conn_param p{};
-      p.qp_num = r.u32() & 0xFFFFFF;
-      p.responder_resources = r.u8();
-      p.initiator_depth = r.u8();
-      rdma_accept(w.ids[k % w.ids.size()].id, &p);
+      rdma_cm_id* id = picked(w, k);
+      if (!id) break;
+      rdma_conn_param p = conn_param_from(r);
+      rdma_accept(id, &p);
       break;
     }
     case 12: {
-      if (w.ids.empty()) break;
+      rdma_cm_id* id = picked(w, k);
+      if (!id) break;
       std::uint8_t pdata[160] = {};
-      rdma_reject(w.ids[k % w.ids.size()].id, pdata, static_cast<std::uint8_t>(r.u8() % 160));
+      rdma_reject(id, pdata, static_cast<std::uint8_t>(r.u8() % 160));
       break;
     }
     case 13:
-      if (!w.ids.empty()) rdma_establish(w.ids[k % w.ids.size()].id);
+      if (rdma_cm_id* id = picked(w, k)) rdma_establish(id);
       break;
     case 14:
-      if (!w.ids.empty()) rdma_disconnect(w.ids[k % w.ids.size()].id);
+      if (rdma_cm_id* id = picked(w, k)) rdma_disconnect(id);
       break;
     case 15:
       if (!w.ids.empty()) destroy(w, k % w.ids.size());
       break;
     case 16: {  // the response timer or the timewait of an id (or of all) runs out now
       std::lock_guard lock(mutex());
-      const auto now = Clock::now();
-      for (CmId* c : agent().ids) {
-        if (!(k & 1) && !w.ids.empty() && &c->id != w.ids[k % w.ids.size()].id) continue;
+      run_out_timers([&](CmId* c) {
+        if (!(k & 1) && !w.ids.empty() && &c->id != picked(w, k)) return false;
         if (r.u8() & 1) c->retries_left = 0;
-        c->deadline = now;
-        c->timewait_end = now;
-      }
-      run_timers();
-      check_states();
+        return true;
+      });
       break;
     }
     default:
-      if (!w.ids.empty()) rdma_notify(w.ids[k % w.ids.size()].id, IBV_EVENT_COMM_EST);
+      if (rdma_cm_id* id = picked(w, k)) rdma_notify(id, IBV_EVENT_COMM_EST);
       break;
   }
   drain(w);
@@ -382,14 +393,10 @@ void tear_down(World& w) {
     while (!w.ids.empty()) destroy(w, w.ids.size() - 1);
     {
       std::lock_guard lock(mutex());
-      const auto now = Clock::now();
-      for (CmId* c : agent().ids) {
+      run_out_timers([](CmId* c) {
         c->retries_left = 0;
-        c->deadline = now;
-        c->timewait_end = now;
-      }
-      run_timers();
-      check_states();
+        return true;
+      });
       if (agent().ids.empty()) return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "iwarp/device.h"
+#include "tests/result_slots.h"
+#include "tests/tcp_pair.h"
 
 namespace {
 using namespace softrdma;
@@ -37,35 +39,12 @@ constexpr std::uint8_t kGuardByte = 0xA5;
   std::abort();
 }
 
-bool tcp_pair(int& client, int& server) {
-  const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  bool ok = ::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l, 1) == 0 &&
-            ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  client = ok ? ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0) : -1;
-  ok = ok && ::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  server = ok ? ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC) : -1;
-  ::close(l);
-  return ok && server >= 0;
-}
-
 // What the device reports, from its progress thread.
-struct Inbox {
-  std::mutex mu;
-  std::condition_variable cv;
+struct Inbox : softrdma::test::ResultSlots {
   std::optional<ConnectResult> connect;
   std::optional<RequestResult> request;
   std::optional<int> accept;
   bool ended = false;  // disconnected or fatal
-  template <class T>
-  void put(std::optional<T>& slot, const T& v) {
-    std::lock_guard lock(mu);
-    slot = v;
-    cv.notify_all();
-  }
   template <class Pred>
   void wait(Pred pred) {
     std::unique_lock lock(mu);
@@ -125,8 +104,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   p.timeout = 2s;
   const bool active = mode & 1;
 
-  int client = -1, server = -1;
-  if (!tcp_pair(client, server)) fail("no loopback TCP connection");
+  const softrdma::test::TcpPair tcp;
+  if (tcp.server < 0) fail("no loopback TCP connection");
+  const int client = tcp.client, server = tcp.server;
   core::QpCap cap;
   cap.max_send_wr = 16;
   cap.max_recv_wr = 16;

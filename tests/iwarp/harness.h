@@ -3,9 +3,7 @@
 // read_request / accept, and helpers to post work and wait for completions and events.
 #pragma once
 
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -19,43 +17,19 @@
 #include <vector>
 
 #include "iwarp/device.h"
+#include "tests/result_slots.h"
+#include "tests/tcp_pair.h"
 #include "tests/wait_until.h"
 
 namespace softrdma::iwarp::test {
 
+using softrdma::test::TcpPair;
 using softrdma::test::wait_until;
 
 using namespace std::chrono_literals;
 
-// A listening socket on 127.0.0.1 and a connected pair through it.
-struct TcpPair {
-  int client = -1, server = -1;
-  TcpPair() {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(l, 4) != 0 ||
-        ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
-      ::close(l);
-      return;
-    }
-    client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-      ::close(client);
-      client = -1;
-    } else {
-      server = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-    }
-    ::close(l);
-  }
-};
-
 // Events and callbacks land here from the progress threads.
-struct Inbox {
-  std::mutex mu;
-  std::condition_variable cv;
+struct Inbox : softrdma::test::ResultSlots {
   std::vector<QpEvent> events;
   std::optional<ConnectResult> connect;
   std::optional<RequestResult> request;
@@ -71,13 +45,6 @@ struct Inbox {
   auto on_accept() {
     return [this](int e) { put(accept, e); };
   }
-  template <class T>
-  void put(std::optional<T>& slot, const T& value) {
-    std::lock_guard lock(mu);
-    slot = value;
-    cv.notify_all();
-  }
-
   template <class Pred>
   bool wait(Pred pred, std::chrono::milliseconds t = 10s) {
     std::unique_lock lock(mu);

@@ -38,6 +38,15 @@ class IwarpErrors : public testing::Test {
     EXPECT_EQ(a.qp->state(), core::QpState::kErr);
     EXPECT_EQ(b.qp->state(), core::QpState::kErr);
   }
+  // Whether the result of a's connect came within `t`.
+  bool a_has_connect_result(std::chrono::milliseconds t = 10s) {
+    return a.inbox.wait([&] { return a.inbox.connect.has_value(); }, t);
+  }
+  // Closes both ends of the test's TCP connection (the devices do not own them).
+  void close_tcp() {
+    ::close(tcp.client);
+    ::close(tcp.server);
+  }
   TcpPair tcp;
   Side a, b;
 };
@@ -222,12 +231,11 @@ TEST_F(IwarpErrors, RejectCarriesPrivateData) {
   EXPECT_EQ(b.inbox.request->request.private_data, p.private_data);
   const std::vector<std::uint8_t> why(300, 0x42);
   ASSERT_EQ(b.dev->reject(tcp.server, why), 0);
-  ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
+  ASSERT_TRUE(a_has_connect_result());
   EXPECT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kRejected);
   EXPECT_EQ(a.inbox.connect->private_data, why);
   EXPECT_NE(a.qp->state(), core::QpState::kRts);
-  ::close(tcp.client);
-  ::close(tcp.server);
+  close_tcp();
 }
 
 TEST_F(IwarpErrors, PrivateDataOverTheMpaLimitIsRefused) {
@@ -238,8 +246,7 @@ TEST_F(IwarpErrors, PrivateDataOverTheMpaLimitIsRefused) {
   p.revision = 1;
   p.private_data.assign(513, 1);
   EXPECT_EQ(a.dev->connect(a.qp, tcp.client, p, [](const ConnectResult&) {}), EINVAL);
-  ::close(tcp.client);
-  ::close(tcp.server);
+  close_tcp();
 }
 
 TEST_F(IwarpErrors, NoReplyTimesOut) {
@@ -247,11 +254,10 @@ TEST_F(IwarpErrors, NoReplyTimesOut) {
   MpaParams p;
   p.timeout = 200ms;
   ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p, a.inbox.on_connect()), 0);
-  ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
+  ASSERT_TRUE(a_has_connect_result(5s));
   EXPECT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kError);
   EXPECT_EQ(a.inbox.connect->error, ETIMEDOUT);
-  ::close(tcp.client);
-  ::close(tcp.server);
+  close_tcp();
 }
 
 TEST_F(IwarpErrors, NoRequestTimesOut) {
@@ -259,8 +265,7 @@ TEST_F(IwarpErrors, NoRequestTimesOut) {
   ASSERT_EQ(b.dev->read_request(tcp.server, 200ms, b.inbox.on_request()), 0);
   ASSERT_TRUE(b.inbox.wait([&] { return b.inbox.request.has_value(); }, 5s));
   EXPECT_EQ(b.inbox.request->error, ETIMEDOUT);
-  ::close(tcp.client);
-  ::close(tcp.server);
+  close_tcp();
 }
 
 TEST_F(IwarpErrors, GarbageInsteadOfAReplyIsAProtocolError) {
@@ -268,17 +273,16 @@ TEST_F(IwarpErrors, GarbageInsteadOfAReplyIsAProtocolError) {
   ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {}, a.inbox.on_connect()), 0);
   const char junk[] = "HTTP/1.1 400 Bad Request\r\n\r\n";
   ASSERT_GT(::send(tcp.server, junk, sizeof junk, 0), 0);
-  ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
+  ASSERT_TRUE(a_has_connect_result(5s));
   EXPECT_EQ(a.inbox.connect->error, EPROTO);
-  ::close(tcp.client);
-  ::close(tcp.server);
+  close_tcp();
 }
 
 TEST_F(IwarpErrors, PeerClosingBeforeTheReplyIsAReset) {
   a.init({});
   ASSERT_EQ(a.dev->connect(a.qp, tcp.client, {}, a.inbox.on_connect()), 0);
   ::close(tcp.server);
-  ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }, 5s));
+  ASSERT_TRUE(a_has_connect_result(5s));
   EXPECT_EQ(a.inbox.connect->error, ECONNRESET);
   ::close(tcp.client);
 }
@@ -370,7 +374,7 @@ TEST_F(IwarpErrors, PeerProcessKilledMidTransferGivesErrorsNotAHang) {
   MpaParams p;
   p.revision = 1;
   ASSERT_EQ(a.dev->connect(a.qp, tcp.client, p, a.inbox.on_connect()), 0);
-  ASSERT_TRUE(a.inbox.wait([&] { return a.inbox.connect.has_value(); }));
+  ASSERT_TRUE(a_has_connect_result());
   ASSERT_EQ(a.inbox.connect->kind, ConnectResult::Kind::kAccepted);
   for (int i = 0; i < 8; ++i) {
     ASSERT_EQ(a.post(WrOpcode::kRdmaWrite, i, 0, 4u << 20, 0x1000, 0x1234), 0);

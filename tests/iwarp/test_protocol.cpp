@@ -8,6 +8,7 @@
 
 #include "tests/iwarp/harness.h"
 #include "wire/ddp_rdmap.h"
+#include "wire/ddp_segment.h"
 #include "wire/fpdu.h"
 #include "wire/mpa.h"
 
@@ -48,13 +49,7 @@ class RawPeer {
   int fd() const { return fd_; }
 
   std::vector<std::uint8_t> fpdu(const DdpHeader& h, Bytes body) const {
-    std::vector<std::uint8_t> ulpdu(h.header_len() + body.size());
-    (void)build_ddp_header(ulpdu, h);
-    std::copy(body.begin(), body.end(),
-              ulpdu.begin() + static_cast<std::ptrdiff_t>(h.header_len()));
-    std::vector<std::uint8_t> out(fpdu_total_len(ulpdu.size()));
-    (void)build_fpdu(out, ulpdu, crc_);
-    return out;
+    return ddp_segment_fpdu(h, body, crc_);
   }
   bool send(const std::vector<std::uint8_t>& bytes) {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) ==
@@ -127,6 +122,18 @@ DdpHeader tagged(const Side& s, RdmapOpcode op, std::size_t offset = 0) {
 class IwarpProtocol : public testing::Test {
  protected:
   void SetUp() override { b.init({}); }
+  // After a 64-byte WRITE of `fill` at 100 and a 3-byte SEND starting with `first` into the
+  // receive at 4096: the receive completed, both landed, the QP is still in RTS.
+  void expect_write_and_send_placed(std::uint8_t fill, std::uint8_t first) {
+    auto r = b.wait_wc(b.rcq);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, core::WcStatus::kSuccess);
+    EXPECT_EQ(r->byte_len, 3u);
+    EXPECT_EQ(b.buf[100], fill);
+    EXPECT_EQ(b.buf[163], fill);
+    EXPECT_EQ(b.buf[4096], first);
+    EXPECT_EQ(b.qp->state(), core::QpState::kRts);
+  }
   void expect_term(RawPeer& peer, std::uint8_t layer, std::uint8_t etype, std::uint8_t code,
                    const std::vector<std::uint8_t>* sent_fpdu = nullptr, bool r = false) {
     auto body = peer.read_terminate();
@@ -227,15 +234,8 @@ TEST_F(IwarpProtocol, ValidSegmentsFromTheRawPeerArePlaced) {
   ASSERT_TRUE(peer.send(peer.fpdu(h, payload)));
   const std::uint8_t msg[3] = {9, 8, 7};
   ASSERT_TRUE(peer.send(peer.fpdu(send_hdr(1), msg)));
-  auto r = b.wait_wc(b.rcq);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, core::WcStatus::kSuccess);
-  EXPECT_EQ(r->byte_len, 3u);
-  EXPECT_EQ(b.buf[100], 0x77);
-  EXPECT_EQ(b.buf[163], 0x77);
+  ASSERT_NO_FATAL_FAILURE(expect_write_and_send_placed(0x77, 9));
   EXPECT_EQ(b.buf[164], 0);
-  EXPECT_EQ(b.buf[4096], 9);
-  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
 }
 
 // RFC 5040/5041: reserved fields are sent as zero and not checked on receive. A WRITE and a
@@ -256,14 +256,7 @@ TEST_F(IwarpProtocol, ReservedBitsAreIgnored) {
   h.inv_stag = 0xDEADBEEF;  // reserved in a plain SEND
   const std::uint8_t msg[3] = {4, 5, 6};
   ASSERT_TRUE(peer.send(peer.fpdu(h, msg)));
-  auto r = b.wait_wc(b.rcq);
-  ASSERT_TRUE(r);
-  EXPECT_EQ(r->status, core::WcStatus::kSuccess);
-  EXPECT_EQ(r->byte_len, 3u);
-  EXPECT_EQ(b.buf[100], 0x5A);
-  EXPECT_EQ(b.buf[163], 0x5A);
-  EXPECT_EQ(b.buf[4096], 4);
-  EXPECT_EQ(b.qp->state(), core::QpState::kRts);
+  ASSERT_NO_FATAL_FAILURE(expect_write_and_send_placed(0x5A, 4));
 }
 
 // A large WRITE segment whose header arrives before its payload is placed straight from the

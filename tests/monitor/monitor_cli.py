@@ -402,11 +402,7 @@ elif case == "top_cnp":
     expect(qp_cnps(out, srv.pid, 3), f"server {srv.pid}: a QP sending CNPs per second", out)
     expect(qp_cnps(out, cli.pid, 4), f"client {cli.pid}: a QP handling CNPs per second", out)
     for p in (cli, srv):
-        try:
-            p.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            p.communicate()
+        finish(p, 60)
 elif case == "netns":
     # An ib_write_bw pair in two network namespaces (smon-a, smon-b: two containers of one host),
     # watched from the root namespace; and a root-namespace program watched from smon-a.
@@ -491,11 +487,7 @@ elif case == "netns":
         else:
             print(f"note: cannot run softrdma as nobody here: {r.stderr.strip()[:200]}")
         for p in (cli, srv):
-            try:
-                p.communicate(timeout=60)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.communicate()
+            finish(p, 60)
     finally:
         for p in procs:
             if p.poll() is None:

@@ -249,10 +249,18 @@ FaultConfig faults(const std::string& spec) {
   return c;
 }
 
+// 10.0.0.1, sending with the faults `spec` names (MTU 1500), and 10.0.0.2, on one fabric.
+struct FaultyPair {
+  std::shared_ptr<MemoryFabric> fabric = std::make_shared<MemoryFabric>();
+  MemoryNetdev a;
+  MemoryNetdev b;
+  explicit FaultyPair(const std::string& spec)
+      : a(fabric, ip("10.0.0.1"), 1500, faults(spec)), b(fabric, ip("10.0.0.2")) {}
+};
+
 TEST(MemoryFaults, CorruptEverythingIsCaughtByIcrc) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("corrupt=1,seed=3"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("corrupt=1,seed=3");
+  MemoryNetdev &a = net.a, &b = net.b;
   ASSERT_EQ(send_seq(a, ip("10.0.0.2"), 0, 500, 64), 500u);
   EXPECT_EQ(a.counters().fault_corrupted, 500u);
   EXPECT_TRUE(drain(b).empty());
@@ -261,9 +269,8 @@ TEST(MemoryFaults, CorruptEverythingIsCaughtByIcrc) {
 }
 
 TEST(MemoryFaults, CorruptionDoesNotTouchTheCallersBuffer) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("corrupt=1,seed=3"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("corrupt=1,seed=3");  // b is there to take the packet
+  MemoryNetdev& a = net.a;
   OwnedPacket p(make_datagram(9, 64), ip("10.0.0.1"), ip("10.0.0.2"));
   Packet* pp = &p.pkt;
   ASSERT_EQ(a.send_batch(std::span<Packet* const>(&pp, 1)), 1u);
@@ -271,9 +278,8 @@ TEST(MemoryFaults, CorruptionDoesNotTouchTheCallersBuffer) {
 }
 
 std::vector<std::uint32_t> run_drop(std::uint64_t seed) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("drop=0.5,seed=" + std::to_string(seed)));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("drop=0.5,seed=" + std::to_string(seed));
+  MemoryNetdev &a = net.a, &b = net.b;
   for (std::uint32_t i = 0; i < 2000; i += 50) send_seq(a, ip("10.0.0.2"), i, 50);
   auto got = drain(b);
   EXPECT_EQ(a.counters().fault_dropped + got.size(), 2000u);
@@ -290,9 +296,8 @@ TEST(MemoryFaults, DropIsDeterministicForASeed) {
 }
 
 TEST(MemoryFaults, DuplicateDeliversTwice) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("duplicate=1,seed=1"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("duplicate=1,seed=1");
+  MemoryNetdev &a = net.a, &b = net.b;
   send_seq(a, ip("10.0.0.2"), 0, 3);
   EXPECT_EQ(drain(b), (std::vector<std::uint32_t>{0, 0, 1, 1, 2, 2}));
   EXPECT_EQ(a.counters().fault_duplicated, 3u);
@@ -300,9 +305,8 @@ TEST(MemoryFaults, DuplicateDeliversTwice) {
 }
 
 TEST(MemoryFaults, ReorderSwapsWithTheNextPacket) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("reorder=0.3,seed=5"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("reorder=0.3,seed=5");
+  MemoryNetdev &a = net.a, &b = net.b;
   for (std::uint32_t i = 0; i < 1000; i += 10) send_seq(a, ip("10.0.0.2"), i, 10);
   // Whatever is still held comes out by service() within about a millisecond.
   EXPECT_LE(a.next_timeout_ms(), 1);
@@ -319,9 +323,8 @@ TEST(MemoryFaults, ReorderSwapsWithTheNextPacket) {
 }
 
 TEST(MemoryFaults, ReorderAloneIsReleasedByService) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("reorder=1,seed=5"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("reorder=1,seed=5");
+  MemoryNetdev &a = net.a, &b = net.b;
   send_seq(a, ip("10.0.0.2"), 7, 1);
   EXPECT_TRUE(drain(b).empty());
   a.service();  // not due yet
@@ -334,9 +337,8 @@ TEST(MemoryFaults, ReorderAloneIsReleasedByService) {
 }
 
 TEST(MemoryFaults, DelayHoldsForDelayMs) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("delay=1,delay_ms=20,seed=2"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("delay=1,delay_ms=20,seed=2");
+  MemoryNetdev &a = net.a, &b = net.b;
   const auto start = std::chrono::steady_clock::now();
   send_seq(a, ip("10.0.0.2"), 0, 4);
   EXPECT_EQ(a.counters().fault_delayed, 4u);
@@ -360,9 +362,8 @@ TEST(MemoryFaults, DelayHoldsForDelayMs) {
 }
 
 TEST(MemoryFaults, DelayedPacketsGoOutWithLaterSends) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("delay=0.5,delay_ms=1,seed=11"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("delay=0.5,delay_ms=1,seed=11");
+  MemoryNetdev &a = net.a, &b = net.b;
   send_seq(a, ip("10.0.0.2"), 0, 100);
   const auto delayed = a.counters().fault_delayed;
   EXPECT_GT(delayed, 20u);
@@ -385,9 +386,8 @@ TEST(MemoryFaults, DelayedPacketsGoOutWithLaterSends) {
 }
 
 TEST(MemoryFaults, ConcurrentSendersLoseNothing) {
-  auto fabric = std::make_shared<MemoryFabric>();
-  MemoryNetdev a(fabric, ip("10.0.0.1"), 1500, faults("reorder=0.2,duplicate=0.1,seed=9"));
-  MemoryNetdev b(fabric, ip("10.0.0.2"));
+  FaultyPair net("reorder=0.2,duplicate=0.1,seed=9");
+  MemoryNetdev &a = net.a, &b = net.b;
   std::vector<std::thread> threads;
   for (std::uint32_t t = 0; t < 4; ++t) {
     threads.emplace_back([&a, t] {

@@ -101,18 +101,11 @@ struct VethPair {
 
 enum class Kind { kAfPacket, kAfXdp, kDpdk, kUdp };
 
+// What Netdev::backend() says for each kind, in Kind's order.
+constexpr const char* kBackendNames[] = {"af_packet", "af_xdp", "dpdk", "udp"};
+
 const char* backend_of(Kind k) {
-  switch (k) {
-    case Kind::kAfPacket:
-      return "af_packet";
-    case Kind::kAfXdp:
-      return "af_xdp";
-    case Kind::kDpdk:
-      return "dpdk";
-    case Kind::kUdp:
-      break;
-  }
-  return "udp";
+  return kBackendNames[static_cast<int>(k)];
 }
 
 // An open failure the machine, not the code, is to blame for.

@@ -104,6 +104,11 @@ bool link_up(UdpNetdev& a, UdpNetdev& b, std::uint16_t pb) {
   return up && a.host_local()->outbound_up() == 1;
 }
 
+// Both of d's devices opened, and link_up from a to b.
+bool linked(const Pair& d) {
+  return d.a && d.b && link_up(*d.a, *d.b, d.pb);
+}
+
 // The switch to a ring after the receiver has long settled: a datagram that reaches the socket
 // after the sender's first ring datagram was pushed still goes first, as a datagram of the same
 // sender that the kernel delivered late would (loopback delivery may be deferred to a softirq).
@@ -203,8 +208,7 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
 TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
   Pair d;
   auto& [pa, pb, a, b] = d;
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(link_up(*a, *b, pb));
+  ASSERT_TRUE(linked(d));
   // Now the receiver blocks on its wait fd with no timeout to speak of; every datagram must
   // wake it (a missed wake-up shows as a 10 s wait).
   std::atomic<int> got{0};
@@ -232,8 +236,7 @@ TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
 TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
   Pair d;
   auto& [pa, pb, a, b] = d;
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(link_up(*a, *b, pb));
+  ASSERT_TRUE(linked(d));
   auto p1 = datagram(1, 10, "127.0.0.1", "127.0.0.2", pb);
   ASSERT_TRUE(send_one(*a, p1));
   ASSERT_EQ(receive(*b, 1, 2000), std::vector<std::uint32_t>{1});
@@ -255,8 +258,7 @@ TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
 TEST(ShmLink, TheIcrcIsLeftOutUnlessATraceWantsIt) {
   Pair d;
   auto& [pa, pb, a, b] = d;
-  ASSERT_TRUE(a && b);
-  ASSERT_TRUE(link_up(*a, *b, pb));
+  ASSERT_TRUE(linked(d));
   auto recv_one = [&](std::uint32_t seq) {
     RecvBatch rb(4);
     if (!wait_until([&] { return b->recv_batch(rb.span()) == 1; }, std::chrono::seconds(10),

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "netdev/memory.h"
@@ -141,6 +142,15 @@ inline void bring_up(Qp* qp, const Gid& dgid, std::uint32_t dest_qpn, std::uint3
 inline void connect(Node& a, Qp* qa, Node& b, Qp* qb, const ConnectOptions& o = {}) {
   bring_up(qa, b.gid(), qb->qpn(), o.psn_b, o.psn_a, o);
   bring_up(qb, a.gid(), qa->qpn(), o.psn_a, o.psn_b, o);
+}
+
+// A QP of `type` on a and one on b, connected to each other: {a's, b's}.
+inline std::pair<Qp*, Qp*> connected_qps(Node& a, Node& b, QpType type = QpType::kRc,
+                                         const ConnectOptions& o = {}) {
+  Qp* qa = make_qp(a, type);
+  Qp* qb = make_qp(b, type);
+  connect(a, qa, b, qb, o);
+  return {qa, qb};
 }
 
 // Polls until `n` completions arrived or `timeout` passed.

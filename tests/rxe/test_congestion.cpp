@@ -56,9 +56,7 @@ void write_n(Node& a, Qp* qa, Buffer& src, Buffer& dst, int n, std::uint32_t len
 TEST(Congestion, CeMarkedDataIsAnsweredWithCnpsAndTheSenderSlowsDown) {
   auto f = std::make_shared<netdev::MemoryFabric>();
   Node a(marking(f, 1)), b(marking(f, 2));
-  Qp* qa = make_qp(a, QpType::kRc);
-  Qp* qb = make_qp(b, QpType::kRc);
-  connect(a, qa, b, qb);
+  const auto [qa, qb] = connected_qps(a, b);
   Buffer src(a, 65536, kAllAccess, 7), dst(b, 65536, kAllAccess);
   write_n(a, qa, src, dst, 100, 65536);
   const auto ca = counters(a), cb = counters(b);
@@ -83,9 +81,7 @@ TEST(Congestion, CeMarkedDataIsAnsweredWithCnpsAndTheSenderSlowsDown) {
 TEST(Congestion, WithCcNoneNothingIsEcnCapableAndNoCnpIsSent) {
   auto f = std::make_shared<netdev::MemoryFabric>();
   Node a(marking(f, 1), cc(false)), b(marking(f, 2), cc(false));
-  Qp* qa = make_qp(a, QpType::kRc);
-  Qp* qb = make_qp(b, QpType::kRc);
-  connect(a, qa, b, qb);
+  const auto [qa, qb] = connected_qps(a, b);
   Buffer src(a, 65536, kAllAccess, 7), dst(b, 65536, kAllAccess);
   write_n(a, qa, src, dst, 20, 65536);
   const auto ca = counters(a), cb = counters(b);
@@ -122,9 +118,7 @@ TEST(Congestion, ACnpFloodHoldsTheRateAtItsFloorAndTheQpKeepsSending) {
   auto f = std::make_shared<netdev::MemoryFabric>();
   Node a(f, 1), b(f, 2);
   netdev::MemoryNetdev flooder(f, addr(9), 9000);
-  Qp* qa = make_qp(a, QpType::kRc);
-  Qp* qb = make_qp(b, QpType::kRc);
-  connect(a, qa, b, qb);
+  const auto [qa, qb] = connected_qps(a, b);
   // 20,000 CNPs to A's QP.
   CnpBatch batch(qa->qpn(), 64);
   const auto& ptrs = batch.ptrs;

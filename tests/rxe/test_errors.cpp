@@ -29,6 +29,12 @@ class RcErrors : public QpPair<QpType::kRc> {
     return {swc.empty() ? WcStatus::kGeneralErr : swc[0].status,
             rwc.empty() ? WcStatus::kGeneralErr : rwc[0].status};
   }
+  // Registers only the middle page of `mem`, three pages long, with B: the rest are guard bytes.
+  std::shared_ptr<Mr> register_middle(std::vector<std::uint8_t>& mem) {
+    int err = 0;
+    return b->dev->reg_mr(b->pd, mem.data() + 4096, 4096,
+                          reinterpret_cast<std::uint64_t>(mem.data() + 4096), kAllAccess, &err);
+  }
   std::unique_ptr<Buffer> src;
 };
 
@@ -67,11 +73,8 @@ TEST_F(RcErrors, WritingAReadOnlyRegionIsRemoteAccessError) {
 
 TEST_F(RcErrors, OneByteOutOfBoundsIsRemoteAccessErrorAndGuardBytesHold) {
   up();
-  // Register only the middle of a larger allocation: the rest are guard bytes.
   std::vector<std::uint8_t> mem(3 * 4096, 0x44);
-  int err = 0;
-  auto mr = b->dev->reg_mr(b->pd, mem.data() + 4096, 4096,
-                           reinterpret_cast<std::uint64_t>(mem.data() + 4096), kAllAccess, &err);
+  auto mr = register_middle(mem);
   ASSERT_TRUE(mr);
   const auto base = reinterpret_cast<std::uint64_t>(mem.data() + 4096);
   EXPECT_EQ(write(base + 1, mr->rkey, 4096), WcStatus::kRemAccessErr);  // last byte outside
@@ -81,9 +84,7 @@ TEST_F(RcErrors, OneByteOutOfBoundsIsRemoteAccessErrorAndGuardBytesHold) {
 TEST_F(RcErrors, ExactBoundsSucceed) {
   up();
   std::vector<std::uint8_t> mem(3 * 4096, 0x44);
-  int err = 0;
-  auto mr = b->dev->reg_mr(b->pd, mem.data() + 4096, 4096,
-                           reinterpret_cast<std::uint64_t>(mem.data() + 4096), kAllAccess, &err);
+  auto mr = register_middle(mem);
   ASSERT_TRUE(mr);
   EXPECT_EQ(write(reinterpret_cast<std::uint64_t>(mem.data() + 4096), mr->rkey, 4096),
             WcStatus::kSuccess);

@@ -30,12 +30,10 @@ TEST(RcFaults, ThousandMixedMessagesCompleteIntact) {
   auto fabric = std::make_shared<netdev::MemoryFabric>();
   Node a(fabric, 1, 9000, faults(11));
   Node b(fabric, 2, 9000, faults(12));
-  Qp* qa = make_qp(a, QpType::kRc);
-  Qp* qb = make_qp(b, QpType::kRc);
   ConnectOptions o;
   o.timeout = 12;  // 16.8 ms: tail losses recover quickly, and a CPU-starved peer
                    // (a loaded 2-core CI machine) does not exhaust retry_cnt
-  connect(a, qa, b, qb, o);
+  const auto [qa, qb] = connected_qps(a, b, QpType::kRc, o);
   constexpr std::size_t kSize = 1 << 20;
   Buffer a_src(a, kSize, kAllAccess), a_dst(a, kSize, kAllAccess), a_atomic(a, 8, kAllAccess);
   Buffer b_recv(b, kSize, kAllAccess), b_mem(b, kSize, kAllAccess);
@@ -123,14 +121,12 @@ TEST(RcFaults, PipelinedMessagesUnderLossStayInOrder) {
   auto fabric = std::make_shared<netdev::MemoryFabric>();
   Node a(fabric, 1, 9000, faults(21));
   Node b(fabric, 2, 9000, faults(22));
-  Qp* qa = make_qp(a, QpType::kRc);
-  Qp* qb = make_qp(b, QpType::kRc);
   ConnectOptions o;
   // 67 ms: under a loaded 2-core machine both progress threads can be starved through eight
   // 16.8 ms timeouts in a row while 5000 packets are in flight, and the sender then gives up
   // by the rules (RETRY_EXC, every send flushed): 5 of 24 runs in pairs did, 0 of 24 with 67 ms.
   o.timeout = 14;
-  connect(a, qa, b, qb, o);
+  const auto [qa, qb] = connected_qps(a, b, QpType::kRc, o);
   constexpr int kMessages = 500;
   constexpr std::uint32_t kLen = 10000;
   Buffer src(a, kLen * kMessages, kAllAccess), dst(b, kLen * kMessages, kAllAccess);

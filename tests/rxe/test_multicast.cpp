@@ -17,12 +17,11 @@ Gid group_gid() {
   return netdev::IpAddr::v4(kGroupHost).bytes;
 }
 
-class Multicast : public ::testing::Test {
+// Pair's a and b, and c, a third node on the fabric.
+class Multicast : public Pair {
  protected:
   void SetUp() override {
-    fabric = std::make_shared<netdev::MemoryFabric>();
-    a = std::make_unique<Node>(fabric, 1);
-    b = std::make_unique<Node>(fabric, 2);
+    Pair::SetUp();
     c = std::make_unique<Node>(fabric, 3);
     qa = ud(*a);
     b1 = ud(*b);
@@ -73,6 +72,16 @@ class Multicast : public ::testing::Test {
     }
   }
 
+  // Posts a SEND of src's first `len` bytes through `ah` to QPN 0xFFFFFF; post_send's result.
+  int send_to_qpn_ffffff(std::uint32_t ah, std::uint32_t len) {
+    const Sge s = src->sge(0, len);
+    SendWr w = wr(WrOpcode::kSend, 1, std::span(&s, 1));
+    w.ah = ah;
+    w.remote_qpn = kMulticastQpn;
+    w.remote_qkey = kQkey;
+    return qa->post_send(w);
+  }
+
   // Checks a receive completion: status, length, GRH (sender 192.0.2.1 to the group) and data.
   void check(Node& n, const Wc& wc) {
     ASSERT_EQ(wc.status, WcStatus::kSuccess);
@@ -106,8 +115,7 @@ class Multicast : public ::testing::Test {
     return by_qp;
   }
 
-  std::shared_ptr<netdev::MemoryFabric> fabric;
-  std::unique_ptr<Node> a, b, c;
+  std::unique_ptr<Node> c;
   Qp *qa = nullptr, *b1 = nullptr, *b2 = nullptr, *b3 = nullptr, *c1 = nullptr;
   std::uint32_t ahid = 0;
   std::unique_ptr<Buffer> src;
@@ -192,12 +200,7 @@ TEST_F(Multicast, TheSendersOwnDeviceReceivesWhenAttached) {
   Buffer dst(*a, kSlot, kAllAccess);
   const Sge s = dst.sge(0, kSlot);
   ASSERT_EQ(post_recv(a2, 7, std::span(&s, 1)), 0);
-  const Sge ss = src->sge(0, 64);
-  SendWr w = wr(WrOpcode::kSend, 1, std::span(&ss, 1));
-  w.ah = ahid;
-  w.remote_qpn = kMulticastQpn;
-  w.remote_qkey = kQkey;
-  ASSERT_EQ(qa->post_send(w), 0);
+  ASSERT_EQ(send_to_qpn_ffffff(ahid, 64), 0);
   auto wcs = wait_wc(a->cq, 2);  // the send's and the receive's, in either order
   ASSERT_EQ(wcs.size(), 2u);
   const Wc& rwc = wcs[0].qp_num == a2->qpn() ? wcs[0] : wcs[1];
@@ -249,12 +252,7 @@ TEST_F(Multicast, QpnFfffffToAUnicastAddressIsACountedDrop) {
   const std::uint32_t to_b = a->dev->create_ah(a->pd, ah, &err);
   ASSERT_EQ(err, 0);
   post_recvs(*b, b1, 1);
-  const Sge s = src->sge(0, 8);
-  SendWr w = wr(WrOpcode::kSend, 1, std::span(&s, 1));
-  w.ah = to_b;
-  w.remote_qpn = kMulticastQpn;
-  w.remote_qkey = kQkey;
-  ASSERT_EQ(qa->post_send(w), 0);
+  ASSERT_EQ(send_to_qpn_ffffff(to_b, 8), 0);
   ASSERT_EQ(wait_wc(a->cq, 1).size(), 1u);
   auto dropped = [&] {
     for (const auto& [name, v] : b->dev->hw_counters()) {

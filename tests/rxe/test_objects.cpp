@@ -13,6 +13,18 @@ namespace {
 
 class Objects : public Pair {};
 
+// `n` signaled 8-byte SENDs from `s` through qa into as many receives of d's first 64 bytes
+// posted on qb; returns once the sender has its n completions in `scq`.
+void sends_into_receives(Qp* qa, const Buffer& s, Cq* scq, Qp* qb, const Buffer& d, int n) {
+  const Sge rs = d.sge(0, 64);
+  const Sge ss = s.sge(0, 8);
+  for (int i = 0; i < n; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
+  }
+  ASSERT_EQ(wait_wc(scq, n).size(), static_cast<std::size_t>(n));
+}
+
 TEST_F(Objects, MemoryKeysAreUnpredictableAndUnique) {
   std::vector<std::uint8_t> mem(4096);
   std::set<std::uint32_t> keys;
@@ -41,9 +53,7 @@ TEST_F(Objects, RemoteWriteWithoutLocalWriteIsRefused) {
 }
 
 TEST_F(Objects, IovaBasedRegistrationAndReregistration) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   std::vector<std::uint8_t> mem(4096, 0);
   int err = 0;
   // Peers address this region as 0x1000000..; the host address is unrelated.
@@ -68,9 +78,7 @@ TEST_F(Objects, IovaBasedRegistrationAndReregistration) {
 }
 
 TEST_F(Objects, CqNotificationNextAndSolicited) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   std::atomic<int> fired{0};
   b->cq->set_notify([&] { ++fired; });
   Buffer s(*a, 64, kAllAccess);
@@ -78,23 +86,23 @@ TEST_F(Objects, CqNotificationNextAndSolicited) {
   const Sge rs = d.sge(0, 64);
   const Sge ss = s.sge(0, 8);
   for (int i = 0; i < 4; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
+  // A signaled SEND, with `flags` besides, and its completion at B.
+  const auto send = [&](std::uint64_t id, std::uint32_t flags = 0) {
+    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, id, std::span(&ss, 1), kSendSignaled | flags)), 0);
+    ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
+  };
   // Not armed: no event.
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 1, std::span(&ss, 1))), 0);
-  ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(send(1));
   EXPECT_EQ(fired.load(), 0);
   // Solicited only: an unsolicited send does not fire, a solicited one does.
   b->cq->req_notify(true);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 2, std::span(&ss, 1))), 0);
-  ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(send(2));
   EXPECT_EQ(fired.load(), 0);
-  ASSERT_EQ(
-      qa->post_send(wr(WrOpcode::kSend, 3, std::span(&ss, 1), kSendSignaled | kSendSolicited)), 0);
-  ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(send(3, kSendSolicited));
   EXPECT_EQ(fired.load(), 1);
   // Next completion: fires once, then disarms.
   b->cq->req_notify(false);
-  ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, 4, std::span(&ss, 1))), 0);
-  ASSERT_EQ(wait_wc(b->cq, 1).size(), 1u);
+  ASSERT_NO_FATAL_FAILURE(send(4));
   EXPECT_EQ(fired.load(), 2);
   EXPECT_EQ(wait_wc(a->cq, 4).size(), 4u);
 }
@@ -113,12 +121,7 @@ TEST_F(Objects, CqOverflowRaisesAnAsyncError) {
   connect(*a, qa, *b, qb);
   Buffer s(*a, 64, kAllAccess);
   Buffer d(*b, 64, kAllAccess);
-  const Sge rs = d.sge(0, 64);
-  const Sge ss = s.sge(0, 8);
-  for (int i = 0; i < 3; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
-  for (int i = 0; i < 3; ++i)
-    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
-  ASSERT_EQ(wait_wc(a->cq, 3).size(), 3u);
+  ASSERT_NO_FATAL_FAILURE(sends_into_receives(qa, s, a->cq, qb, d, 3));
   // The receiver's completions (and so the overflow) follow the ACK the sender just saw.
   wait_until([&] { return cq_errors.load() != 0; });
   EXPECT_GE(cq_errors.load(), 1);
@@ -202,17 +205,10 @@ TEST_F(Objects, DeviceAndPortAttributesAreHonest) {
 }
 
 TEST_F(Objects, HwCountersSumOverQpsAndSurviveDestruction) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   Buffer s(*a, 64, kAllAccess);
   Buffer d(*b, 64, kAllAccess);
-  const Sge rs = d.sge(0, 64);
-  const Sge ss = s.sge(0, 8);
-  for (int i = 0; i < 5; ++i) ASSERT_EQ(post_recv(qb, i, std::span(&rs, 1)), 0);
-  for (int i = 0; i < 5; ++i)
-    ASSERT_EQ(qa->post_send(wr(WrOpcode::kSend, i, std::span(&ss, 1))), 0);
-  ASSERT_EQ(wait_wc(a->cq, 5).size(), 5u);
+  ASSERT_NO_FATAL_FAILURE(sends_into_receives(qa, s, a->cq, qb, d, 5));
   ASSERT_EQ(wait_wc(b->cq, 5).size(), 5u);
   auto get = [](Device& dev, const std::string& name) {
     for (const auto& [n, v] : dev.hw_counters())
@@ -232,9 +228,7 @@ TEST_F(Objects, SqdRaisesSqDrainedWhenAsked) {
   a->dev->set_async_handler([&](const AsyncEvent& ev) {
     if (ev.type == AsyncEventType::kSqDrained) ++drained;
   });
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   QpAttr attr;
   attr.qp_state = QpState::kSqd;
   attr.en_sqd_async_notify = true;

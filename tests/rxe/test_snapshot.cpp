@@ -9,9 +9,7 @@ namespace {
 class Snapshot : public Pair {};
 
 TEST_F(Snapshot, ShowsConnectedQpsTheirWorkAndTheMemory) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   Buffer src(*a, 8192, kAllAccess, 7);
   Buffer dst(*b, 8192, kAllAccess);
   Buffer extra(*b, 4096, kAllAccess);
@@ -99,9 +97,7 @@ TEST(LatencyHistogram, QuantilesWithinAQuarter) {
 }
 
 TEST_F(Snapshot, CqLatencyOnceSampled) {
-  Qp* qa = make_qp(*a, QpType::kRc);
-  Qp* qb = make_qp(*b, QpType::kRc);
-  connect(*a, qa, *b, qb);
+  const auto [qa, qb] = connected_qps(*a, *b);
   Buffer src(*a, 4096, kAllAccess, 1);
   Buffer dst(*b, 4096, kAllAccess);
   const Sge ss = src.sge(0, 4096);

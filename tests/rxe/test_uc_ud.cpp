@@ -80,9 +80,7 @@ TEST(UcFaults, LossDropsWholeMessagesOnly) {
   f.seeded = true;
   Node a(fabric, 1, 9000, f);
   Node b(fabric, 2, 9000);
-  Qp* qa = make_qp(a, QpType::kUc);
-  Qp* qb = make_qp(b, QpType::kUc);
-  connect(a, qa, b, qb);
+  const auto [qa, qb] = connected_qps(a, b, QpType::kUc);
   constexpr int kMessages = 400;
   constexpr std::uint32_t kLen = 3 * 4096 + 100;  // 4 packets
   Buffer src(a, kLen, kAllAccess);

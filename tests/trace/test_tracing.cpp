@@ -39,6 +39,18 @@ std::unique_ptr<netdev::TracingNetdev> traced(std::shared_ptr<netdev::MemoryFabr
   return t;
 }
 
+// Two traced devices writing to `path`: softroce0 at host 1, sending with the faults that
+// `faults` (netdev::parse_faults) names, and softroce1 at host 2; a bad spec fails the test.
+std::pair<std::unique_ptr<netdev::TracingNetdev>, std::unique_ptr<netdev::TracingNetdev>>
+traced_pair(std::shared_ptr<netdev::MemoryFabric> fabric, const std::string& path,
+            const std::string& faults) {
+  netdev::FaultConfig f;
+  std::string error;
+  EXPECT_TRUE(netdev::parse_faults(faults, f, error)) << error;
+  return {traced(fabric, host(1), path, "softroce0", f),
+          traced(fabric, host(2), path, "softroce1")};
+}
+
 // Sends each datagram in its own batch from `from` to `to`.
 void send_all(netdev::Netdev& from, IpAddr to, const std::vector<std::vector<std::uint8_t>>& dgs) {
   for (const auto& d : dgs) {
@@ -232,11 +244,7 @@ TEST(TracingNetdev, DroppedPacketsAppearWithFaultDrop) {
   TempDir dir;
   const std::string path = dir / "drop.pcapng";
   auto fabric = std::make_shared<netdev::MemoryFabric>();
-  netdev::FaultConfig faults;
-  std::string error;
-  ASSERT_TRUE(netdev::parse_faults("drop=0.3,seed=11", faults, error)) << error;
-  auto a = traced(fabric, host(1), path, "softroce0", faults);
-  auto b = traced(fabric, host(2), path, "softroce1");
+  const auto [a, b] = traced_pair(fabric, path, "drop=0.3,seed=11");
   send_all(*a, host(2), sends(200));
   const auto got = recv_all(*b);
   a->flush();
@@ -272,11 +280,7 @@ TEST(TracingNetdev, CorruptedPacketIsRecordedAsSentAndNotAsReceived) {
   TempDir dir;
   const std::string path = dir / "corrupt.pcapng";
   auto fabric = std::make_shared<netdev::MemoryFabric>();
-  netdev::FaultConfig faults;
-  std::string error;
-  ASSERT_TRUE(netdev::parse_faults("corrupt=1,seed=3", faults, error)) << error;
-  auto a = traced(fabric, host(1), path, "softroce0", faults);
-  auto b = traced(fabric, host(2), path, "softroce1");
+  const auto [a, b] = traced_pair(fabric, path, "corrupt=1,seed=3");
   send_all(*a, host(2), sends(10));
   EXPECT_TRUE(recv_all(*b).empty());
   a->flush();
@@ -304,11 +308,7 @@ TEST(TracingNetdev, DuplicatedAndQueueFullDrops) {
   TempDir dir;
   const std::string path = dir / "dup.pcapng";
   auto fabric = std::make_shared<netdev::MemoryFabric>(4);
-  netdev::FaultConfig faults;
-  std::string error;
-  ASSERT_TRUE(netdev::parse_faults("duplicate=1,seed=5", faults, error)) << error;
-  auto a = traced(fabric, host(1), path, "softroce0", faults);
-  auto b = traced(fabric, host(2), path, "softroce1");
+  const auto [a, b] = traced_pair(fabric, path, "duplicate=1,seed=5");
   send_all(*a, host(2), sends(3));  // 6 arrive; the queue holds 4
   EXPECT_EQ(recv_all(*b).size(), 4u);
   a->flush();

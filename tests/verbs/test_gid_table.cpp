@@ -215,11 +215,7 @@ TEST_F(GidTable, AnAddressVectorFromACompletionSendsFromIndexOne) {
   qa.qp_state = IBV_QPS_RTS;
   ASSERT_EQ(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN), 0);
   ibv_sge rs{reinterpret_cast<std::uintptr_t>(buf.data() + 1024), 1024, mr->lkey};
-  ibv_recv_wr rw{};
-  rw.sg_list = &rs;
-  rw.num_sge = 1;
-  ibv_recv_wr* bad_r = nullptr;
-  ASSERT_EQ(ibv_post_recv(qp, &rw, &bad_r), 0);
+  ASSERT_EQ(post_recv_sge(qp, &rs, 0), 0);
   ibv_ah_attr aa{};
   aa.is_global = 1;
   aa.grh.dgid = gid_at(ctx, 1);

@@ -59,6 +59,19 @@ RoceHeaders sample_headers(std::uint8_t opcode, std::mt19937& rng) {
   return h;
 }
 
+// The frame build_roce_frame makes for `a` of `h` and `payload`, at most 200 bytes; empty, and a
+// test failure, when it refuses.
+std::vector<std::uint8_t> frame_of(const RoceAddr& a, const RoceHeaders& h, Bytes payload = {}) {
+  std::vector<std::uint8_t> frame(200);
+  auto n = build_roce_frame(frame, a, h, payload);
+  if (!n.ok()) {
+    ADD_FAILURE() << to_string(n.error());
+    return {};
+  }
+  frame.resize(*n);
+  return frame;
+}
+
 }  // namespace
 
 TEST(Icrc, MatchesRealHardwareCnp) {
@@ -102,16 +115,13 @@ TEST(Icrc, RebuiltCnpIsByteForByteIdentical) {
 }
 
 TEST(Icrc, MaskedFieldsDoNotChangeIt) {
-  std::vector<std::uint8_t> frame(200);
   std::mt19937 rng(1);
   RoceAddr a;
   a.src4 = 0x0a000001;
   a.dst4 = 0x0a000002;
   const auto h = sample_headers(op::kRcSendOnly, rng);
   const std::vector<std::uint8_t> payload(33, 0x5a);
-  auto n = build_roce_frame(frame, a, h, payload);
-  ASSERT_TRUE(n.ok());
-  frame.resize(*n);
+  const std::vector<std::uint8_t> frame = frame_of(a, h, payload);
   auto v = parse_frame(frame, 101);
   ASSERT_TRUE(v.ok());
   const std::uint32_t base = *expected_icrc(*v);
@@ -132,15 +142,12 @@ TEST(Icrc, MaskedFieldsDoNotChangeIt) {
 }
 
 TEST(Icrc, Ipv6MasksTrafficClassFlowLabelHopLimit) {
-  std::vector<std::uint8_t> frame(200);
   std::mt19937 rng(2);
   RoceAddr a;
   a.ipv6 = true;
   a.src6[15] = 1;
   a.dst6[15] = 2;
-  auto n = build_roce_frame(frame, a, sample_headers(op::kRcAck, rng), {});
-  ASSERT_TRUE(n.ok());
-  frame.resize(*n);
+  const std::vector<std::uint8_t> frame = frame_of(a, sample_headers(op::kRcAck, rng));
   auto v = parse_frame(frame, 101);
   ASSERT_TRUE(v.ok());
   ASSERT_TRUE(v->is_ipv6);
@@ -339,19 +346,20 @@ TEST(RoceHeaders, ParseErrorsArePrecise) {
   ASSERT_TRUE(n.ok());
   buf.resize(*n);
   auto bad = buf;
-  bad[1] |= 0x01;  // TVer 1
-  EXPECT_EQ(parse_roce(bad).error(), Error::kBadVersion);
+  // The packet with `bits` set in byte `off`, parsed (a view of `bad`).
+  const auto with_bits = [&](std::size_t off, std::uint8_t bits) {
+    bad = buf;
+    bad[off] |= bits;
+    return parse_roce(bad);
+  };
+  EXPECT_EQ(with_bits(1, 0x01).error(), Error::kBadVersion);  // TVer 1
   // Reserved bits (BTH byte 4 low six, byte 8 low seven) are returned, not judged.
-  bad = buf;
-  bad[4] |= 0x10;
-  auto r4 = parse_roce(bad);
+  auto r4 = with_bits(4, 0x10);
   ASSERT_TRUE(r4.ok());
   EXPECT_EQ(r4->hdr.bth.resv6, 0x10);
   EXPECT_TRUE(roce_reserved_set(*r4));
   EXPECT_FALSE(roce_reserved_set(*parse_roce(buf)));
-  bad = buf;
-  bad[8] |= 0x01;
-  auto r8 = parse_roce(bad);
+  auto r8 = with_bits(8, 0x01);
   ASSERT_TRUE(r8.ok());
   EXPECT_EQ(r8->hdr.bth.resv7, 0x01);
   EXPECT_TRUE(roce_reserved_set(*r8));
@@ -416,14 +424,11 @@ TEST(RoceHeaders, RandomBytesNeverCrash) {
 
 TEST(Frame, EveryTruncationOfAFrameIsAnError) {
   std::mt19937 rng(5);
-  std::vector<std::uint8_t> frame(200);
   RoceAddr a;
   a.eth = Ethernet{};
   a.eth->vlan_tci = 0x0064;
-  auto n = build_roce_frame(frame, a, sample_headers(op::kRcWriteOnly, rng),
-                            std::vector<std::uint8_t>(7, 9));
-  ASSERT_TRUE(n.ok());
-  frame.resize(*n);
+  const std::vector<std::uint8_t> frame =
+      frame_of(a, sample_headers(op::kRcWriteOnly, rng), std::vector<std::uint8_t>(7, 9));
   auto full = parse_frame(frame, 1);
   ASSERT_TRUE(full.ok());
   EXPECT_EQ(full->eth->vlan_tci, 0x0064);
@@ -436,15 +441,12 @@ TEST(Frame, EveryTruncationOfAFrameIsAnError) {
 
 TEST(Frame, UdpChecksumWhenAskedVerifiesToZero) {
   std::mt19937 rng(6);
-  std::vector<std::uint8_t> frame(200);
   RoceAddr a;
   a.src4 = 0xC0A80001;
   a.dst4 = 0xC0A80002;
   a.udp_checksum = true;
-  auto n = build_roce_frame(frame, a, sample_headers(op::kRcSendOnly, rng),
-                            std::vector<std::uint8_t>(13, 1));
-  ASSERT_TRUE(n.ok());
-  frame.resize(*n);
+  const std::vector<std::uint8_t> frame =
+      frame_of(a, sample_headers(op::kRcSendOnly, rng), std::vector<std::uint8_t>(13, 1));
   auto v = parse_frame(frame, 101);
   ASSERT_TRUE(v.ok());
   EXPECT_NE(v->udp->checksum, 0);

@@ -25,12 +25,6 @@ namespace {
 
 constexpr const char* kDefaultListen = "127.0.0.1:9797";
 
-int exporter_usage(const std::string& why) {
-  std::fprintf(stderr, "softrdma exporter: %s\n", why.c_str());
-  print_help(stderr, *find_command("exporter"));
-  return 2;
-}
-
 // "ADDR:PORT" or "[ADDR6]:PORT" into a socket address.
 bool parse_listen(const std::string& s, sockaddr_storage& ss, socklen_t& len) {
   const auto colon = s.rfind(':');
@@ -82,16 +76,12 @@ MHD_Result answer(void*, MHD_Connection* conn, const char* url, const char* meth
 
 }  // namespace
 
-int cmd_exporter(int argc, char** argv) {
-  WatchArgs args;
-  std::string error;
-  if (!parse_watch_args(argc, argv, "--listen", args, error)) return exporter_usage(error);
-  if (!args.words.empty()) return exporter_usage("unexpected '" + args.words[0] + "'");
+int cmd_exporter(const WatchArgs& args) {
   const std::string listen_on = args.listen.empty() ? kDefaultListen : args.listen;
   sockaddr_storage ss{};
   socklen_t len = 0;
   if (!parse_listen(listen_on, ss, len)) {
-    return exporter_usage("bad --listen '" + listen_on + "' (expected ADDR:PORT)");
+    return usage_error("exporter", "bad --listen '" + listen_on + "' (expected ADDR:PORT)");
   }
   // Our own socket, so that a port in use is a clear error before the server starts.
   const int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);

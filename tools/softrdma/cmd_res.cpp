@@ -18,12 +18,6 @@ using nlohmann::json;
 
 constexpr const char* kKinds[] = {"qp", "cq", "mr", "pd", "srq", "cm_id"};
 
-int res_usage(const std::string& why) {
-  std::fprintf(stderr, "softrdma res: %s\n", why.c_str());
-  print_help(stderr, *find_command("res"));
-  return 2;
-}
-
 // The text columns of each kind, in the rdma tool's order; "|" marks where pid and comm go.
 std::vector<std::string> columns(const std::string& kind) {
   // An iWARP QP's row has no PSNs, P_Key, rqpn, NAKs or packets, and adds local and the rest.
@@ -122,16 +116,14 @@ std::vector<json> rows_of(const std::string& kind, const DeviceRow& d) {
 
 }  // namespace
 
-int cmd_res(int argc, char** argv) {
-  WatchArgs args;
-  std::string error;
-  if (!parse_watch_args(argc, argv, "--json -p", args, error)) return res_usage(error);
-  if (args.words.size() > 1) return res_usage("unexpected '" + args.words[1] + "'");
+int cmd_res(const WatchArgs& args) {
   std::string kind = args.words.empty() ? "" : args.words[0];
   if (kind == "show") kind = "";
   bool known = kind.empty();
   for (const char* k : kKinds) known = known || kind == k;
-  if (!known) return res_usage("unknown object '" + kind + "' (qp, cq, mr, pd, srq or cm_id)");
+  if (!known) {
+    return usage_error("res", "unknown object '" + kind + "' (qp, cq, mr, pd, srq or cm_id)");
+  }
 
   const monitor::Collection c = monitor::collect(args.pid);
   json out = json::array();

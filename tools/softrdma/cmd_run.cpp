@@ -9,7 +9,6 @@
 // backends.
 #include <unistd.h>
 
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +18,7 @@
 #include "tools/softrdma/cli_args.h"
 #include "tools/softrdma/commands.h"
 #include "tools/softrdma/private_view.h"
+#include "tools/softrdma/self_prefix.h"
 #include "tools/softrdma/usage.h"
 #include "verbs/engine.h"
 
@@ -31,22 +31,11 @@ namespace {
 // beside bin/.
 std::string library_dir() {
   if (const char* d = std::getenv("SOFTRDMA_LIBDIR")) return d;
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n <= 0) return "";
-  self[n] = '\0';
-  std::string dir(self);
-  dir = dir.substr(0, dir.rfind('/'));  // .../bin
-  const std::string prefix = dir.substr(0, dir.rfind('/'));
-  const std::string installed = prefix + "/" + SOFTRDMA_INSTALL_LIBDIR;
+  const std::optional<std::string> prefix = self_prefix();
+  if (!prefix) return "";
+  const std::string installed = *prefix + "/" + SOFTRDMA_INSTALL_LIBDIR;
   if (access((installed + "/libibverbs.so.1").c_str(), R_OK) == 0) return installed;
-  return prefix + "/lib";
-}
-
-int run_usage(const char* why) {
-  std::fprintf(stderr, "softrdma run: %s\n", why);
-  print_help(stderr, *find_command("run"));
-  return 2;
+  return *prefix + "/lib";
 }
 
 }  // namespace
@@ -54,7 +43,7 @@ int run_usage(const char* why) {
 int cmd_run(int argc, char** argv) {
   RunArgs args;
   std::string error;
-  if (!parse_run_args(argc, argv, args, error)) return run_usage(error.c_str());
+  if (!parse_run_args(argc, argv, args, error)) return usage_error("run", error);
   for (const auto& [var, value] : args.env) setenv(var.c_str(), value.c_str(), 1);
   const int i = args.program;
   // Check the configuration now: a bad option is a clear error, not a silent

@@ -7,7 +7,6 @@
 #include <thread>
 
 #include "tools/softrdma/commands.h"
-#include "tools/softrdma/usage.h"
 #include "tools/softrdma/watch_args.h"
 
 namespace softrdma::tools {
@@ -15,12 +14,6 @@ namespace softrdma::tools {
 namespace {
 
 using nlohmann::json;
-
-int stat_usage(const std::string& why) {
-  std::fprintf(stderr, "softrdma stat: %s\n", why.c_str());
-  print_help(stderr, *find_command("stat"));
-  return 2;
-}
 
 json device_json(const DeviceRow& d) {
   json row = identity(d);
@@ -51,11 +44,7 @@ void print_text(const DeviceRow& d, const json* rates) {
 
 }  // namespace
 
-int cmd_stat(int argc, char** argv) {
-  WatchArgs args;
-  std::string error;
-  if (!parse_watch_args(argc, argv, "--json -p -w", args, error)) return stat_usage(error);
-  if (!args.words.empty()) return stat_usage("unexpected '" + args.words[0] + "'");
+int cmd_stat(const WatchArgs& args) {
   using Clock = std::chrono::steady_clock;
   monitor::Collection first;
   Clock::time_point t0{};

@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "tools/softrdma/commands.h"
-#include "tools/softrdma/usage.h"
 #include "tools/softrdma/watch_args.h"
 
 namespace softrdma::tools {
@@ -22,12 +21,6 @@ namespace {
 
 using nlohmann::json;
 using Clock = std::chrono::steady_clock;
-
-int top_usage(const std::string& why) {
-  std::fprintf(stderr, "softrdma top: %s\n", why.c_str());
-  print_help(stderr, *find_command("top"));
-  return 2;
-}
 
 volatile sig_atomic_t g_stop = 0;
 void on_signal(int) {
@@ -154,11 +147,7 @@ bool wait_for_quit(double seconds) {
 
 }  // namespace
 
-int cmd_top(int argc, char** argv) {
-  WatchArgs args;
-  std::string error;
-  if (!parse_watch_args(argc, argv, "--once -d -p", args, error)) return top_usage(error);
-  if (!args.words.empty()) return top_usage("unexpected '" + args.words[0] + "'");
+int cmd_top(const WatchArgs& args) {
   const double every = args.seconds.value_or(1.0);
   if (args.once) {
     Sample a{monitor::collect(args.pid), Clock::now()};

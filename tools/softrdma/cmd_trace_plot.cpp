@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -12,6 +11,7 @@
 #include <vector>
 
 #include "tools/softrdma/commands.h"
+#include "tools/softrdma/self_prefix.h"
 
 namespace softrdma::tools {
 
@@ -19,14 +19,9 @@ namespace {
 
 std::string plot_script() {
   if (const char* s = std::getenv("SOFTRDMA_PLOT_SCRIPT")) return s;
-  char self[PATH_MAX];
-  const ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-  if (n > 0) {
-    self[n] = '\0';
-    std::string dir(self);
-    dir = dir.substr(0, dir.rfind('/'));  // .../bin
+  if (const std::optional<std::string> prefix = self_prefix()) {
     const std::string installed =
-        dir.substr(0, dir.rfind('/')) + "/" + SOFTRDMA_INSTALL_DATADIR + "/softrdma/trace_plot.py";
+        *prefix + "/" + SOFTRDMA_INSTALL_DATADIR + "/softrdma/trace_plot.py";
     if (access(installed.c_str(), R_OK) == 0) return installed;
   }
   return SOFTRDMA_PLOT_SCRIPT_SRC;

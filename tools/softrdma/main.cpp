@@ -2,6 +2,7 @@
 // `softrdma COMMAND --help` and `softrdma --version` print to stdout and exit 0.
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <string_view>
 
 #include "tools/softrdma/commands.h"
@@ -23,6 +24,30 @@ void usage(std::FILE* out) {
 
 bool is_help(const char* a) {
   return !std::strcmp(a, "--help") || !std::strcmp(a, "-h");
+}
+
+// The commands that watch running devices: their options (watch_args.h) are parsed here.
+struct Watcher {
+  std::string_view name;
+  const char* options;    // what parse_watch_args allows
+  std::size_t max_words;  // words besides the options (res's object kind)
+  int (*run)(const WatchArgs&);
+};
+constexpr Watcher kWatchers[] = {
+    {"stat", "--json -p -w", 0, cmd_stat},
+    {"res", "--json -p", 1, cmd_res},
+    {"exporter", "--listen", 0, cmd_exporter},
+    {"top", "--once -d -p", 0, cmd_top},
+};
+
+int watch(const Watcher& w, int argc, char** argv) {
+  WatchArgs args;
+  std::string error;
+  if (!parse_watch_args(argc, argv, w.options, args, error)) return usage_error(w.name, error);
+  if (args.words.size() > w.max_words) {
+    return usage_error(w.name, "unexpected '" + args.words[w.max_words] + "'");
+  }
+  return w.run(args);
 }
 
 }  // namespace
@@ -64,10 +89,9 @@ int main(int argc, char** argv) {
   if (cmd == "devices") return cmd_devices(argc - 2, argv + 2);
   if (cmd == "trace") return cmd_trace(argc - 2, argv + 2);
   if (cmd == "sample-trace") return cmd_sample_trace(argc - 2, argv + 2);
-  if (cmd == "stat") return cmd_stat(argc - 2, argv + 2);
-  if (cmd == "res") return cmd_res(argc - 2, argv + 2);
-  if (cmd == "exporter") return cmd_exporter(argc - 2, argv + 2);
-  if (cmd == "top") return cmd_top(argc - 2, argv + 2);
+  for (const Watcher& w : kWatchers) {
+    if (cmd == w.name) return watch(w, argc - 2, argv + 2);
+  }
   std::fprintf(stderr, "softrdma: unknown command '%s'\n", argv[1]);
   usage(stderr);
   return 2;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "wire/ddp_rdmap.h"
+#include "wire/ddp_segment.h"
 #include "wire/fpdu.h"
 #include "wire/mpa.h"
 #include "wire/net.h"
@@ -106,12 +107,7 @@ class Iwarp {
 
   // One DDP segment (header + payload) as one FPDU in one TCP segment.
   void segment(int side, const DdpHeader& h, Bytes body) {
-    std::vector<std::uint8_t> ulpdu(h.header_len() + body.size());
-    (void)build_ddp_header(ulpdu, h);
-    std::copy(body.begin(), body.end(),
-              ulpdu.begin() + static_cast<std::ptrdiff_t>(h.header_len()));
-    std::vector<std::uint8_t> plain(fpdu_total_len(ulpdu.size()));
-    (void)build_fpdu(plain, ulpdu, crc_);
+    const std::vector<std::uint8_t> plain = ddp_segment_fpdu(h, body, crc_);
     if (!markers_) {
       conn_.data(side, plain);
       return;

@@ -121,6 +121,13 @@ void print_help(std::FILE* out, const CommandHelp& c) {
                static_cast<int>(c.text.size()), c.text.data());
 }
 
+int usage_error(std::string_view name, const std::string& why) {
+  std::fprintf(stderr, "softrdma %.*s: %s\n", static_cast<int>(name.size()), name.data(),
+               why.c_str());
+  if (const CommandHelp* c = find_command(name)) print_help(stderr, *c);
+  return 2;
+}
+
 std::string_view version() {
   return SOFTRDMA_VERSION;
 }

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <span>
+#include <string>
 #include <string_view>
 
 namespace softrdma::tools {
@@ -20,6 +21,8 @@ std::span<const CommandHelp> commands();
 const CommandHelp* find_command(std::string_view name);
 // Prints "usage: SYNOPSIS" and the text.
 void print_help(std::FILE* out, const CommandHelp& c);
+// A subcommand's bad usage: "softrdma NAME: WHY" and NAME's help on stderr; returns exit status 2.
+int usage_error(std::string_view name, const std::string& why);
 
 // The version, from the project's one VERSION (CMakeLists.txt).
 std::string_view version();

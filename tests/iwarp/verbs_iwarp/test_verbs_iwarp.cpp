@@ -2,12 +2,9 @@
 // and transport iWARP, its PD/MR/CQ/QP calls served by the iWARP device, connected through
 // softrdma_iwarp_cm() (the CM layer's interface) over loopback TCP, data moved with
 // ibv_post_send / ibv_post_recv / ibv_poll_cq, events on the async fd.
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>
-#include <netinet/in.h>
 #include <poll.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,6 +14,8 @@
 #include <thread>
 #include <vector>
 
+#include "tests/tcp_pair.h"
+#include "tests/verbs/verbs_helpers.h"
 #include "tests/wait_until.h"
 #include "verbs/iwarp_cm.h"
 
@@ -24,25 +23,10 @@ namespace {
 
 using namespace std::chrono_literals;
 using softrdma::test::wait_until;
-
-struct Tcp {
-  int client = -1, server = -1;
-  Tcp() {
-    const int l = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (::bind(l, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 && ::listen(l, 2) == 0 &&
-        ::getsockname(l, reinterpret_cast<sockaddr*>(&a), &len) == 0) {
-      client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0) {
-        server = ::accept4(l, nullptr, nullptr, SOCK_CLOEXEC);
-      }
-    }
-    ::close(l);
-  }
-};
+using softrdma::verbs::test::one_sge_wr;
+using softrdma::verbs::test::post_recv_sge;
+using softrdma::verbs::test::post_wr;
+using softrdma::verbs::test::rdma_wr;
 
 ibv_context* open_by_name(const char* name, int* index) {
   int n = 0;
@@ -107,7 +91,7 @@ bool connect_pair(softrdma::verbs::IwarpCm* cm, ibv_context* ctx, End& a, End& b
   if (ibv_modify_qp(a.qp, &init, IBV_QP_STATE) || ibv_modify_qp(b.qp, &init, IBV_QP_STATE)) {
     return false;
   }
-  Tcp tcp;
+  const softrdma::test::TcpPair tcp;
   if (tcp.server < 0) return false;
   std::atomic<int> req_err{-1}, acc{-1}, con{-1};
   softrdma::iwarp::MpaParams params;
@@ -142,14 +126,7 @@ bool next_event(ibv_context* ctx, ibv_async_event& ev) {
 void post_send(End& from, std::size_t len, std::uint64_t id) {
   ibv_sge ss{reinterpret_cast<std::uintptr_t>(from.buf.data()), static_cast<std::uint32_t>(len),
              from.mr->lkey};
-  ibv_send_wr s{};
-  s.wr_id = id;
-  s.opcode = IBV_WR_SEND;
-  s.sg_list = &ss;
-  s.num_sge = 1;
-  s.send_flags = IBV_SEND_SIGNALED;
-  ibv_send_wr* bad = nullptr;
-  ASSERT_EQ(ibv_post_send(from.qp, &s, &bad), 0);
+  ASSERT_EQ(post_wr(from.qp, one_sge_wr(IBV_WR_SEND, &ss, id)), 0);
 }
 
 TEST(VerbsIwarp, DeviceIsListedAfterSoftroceAsAnRnic) {
@@ -238,28 +215,12 @@ TEST(VerbsIwarp, ConnectThroughTheCmInterfaceAndMoveData) {
   // WRITE then SEND, through the verbs data path.
   for (std::size_t i = 0; i < 100000; ++i) a.buf[i] = static_cast<std::uint8_t>(i * 3);
   ibv_sge rs{reinterpret_cast<std::uintptr_t>(b.buf.data()) + 500000, 64, b.mr->lkey};
-  ibv_recv_wr rwr{};
-  rwr.wr_id = 9;
-  rwr.sg_list = &rs;
-  rwr.num_sge = 1;
-  ibv_recv_wr* bad_r = nullptr;
-  ASSERT_EQ(ibv_post_recv(b.qp, &rwr, &bad_r), 0);
+  ASSERT_EQ(post_recv_sge(b.qp, &rs, 9), 0);
   ibv_sge ws{reinterpret_cast<std::uintptr_t>(a.buf.data()), 100000, a.mr->lkey};
-  ibv_send_wr w{};
-  w.wr_id = 1;
-  w.opcode = IBV_WR_RDMA_WRITE;
-  w.sg_list = &ws;
-  w.num_sge = 1;
-  w.send_flags = IBV_SEND_SIGNALED;
-  w.wr.rdma.remote_addr = reinterpret_cast<std::uintptr_t>(b.buf.data());
-  w.wr.rdma.rkey = b.mr->rkey;
+  ibv_send_wr w = rdma_wr(IBV_WR_RDMA_WRITE, &ws, reinterpret_cast<std::uintptr_t>(b.buf.data()),
+                          b.mr->rkey, 1);
   ibv_sge ss{reinterpret_cast<std::uintptr_t>(a.buf.data()), 10, a.mr->lkey};
-  ibv_send_wr s{};
-  s.wr_id = 2;
-  s.opcode = IBV_WR_SEND;
-  s.sg_list = &ss;
-  s.num_sge = 1;
-  s.send_flags = IBV_SEND_SIGNALED;
+  ibv_send_wr s = one_sge_wr(IBV_WR_SEND, &ss, 2);
   w.next = &s;
   ibv_send_wr* bad = nullptr;
   ASSERT_EQ(ibv_post_send(a.qp, &w, &bad), 0);
