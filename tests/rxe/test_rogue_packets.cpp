@@ -109,6 +109,11 @@ TEST(RoguePackets, NoCrashAndNothingWrittenOutsideTheRegion) {
     wait_until([&] { return inj->pending() == 0; }, std::chrono::seconds(10),
                std::chrono::microseconds(200));
     ASSERT_EQ(inj->pending(), 0u) << "the device stopped receiving";
+    // The pass that took the last of them may still be handing them to the QP: one pass of
+    // our own (under the same lock) ends after it, so no packet of this round reaches the QP
+    // while it is reset and brought up again below.
+    ASSERT_TRUE(wait_until([&] { return dev.poll_progress(); }, std::chrono::seconds(10),
+                           std::chrono::microseconds(200)));
     Wc wc[256];
     while (cq->poll(wc) > 0) {
     }
