@@ -28,7 +28,7 @@ namespace softrdma::netdev {
 
 class AfPacketNetdev : public RawEthNetdev, public FramePort {
  public:
-  enum class Steering : std::uint8_t { kRoce, kTcp };
+  using Steering = netdev::Steering;
   // The first IPv4 address configured on `ifname` (getifaddrs); false with `error` set when the
   // interface does not exist or has none.
   static bool interface_ipv4(const std::string& ifname, IpAddr& out, std::string& error);
