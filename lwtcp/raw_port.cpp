@@ -1,5 +1,6 @@
 #include "lwtcp/raw_port.h"
 
+#include "lwtcp/faulty_port.h"
 #include "netdev/af_packet.h"
 #include "netdev/open.h"
 #include "netdev/raw_eth.h"
@@ -37,6 +38,7 @@ std::string roce_spec_beside_user_tcp(const std::string& spec) {
 std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
                                                  const netdev::IpAddr& address,
                                                  std::optional<std::uint16_t> vlan,
+                                                 const netdev::FaultConfig& faults,
                                                  std::string& error) {
   std::string iface, addr;
   if (!netdev::split_iface_spec(spec, iface, addr)) {
@@ -53,7 +55,8 @@ std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
     error = "af_xdp:" + iface + ": this build has no AF_XDP backend";
 #endif
   }
-  return port;
+  if (!port) return nullptr;
+  return with_faults(std::move(port), faults);
 }
 
 }  // namespace softrdma::lwtcp

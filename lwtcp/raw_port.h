@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "netdev/faults.h"
 #include "netdev/frame_port.h"
 #include "netdev/netdev.h"
 
@@ -21,10 +22,11 @@ bool carries_user_tcp(const std::string& spec, const netdev::IpAddr& address);
 // interface) steers to the TCP; any other spec stays as it is.
 std::string roce_spec_beside_user_tcp(const std::string& spec);
 
-// The TCP's port (steering kTcp); nullptr with `error` set.
+// The TCP's port (steering kTcp), with `faults` on what it sends; nullptr with `error` set.
 std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
                                                  const netdev::IpAddr& address,
                                                  std::optional<std::uint16_t> vlan,
+                                                 const netdev::FaultConfig& faults,
                                                  std::string& error);
 
 }  // namespace softrdma::lwtcp

@@ -60,6 +60,8 @@ class AfPacketNetdev : public RawEthNetdev, public FramePort {
   bool send_frame(const std::uint8_t* frame, std::size_t len) override;
   wire::MacAddr frame_mac() const override { return link_.mac; }
   std::uint32_t frame_mtu() const override { return link_.mtu; }
+  // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
+  std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
@@ -68,6 +70,7 @@ class AfPacketNetdev : public RawEthNetdev, public FramePort {
  private:
   AfPacketNetdev() = default;
   void release_frame(tpacket2_hdr* h);  // back to the kernel; counts the ring's drops now and then
+  void count_ring_drops();              // adds the kernel's count of ring drops to rx_dropped
 
   int fd_ = -1;
   std::uint8_t* ring_ = nullptr;

@@ -405,6 +405,16 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   });
 }
 
+std::vector<std::pair<std::string, std::uint64_t>> AfXdpNetdev::frame_counters() {
+  xdp_statistics st{};
+  socklen_t sl = sizeof st;
+  std::uint64_t dropped = 0;
+  if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
+    dropped = st.rx_dropped + st.rx_ring_full;  // cumulative
+  }
+  return {{"tcp_ring_dropped", dropped}};
+}
+
 bool AfXdpNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
   if (put_frame(frame, len)) {
     bump(counters_.tx_packets);

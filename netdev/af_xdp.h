@@ -59,6 +59,8 @@ class AfXdpNetdev : public RawEthNetdev, public FramePort {
   bool send_frame(const std::uint8_t* frame, std::size_t len) override;
   wire::MacAddr frame_mac() const override { return link_.mac; }
   std::uint32_t frame_mtu() const override { return link_.mtu; }
+  // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
+  std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;

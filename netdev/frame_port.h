@@ -8,6 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "wire/net.h"
 
@@ -31,6 +34,10 @@ class FramePort {
   virtual bool send_frame(const std::uint8_t* frame, std::size_t len) = 0;
   virtual wire::MacAddr frame_mac() const = 0;
   virtual std::uint32_t frame_mtu() const = 0;  // the IP MTU
+  // Milliseconds until the port has frames of its own to send (held by faults), -1 for none.
+  virtual int frame_timeout_ms() { return -1; }
+  // Named counters of the port's own (faults), for the stack's counters.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> frame_counters() { return {}; }
 };
 
 // Completes the transport checksum of a received frame the kernel left partial (a

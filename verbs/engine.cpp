@@ -424,13 +424,15 @@ void Engine::print_stats() {
 }
 
 // softiwarp0's userspace TCP: over af_packet or af_xdp on an IPv4 address no interface holds
-// (the kernel owns the others, and would reset our connections), else none (kernel TCP, as
-// before).
+// (the kernel owns the others, and would reset our connections), with --faults on what it sends;
+// else none (kernel TCP, as before).
 std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
     const std::shared_ptr<pcap::PcapngWriter>& trace) {
   if (!lwtcp::carries_user_tcp(cfg_.netdev, address_)) return nullptr;
   std::string error;
-  auto port = lwtcp::open_raw_port(cfg_.netdev, address_, cfg_.vlan, error);
+  netdev::FaultConfig faults;
+  netdev::parse_faults(cfg_.faults, faults, error);  // checked at start
+  auto port = lwtcp::open_raw_port(cfg_.netdev, address_, cfg_.vlan, faults, error);
   std::shared_ptr<iwarp::UserTcp> tcp;
   if (port) {
     lwtcp::StackConfig sc;

@@ -4,7 +4,8 @@ namespace hl-b, address 10.231.2.2, which the kernel there does not hold) agains
 kernel TCP (namespace hl-a, 10.231.2.1) and against itself (a second lwIP device in hl-a on
 10.231.2.3), on a veth pair; Debian's rping (data checked) and perftest (-R), each side as server
 and client; the lwIP side's trace holds its real TCP segments, which tshark decodes with good CRCs
-and softrdma lint finds clean; bad segments are counted and answered.
+and softrdma lint finds clean; under --faults the data still arrives whole, and a SYN flood or bad
+segments are counted and answered.
 
 usage: lwip_netns.py SOFTRDMA TSHARK CASE"""
 import json
@@ -242,7 +243,8 @@ def send(*args):
 
 
 def case_bad_input():
-    """Segments for no connection, a RST for none, a corrupted segment: lwIP answers the SYN with a reset and ignores the rest; each is counted, and
+    """Segments for no connection, a RST for none, a corrupted segment, a TCP header shorter
+    than 20 bytes: lwIP answers the SYN with a reset and ignores the rest; each is counted, and
     rping still runs after them."""
     def run():
         srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3", "-V"],
@@ -252,6 +254,7 @@ def case_bad_input():
         send(*to, PORT + 1, "S", 1)  # no listener there: answered with a reset
         send(*to, PORT + 1, "R", 1)  # a reset of no connection: ignored
         send(*to, PORT, "S", 0)      # a bad checksum: dropped
+        send(*to, PORT, "S", 1, 1, "short")  # a 8-byte header (data offset 2): dropped
         cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3",
                                "-V"])
         crc, cout = finish(cli, 60)
@@ -261,7 +264,60 @@ def case_bad_input():
         c = stats(sout)
         expect(c.get("tcp_tx_rst", 0) >= 1, f"bad input: a reset sent ({c})", sout)
         expect(c.get("tcp_rx_rst", 0) >= 1, f"bad input: a reset received ({c})", sout)
-        expect(c.get("tcp_rx_malformed", 0) >= 1, f"bad input: a malformed segment ({c})", sout)
+        expect(c.get("tcp_rx_malformed", 0) >= 2, f"bad input: two malformed segments ({c})",
+               sout)
+    with_hosts(run)
+
+
+FAULTS = "drop=0.02,reorder=0.02,duplicate=0.02,corrupt=0.01,seed={}"
+
+
+def case_faults():
+    """--faults on every frame lwIP sends (seeded): the TCPs under MPA recover, rping -V checks
+    each ping's data, and --stats counts each kind of fault. lwIP as server and as client
+    against kernel TCP on af_packet, and on both ends on af_xdp (each side's faults recovered by
+    the other's lwIP)."""
+    def run():
+        global backend
+        counted = {}
+        for i, (server_side, client_side, raw) in enumerate(
+                (("lwip", "kernel", "af_packet"), ("kernel", "lwip", "af_packet"),
+                 ("lwip", "lwip2", "af_xdp"))):
+            backend = raw
+            opts = ("--faults", FAULTS.format(7 + i), "--stats")
+            cout, sout = rping(server_side, opts=opts, mpa="rev=2,crc", client_side=client_side,
+                               count=15, size=16000)
+            for out in (cout, sout):
+                for k, v in stats(out).items():
+                    counted[k] = counted.get(k, 0) + v
+        for k in ("dropped", "duplicated", "reordered", "corrupted"):
+            expect(counted.get(f"tcp_fault_{k}", 0) > 0, f"faults: frames {k} ({counted})", "")
+    with_hosts(run)
+
+
+def case_syn_flood():
+    """2000 SYNs to the listener from an address nobody answers for (half-open connections lwIP
+    keeps), 200 to a port nobody listens on (each answered with a reset), then an rping that
+    must still connect and verify its data; the SYNs and resets are counted."""
+    def run():
+        srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3", "-V"],
+                    ("--stats",))
+        listening("lwip", srv, "syn flood")
+        send("10.231.2.99", ADDR["lwip"], PORT, "S", 1, 2000)
+        send(ADDR["kernel"], ADDR["lwip"], PORT + 1, "S", 1, 200)
+        cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3",
+                               "-V", "-v"])
+        crc, cout = finish(cli, 120)
+        src, sout = finish(srv, 120)
+        expect(crc == 0 and src == 0, f"syn flood: rping after it (exits {crc}, {src})",
+               cout + sout)
+        expect(cout.count("ping data:") == 3, "syn flood: 3 pings verified", cout)
+        c = stats(sout)
+        # Each SYN counted: taken by lwIP, or lost for want of room in the ring (a flood).
+        seen = c.get("tcp_rx_syn", 0) + c.get("tcp_ring_dropped", 0)
+        expect(seen >= 2201, f"syn flood: the SYNs counted ({c})", sout)
+        expect(c.get("tcp_tx_rst", 0) >= 200, f"syn flood: a reset for each closed port ({c})",
+               sout)
     with_hosts(run)
 
 
