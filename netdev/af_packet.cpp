@@ -351,16 +351,6 @@ std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) 
   return n;
 }
 
-bool AfPacketNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
-  if (put_frame(frame, len)) {
-    bump(counters_.tx_packets);
-    bump(counters_.tx_bytes, len);
-    return true;
-  }
-  bump(counters_.tx_errors);
-  return false;
-}
-
 std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size()) {

@@ -21,12 +21,11 @@
 #include <optional>
 #include <string>
 
-#include "netdev/frame_port.h"
-#include "netdev/raw_eth.h"
+#include "netdev/raw_frame_port.h"
 
 namespace softrdma::netdev {
 
-class AfPacketNetdev : public RawEthNetdev, public FramePort {
+class AfPacketNetdev : public RawFramePortNetdev {
  public:
   using Steering = netdev::Steering;
   // The first IPv4 address configured on `ifname` (getifaddrs); false with `error` set when the
@@ -57,9 +56,6 @@ class AfPacketNetdev : public RawEthNetdev, public FramePort {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
-  bool send_frame(const std::uint8_t* frame, std::size_t len) override;
-  wire::MacAddr frame_mac() const override { return link_.mac; }
-  std::uint32_t frame_mtu() const override { return link_.mtu; }
   // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 

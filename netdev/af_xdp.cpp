@@ -415,14 +415,4 @@ std::vector<std::pair<std::string, std::uint64_t>> AfXdpNetdev::frame_counters()
   return {{"tcp_ring_dropped", dropped}};
 }
 
-bool AfXdpNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
-  if (put_frame(frame, len)) {
-    bump(counters_.tx_packets);
-    bump(counters_.tx_bytes, len);
-    return true;
-  }
-  bump(counters_.tx_errors);
-  return false;
-}
-
 }  // namespace softrdma::netdev

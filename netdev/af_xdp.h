@@ -24,12 +24,11 @@
 #include <string>
 #include <vector>
 
-#include "netdev/frame_port.h"
-#include "netdev/raw_eth.h"
+#include "netdev/raw_frame_port.h"
 
 namespace softrdma::netdev {
 
-class AfXdpNetdev : public RawEthNetdev, public FramePort {
+class AfXdpNetdev : public RawFramePortNetdev {
  public:
   // Opens an XDP socket on queue `queue` of `ifname` for `local` (an IPv4 or IPv6 address
   // configured on the interface), tagging frames with `vlan_tci` when given. nullptr with `error`
@@ -56,9 +55,6 @@ class AfXdpNetdev : public RawEthNetdev, public FramePort {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
-  bool send_frame(const std::uint8_t* frame, std::size_t len) override;
-  wire::MacAddr frame_mac() const override { return link_.mac; }
-  std::uint32_t frame_mtu() const override { return link_.mtu; }
   // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
