@@ -19,6 +19,7 @@
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
+#include "lwtcp/lwip_loader.h"
 #include "lwtcp/segment_check.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
@@ -431,6 +432,7 @@ void Stack::end(int handle, bool reset) {
 
 std::shared_ptr<iwarp::UserTcp> open_stack(std::unique_ptr<netdev::FramePort> port,
                                            const StackConfig& cfg, std::string& error) {
+  if (!load_lwip(error)) return nullptr;
   if (g_running.exchange(true)) {
     error = "lwIP already runs in this process (one softiwarp0 a process)";
     return nullptr;

@@ -321,6 +321,35 @@ def case_syn_flood():
     with_hosts(run)
 
 
+def case_no_lwip():
+    """lwIP is loaded at run time: neither softrdma nor the libraries beside it NEED liblwip,
+    and with the library hidden (/dev/null bound over it in a mount namespace of the test's
+    own) softiwarp0 on a raw backend says what it needs, and the program fails."""
+    libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(softrdma))), "lib")
+    for f in [softrdma] + [os.path.join(libdir, n) for n in ("libibverbs.so", "librdmacm.so")]:
+        d = subprocess.run(["readelf", "-d", f], capture_output=True, text=True)
+        expect(d.returncode == 0 and "NEEDED" in d.stdout, f"readelf -d {f}", d.stderr)
+        needed = [l for l in d.stdout.splitlines() if "(NEEDED)" in l]
+        expect(not any("liblwip" in l for l in needed), f"{f} does not NEED liblwip", d.stdout)
+    found = [l.split("=>")[-1].strip() for l in subprocess.run(
+        ["ldconfig", "-p"], capture_output=True, text=True).stdout.splitlines()
+        if "liblwip.so.0 " in l]
+    if not found:
+        skip("liblwip.so.0 is not installed")
+    lib = os.path.realpath(found[0])
+
+    def run():
+        cmd = (f"mount --bind /dev/null {lib} && exec ip netns exec {NS['lwip']} {softrdma} run "
+               f"--transport iwarp --netdev {netdev('lwip')} -- rping -s -a {ADDR['lwip']} "
+               f"-p {PORT} -C 1")
+        p = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        rc, out = finish(p, 60)
+        expect(rc not in (0, None), f"no lwIP: the program fails (exit {rc})", out)
+        expect("userspace TCP needs liblwip.so.0" in out, "no lwIP: a message saying so", out)
+    with_hosts(run)
+
+
 if os.geteuid() != 0:
     skip("needs root for network namespaces and packet sockets")
 for tool in ("rping", "ib_send_bw"):
