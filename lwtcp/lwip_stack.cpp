@@ -19,6 +19,7 @@
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
+#include "lwtcp/lwip_loader.h"
 #include "lwtcp/segment_check.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
@@ -86,8 +87,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   int next_timeout_ms() override {
     std::lock_guard lock(mu);
     const u32_t ms = sys_timeouts_sleeptime();
-    return ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE ? -1
-                                                 : static_cast<int>(std::min<u32_t>(ms, 60000));
+    const int lwip =
+        ms == SYS_TIMEOUTS_SLEEPTIME_INFINITE ? -1 : static_cast<int>(std::min<u32_t>(ms, 60000));
+    const int port = port_->frame_timeout_ms();  // frames the faults hold
+    if (lwip < 0 || port < 0) return std::max(lwip, port);
+    return std::min(lwip, port);
   }
 
   void poll() override {
@@ -98,6 +102,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
           ++counts_.rx_frames;
           const SegmentKind k = classify(f, len);
           if (k == SegmentKind::kTcpRst) ++counts_.rx_rst;
+          if (k == SegmentKind::kTcpSyn) ++counts_.rx_syn;
           if (k == SegmentKind::kMalformed || len > 0xFFFF) {
             ++counts_.rx_malformed;  // lwIP would drop it too: counted here
             return;
@@ -233,12 +238,13 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   std::vector<std::pair<std::string, std::uint64_t>> counters() override {
     std::lock_guard lock(mu);
-    return {{"tcp_rx_frames", counts_.rx_frames},
-            {"tcp_tx_frames", counts_.tx_frames},
-            {"tcp_rx_rst", counts_.rx_rst},
-            {"tcp_tx_rst", counts_.tx_rst},
-            {"tcp_rx_malformed", counts_.rx_malformed},
-            {"tcp_rx_dropped", counts_.rx_dropped}};
+    std::vector<std::pair<std::string, std::uint64_t>> c = {
+        {"tcp_rx_frames", counts_.rx_frames},   {"tcp_tx_frames", counts_.tx_frames},
+        {"tcp_rx_syn", counts_.rx_syn},         {"tcp_rx_rst", counts_.rx_rst},
+        {"tcp_tx_rst", counts_.tx_rst},         {"tcp_rx_malformed", counts_.rx_malformed},
+        {"tcp_rx_dropped", counts_.rx_dropped}, {"tcp_accept_refused", counts_.accept_refused}};
+    for (auto& f : port_->frame_counters()) c.push_back(std::move(f));
+    return c;
   }
 
  private:
@@ -274,6 +280,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     auto* self = static_cast<LwipStack*>(l->stack);
     Conn* c = self->add(pcb);
     if (!c) {
+      ++self->counts_.accept_refused;
       tcp_abort(pcb);
       return ERR_ABRT;
     }
@@ -372,11 +379,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
                       std::string_view(comment.data(), clen));
   }
 
-  // Under mu: frames in and out, resets received and sent, frames dropped before lwIP
-  // (malformed) or by it (no memory, refused by its input).
+  // Under mu: frames in and out, connection requests (SYN) and resets received, resets sent,
+  // frames dropped before lwIP (malformed) or by it (no memory, refused by its input), and
+  // connections lwIP accepted that we could not take (no handle left: reset).
   struct Counts {
-    std::uint64_t rx_frames = 0, tx_frames = 0, rx_rst = 0, tx_rst = 0, rx_malformed = 0,
-                  rx_dropped = 0;
+    std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
+                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
@@ -424,6 +432,7 @@ void Stack::end(int handle, bool reset) {
 
 std::shared_ptr<iwarp::UserTcp> open_stack(std::unique_ptr<netdev::FramePort> port,
                                            const StackConfig& cfg, std::string& error) {
+  if (!load_lwip(error)) return nullptr;
   if (g_running.exchange(true)) {
     error = "lwIP already runs in this process (one softiwarp0 a process)";
     return nullptr;

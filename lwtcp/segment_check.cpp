@@ -20,7 +20,9 @@ SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
   if (!tcp || wire::l4_checksum_ipv4(ip->src, ip->dst, 6, segment) != 0) {
     return SegmentKind::kMalformed;
   }
-  return (tcp->flags & wire::kTcpRst) ? SegmentKind::kTcpRst : SegmentKind::kTcp;
+  if (tcp->flags & wire::kTcpRst) return SegmentKind::kTcpRst;
+  if ((tcp->flags & (wire::kTcpSyn | wire::kTcpAck)) == wire::kTcpSyn) return SegmentKind::kTcpSyn;
+  return SegmentKind::kTcp;
 }
 
 }  // namespace softrdma::lwtcp

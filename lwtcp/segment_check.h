@@ -1,13 +1,14 @@
-// What a frame is to the userspace TCP's counters (lwtcp/lwip_stack.cpp): a TCP segment (with
-// RST or not), a malformed one (bad IPv4 or TCP header, lengths that do not fit the frame, a
-// bad checksum: dropped and counted before lwIP sees it), or something else (ARP, a fragment).
+// What a frame is to the userspace TCP's counters (lwtcp/lwip_stack.cpp): a TCP segment (a
+// connection request, SYN without ACK; a RST; another), a malformed one (bad IPv4 or TCP header,
+// lengths that do not fit the frame, a bad checksum: dropped and counted before lwIP sees it), or
+// something else (ARP, a fragment).
 #pragma once
 
 #include <cstdint>
 
 namespace softrdma::lwtcp {
 
-enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpRst, kMalformed };
+enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpSyn, kTcpRst, kMalformed };
 
 SegmentKind classify(const std::uint8_t* frame, std::uint32_t len);
 

@@ -308,13 +308,20 @@ bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
 void AfPacketNetdev::release_frame(tpacket2_hdr* h) {
   __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
   frame_ = (frame_ + 1) % kFrameNr;
-  if (++released_ % 64 == 0) {
-    tpacket_stats st{};
-    socklen_t sl = sizeof st;
-    if (getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0 && st.tp_drops > 0) {
-      bump(counters_.rx_dropped, st.tp_drops);  // the ring was full (reading resets the count)
-    }
+  if (++released_ % 64 == 0) count_ring_drops();
+}
+
+void AfPacketNetdev::count_ring_drops() {
+  tpacket_stats st{};
+  socklen_t sl = sizeof st;
+  if (getsockopt(fd_, SOL_PACKET, PACKET_STATISTICS, &st, &sl) == 0 && st.tp_drops > 0) {
+    bump(counters_.rx_dropped, st.tp_drops);  // the ring was full (reading resets the count)
   }
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> AfPacketNetdev::frame_counters() {
+  count_ring_drops();
+  return {{"tcp_ring_dropped", counters_.rx_dropped.load(std::memory_order_relaxed)}};
 }
 
 std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
@@ -342,16 +349,6 @@ std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) 
     release_frame(h);
   }
   return n;
-}
-
-bool AfPacketNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
-  if (put_frame(frame, len)) {
-    bump(counters_.tx_packets);
-    bump(counters_.tx_bytes, len);
-    return true;
-  }
-  bump(counters_.tx_errors);
-  return false;
 }
 
 std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {

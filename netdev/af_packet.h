@@ -21,14 +21,13 @@
 #include <optional>
 #include <string>
 
-#include "netdev/frame_port.h"
-#include "netdev/raw_eth.h"
+#include "netdev/raw_frame_port.h"
 
 namespace softrdma::netdev {
 
-class AfPacketNetdev : public RawEthNetdev, public FramePort {
+class AfPacketNetdev : public RawFramePortNetdev {
  public:
-  enum class Steering : std::uint8_t { kRoce, kTcp };
+  using Steering = netdev::Steering;
   // The first IPv4 address configured on `ifname` (getifaddrs); false with `error` set when the
   // interface does not exist or has none.
   static bool interface_ipv4(const std::string& ifname, IpAddr& out, std::string& error);
@@ -57,9 +56,8 @@ class AfPacketNetdev : public RawEthNetdev, public FramePort {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
-  bool send_frame(const std::uint8_t* frame, std::size_t len) override;
-  wire::MacAddr frame_mac() const override { return link_.mac; }
-  std::uint32_t frame_mtu() const override { return link_.mtu; }
+  // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
+  std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
@@ -68,6 +66,7 @@ class AfPacketNetdev : public RawEthNetdev, public FramePort {
  private:
   AfPacketNetdev() = default;
   void release_frame(tpacket2_hdr* h);  // back to the kernel; counts the ring's drops now and then
+  void count_ring_drops();              // adds the kernel's count of ring drops to rx_dropped
 
   int fd_ = -1;
   std::uint8_t* ring_ = nullptr;

@@ -59,8 +59,8 @@ struct AfXdpNetdev::Xsk {
   // The steps of AfXdpNetdev::open; each false with `error` set (prefixed with `where`).
   // Loads the XDP program with our address, port and VLAN in its configuration map.
   bool load_program(const std::string& where, const IpAddr& local,
-                    std::optional<std::uint16_t> vlan_tci, bpf_program*& prog, int& xsks_fd,
-                    std::string& error);
+                    std::optional<std::uint16_t> vlan_tci, Steering steer, bpf_program*& prog,
+                    int& xsks_fd, std::string& error);
   // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
   bool create_umem(const std::string& where, std::string& error);
   // The XDP socket on `queue`, zero-copy where the driver can.
@@ -79,8 +79,8 @@ struct AfXdpNetdev::Xsk {
 };
 
 bool AfXdpNetdev::Xsk::load_program(const std::string& where, const IpAddr& local,
-                                    std::optional<std::uint16_t> vlan_tci, bpf_program*& prog,
-                                    int& xsks_fd, std::string& error) {
+                                    std::optional<std::uint16_t> vlan_tci, Steering steer,
+                                    bpf_program*& prog, int& xsks_fd, std::string& error) {
   // The XDP program, with our address and port in its configuration map.
   // Filled by hand as LIBBPF_OPTS would: that macro is a GNU statement expression, which
   // clang's -Wgnu-statement-expression rejects under -Werror (the fuzz build).
@@ -124,13 +124,14 @@ bool AfXdpNetdev::Xsk::load_program(const std::string& where, const IpAddr& loca
   struct {
     std::uint32_t ipv6, addr4;
     std::array<std::uint8_t, 16> addr6;
-    std::uint32_t port, vid;
+    std::uint32_t port, vid, tcp;
   } cfg{};
   cfg.ipv6 = local.is_v4() ? 0 : 1;
   cfg.addr4 = local.is_v4() ? htonl(local.v4_host()) : 0;
   cfg.addr6 = local.bytes;
   cfg.port = htons(kRoceV2Port);
   cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
+  cfg.tcp = steer == Steering::kTcp ? 1 : 0;
   const std::uint32_t key = 0;
   if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
     error = where + ": configuring the XDP program: " + why(errno);
@@ -222,9 +223,17 @@ AfXdpNetdev::~AfXdpNetdev() {
 std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr local,
                                                std::string& error, FaultConfig faults,
                                                std::optional<std::uint16_t> vlan_tci,
-                                               std::uint32_t queue) {
+                                               std::uint32_t queue, Steering steer) {
   std::unique_ptr<AfXdpNetdev> d(new AfXdpNetdev());
   const std::string where = "af_xdp:" + ifname;
+  if (steer == Steering::kTcp && (!local.is_v4() || !interface_with(local).empty() || vlan_tci)) {
+    // The kernel would answer our segments with resets: a userspace TCP needs an address of
+    // its own (IPv6 and VLANs are not done yet).
+    error = where +
+            ": a userspace TCP needs an IPv4 address no interface holds, and no VLAN, not " +
+            local.str() + (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
+    return nullptr;
+  }
   if (!read_link(where, ifname, d->link_, error)) return nullptr;
   d->link_.vlan_tci = vlan_tci;
   d->link_.mtu = std::min<std::uint32_t>(
@@ -235,7 +244,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
 
   bpf_program* prog = nullptr;
   int xsks_fd = -1;
-  if (!x.load_program(where, local, vlan_tci, prog, xsks_fd, error)) return nullptr;
+  if (!x.load_program(where, local, vlan_tci, steer, prog, xsks_fd, error)) return nullptr;
 
   if (!x.create_umem(where, error) ||
       !x.create_socket(where, ifname, queue, d->zero_copy_, error)) {
@@ -272,7 +281,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   // apart, and the first is lost on a link that has just come up.
   nc.retry = std::chrono::milliseconds(20);
   nc.tries = 150;
-  if (!d->start(where, local, nc, faults, error)) return nullptr;
+  if (!d->start(where, local, nc, faults, error, steer == Steering::kRoce)) return nullptr;
   return d;
 }
 
@@ -357,18 +366,15 @@ void AfXdpNetdev::refill() {
   fill_pending_.resize(first);
 }
 
-std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
+std::size_t AfXdpNetdev::drain_rx(std::size_t max,
+                                  const std::function<void(std::uint8_t*, std::uint32_t)>& take) {
   Xsk& x = *x_;
   std::uint32_t idx = 0;
-  const std::uint32_t got =
-      xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(pkts.size()), &idx);
-  std::size_t n = 0;
+  const std::uint32_t got = xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(max), &idx);
   for (std::uint32_t i = 0; i < got; ++i) {
     const xdp_desc* desc = xsk_ring_cons__rx_desc(&x.rx, idx + i);
     const std::uint64_t addr = xsk_umem__add_offset_to_addr(desc->addr);
-    const auto* frame = static_cast<const std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
-    bool more = false;
-    if (take_frame(frame, desc->len, desc->len, 0, *pkts[n], more)) ++n;
+    take(static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr)), desc->len);
     fill_pending_.push_back(xsk_umem__extract_addr(desc->addr));  // reserved: no allocation
   }
   if (got > 0) xsk_ring_cons__release(&x.rx, got);
@@ -376,7 +382,37 @@ std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   if (xsk_ring_prod__needs_wakeup(&x.fq)) {
     (void)!recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
   }
+  return got;
+}
+
+std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
+  std::size_t n = 0;
+  drain_rx(pkts.size(), [&](std::uint8_t* frame, std::uint32_t len) {
+    bool more = false;
+    if (take_frame(frame, len, len, 0, *pkts[n], more)) ++n;
+  });
   return n;
+}
+
+std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
+  // Whole frames as the sender put them: a kernel TCP on this host (over veth) leaves its
+  // checksum partial, to be completed here as its own receive path would.
+  return drain_rx(max, [&](std::uint8_t* frame, std::uint32_t len) {
+    complete_partial_tcp4(frame, len);
+    bump(counters_.rx_packets);
+    bump(counters_.rx_bytes, len);
+    sink(frame, len);
+  });
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> AfXdpNetdev::frame_counters() {
+  xdp_statistics st{};
+  socklen_t sl = sizeof st;
+  std::uint64_t dropped = 0;
+  if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
+    dropped = st.rx_dropped + st.rx_ring_full;  // cumulative
+  }
+  return {{"tcp_ring_dropped", dropped}};
 }
 
 }  // namespace softrdma::netdev

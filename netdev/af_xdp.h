@@ -9,20 +9,26 @@
 // CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
 // is 4096 bytes: the MTU offered is at most 4096 less the Ethernet header. Built only when libxdp,
 // libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
+//
+// Steering kTcp opens the link for a userspace TCP (lwtcp/) instead: the XDP program takes TCP
+// and ARP for `local`, an IPv4 address no interface holds, and the frames go whole through
+// FramePort; the kernel never sees them, so it neither answers nor resets our connections, and
+// every other flow (TCP to the kernel's own addresses included) stays with it.
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "netdev/raw_eth.h"
+#include "netdev/raw_frame_port.h"
 
 namespace softrdma::netdev {
 
-class AfXdpNetdev : public RawEthNetdev {
+class AfXdpNetdev : public RawFramePortNetdev {
  public:
   // Opens an XDP socket on queue `queue` of `ifname` for `local` (an IPv4 or IPv6 address
   // configured on the interface), tagging frames with `vlan_tci` when given. nullptr with `error`
@@ -31,7 +37,8 @@ class AfXdpNetdev : public RawEthNetdev {
   static std::unique_ptr<AfXdpNetdev> open(const std::string& ifname, IpAddr local,
                                            std::string& error, FaultConfig faults = {},
                                            std::optional<std::uint16_t> vlan_tci = {},
-                                           std::uint32_t queue = 0);
+                                           std::uint32_t queue = 0,
+                                           Steering steer = Steering::kRoce);
   ~AfXdpNetdev() override;
   AfXdpNetdev(const AfXdpNetdev&) = delete;
   AfXdpNetdev& operator=(const AfXdpNetdev&) = delete;
@@ -44,6 +51,12 @@ class AfXdpNetdev : public RawEthNetdev {
   int wait_fd() const override { return fd_; }
   // Whether the socket is in zero-copy mode (the driver's own), else copy mode (veth, generic XDP).
   bool zero_copy() const { return zero_copy_; }
+
+  // FramePort (Steering::kTcp).
+  int frame_fd() const override { return fd_; }
+  std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
+  std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
@@ -61,6 +74,10 @@ class AfXdpNetdev : public RawEthNetdev {
   void kick();
   // Gives received chunks back to the fill ring.
   void refill();
+  // Hands up to `max` frames of the RX ring to `take` (frame, length), gives their chunks back
+  // and wakes the kernel when it waits for chunks; returns how many were taken.
+  std::size_t drain_rx(std::size_t max,
+                       const std::function<void(std::uint8_t*, std::uint32_t)>& take);
 
   std::unique_ptr<Xsk> x_;
   int fd_ = -1;

@@ -25,4 +25,26 @@ bool complete_checksum(std::uint8_t* frame, std::uint32_t len, std::uint16_t csu
   return true;
 }
 
+bool complete_partial_tcp4(std::uint8_t* frame, std::uint32_t len) {
+  constexpr std::size_t l3 = wire::kEthernetLen;
+  if (len < l3 + wire::kIpv4MinLen || wire::load16(frame + 12) != 0x0800 || (frame[l3] >> 4) != 4 ||
+      frame[l3 + 9] != 6 || (wire::load16(frame + l3 + 6) & 0x3FFF)) {
+    return false;  // not IPv4 TCP, or a fragment
+  }
+  const std::uint32_t ihl = std::uint32_t{frame[l3] & 0x0Fu} * 4;
+  const std::uint32_t total = wire::load16(frame + l3 + 2);
+  if (ihl < wire::kIpv4MinLen || total < ihl + wire::kTcpMinLen || l3 + total > len) return false;
+  const std::uint32_t src = wire::load32(frame + l3 + 12), dst = wire::load32(frame + l3 + 16);
+  const std::uint32_t pseudo =
+      (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF) + 6 + (total - ihl);
+  const auto partial = static_cast<std::uint16_t>(~wire::checksum_fold(pseudo));
+  const std::uint8_t* seg = frame + l3 + ihl;
+  if (wire::load16(seg + 16) != partial ||
+      wire::l4_checksum_ipv4(src, dst, 6, wire::Bytes(seg, total - ihl)) == 0) {
+    return false;
+  }
+  return complete_checksum(frame, static_cast<std::uint32_t>(l3 + total),
+                           static_cast<std::uint16_t>(l3 + ihl), 16);
+}
+
 }  // namespace softrdma::netdev

@@ -8,10 +8,18 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "wire/net.h"
 
 namespace softrdma::netdev {
+
+// What a raw backend's filter or XDP program takes from the link: RoCEv2 (UDP 4791) for its
+// RoCE device, or TCP and ARP for a userspace TCP on an IPv4 address no interface holds (so the
+// kernel neither answers nor resets its connections).
+enum class Steering : std::uint8_t { kRoce, kTcp };
 
 class FramePort {
  public:
@@ -26,6 +34,10 @@ class FramePort {
   virtual bool send_frame(const std::uint8_t* frame, std::size_t len) = 0;
   virtual wire::MacAddr frame_mac() const = 0;
   virtual std::uint32_t frame_mtu() const = 0;  // the IP MTU
+  // Milliseconds until the port has frames of its own to send (held by faults), -1 for none.
+  virtual int frame_timeout_ms() { return -1; }
+  // Named counters of the port's own (faults), for the stack's counters.
+  virtual std::vector<std::pair<std::string, std::uint64_t>> frame_counters() { return {}; }
 };
 
 // Completes the transport checksum of a received frame the kernel left partial (a
@@ -34,5 +46,11 @@ class FramePort {
 // False when the offsets do not fit the frame (then it is malformed).
 bool complete_checksum(std::uint8_t* frame, std::uint32_t len, std::uint16_t csum_start,
                        std::uint16_t csum_offset);
+
+// Completes the TCP checksum of an untagged IPv4 frame whose field holds just the pseudo-header
+// sum: what a sender on this host leaves to an offload when XDP takes the frame before anything
+// could complete it (veth: the kernel trusts such frames, no wire being between). A field that
+// holds anything else is left to be checked. Returns whether it completed one.
+bool complete_partial_tcp4(std::uint8_t* frame, std::uint32_t len);
 
 }  // namespace softrdma::netdev

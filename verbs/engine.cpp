@@ -14,7 +14,7 @@
 
 #include "iwarp/mpa_spec.h"
 #include "lwtcp/lwip_stack.h"
-#include "netdev/af_packet.h"
+#include "lwtcp/raw_port.h"
 #include "netdev/backlog_marker.h"
 #include "netdev/faults.h"
 #include "netdev/forwarding.h"
@@ -357,7 +357,10 @@ bool Engine::start(std::string& error) {
   options.vlan = cfg_.vlan;
   options.dpdk_qps = cfg_.dpdk_qps;
   options.spec_origin = "SOFTRDMA_NETDEV: ";
-  std::unique_ptr<netdev::Netdev> nd = netdev::open(cfg_.netdev, options, error, &address_);
+  // Over af_xdp, softiwarp0's TCP takes the XDP program: softroce0 goes to af_packet.
+  const std::string spec =
+      cfg_.transport == "iwarp" ? lwtcp::roce_spec_beside_user_tcp(cfg_.netdev) : cfg_.netdev;
+  std::unique_ptr<netdev::Netdev> nd = netdev::open(spec, options, error, &address_);
   if (!nd) return false;
   if (cfg_.vlan && nd->backend() == "udp") {
     error =
@@ -420,19 +423,16 @@ void Engine::print_stats() {
   }
 }
 
-// softiwarp0's userspace TCP: over af_packet on an IPv4 address no interface holds (the kernel
-// owns the others, and would reset our connections), else none (kernel TCP, as before).
+// softiwarp0's userspace TCP: over af_packet or af_xdp on an IPv4 address no interface holds
+// (the kernel owns the others, and would reset our connections), with --faults on what it sends;
+// else none (kernel TCP, as before).
 std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
     const std::shared_ptr<pcap::PcapngWriter>& trace) {
-  constexpr std::string_view kPrefix = "af_packet:";
-  if (cfg_.netdev.rfind(kPrefix, 0) != 0 || !address_.is_v4() ||
-      !netdev::interface_with(address_).empty()) {
-    return nullptr;
-  }
-  std::string iface, addr, error;
-  if (!netdev::split_iface_spec(cfg_.netdev, iface, addr)) return nullptr;  // checked at start
-  auto port = netdev::AfPacketNetdev::open(iface, address_, error, {}, cfg_.vlan,
-                                           netdev::AfPacketNetdev::Steering::kTcp);
+  if (!lwtcp::carries_user_tcp(cfg_.netdev, address_)) return nullptr;
+  std::string error;
+  netdev::FaultConfig faults;
+  netdev::parse_faults(cfg_.faults, faults, error);  // checked at start
+  auto port = lwtcp::open_raw_port(cfg_.netdev, address_, cfg_.vlan, faults, error);
   std::shared_ptr<iwarp::UserTcp> tcp;
   if (port) {
     lwtcp::StackConfig sc;

@@ -1,8 +1,11 @@
 // The XDP program of the AF_XDP backend: UDP datagrams to our address (IPv4: not fragments, no IP
 // options; IPv6: no extension headers) and port 4791, in our VLAN (tagged with its ID, or untagged
 // when we have none), go to the AF_XDP socket of the receiving queue; every other frame (ARP,
-// neighbour discovery, other traffic, RoCEv2 for other addresses) passes to the kernel. Built
-// with clang -target bpf at build time and embedded in the library.
+// neighbour discovery, other traffic, RoCEv2 for other addresses) passes to the kernel. With
+// `tcp` set (a userspace TCP above the socket, on an IPv4 address no interface holds) it takes
+// TCP to our address instead (fragments and options too: the stack reassembles) and ARP whose
+// target is our address, and the kernel sees neither. Built with clang -target bpf at build time
+// and embedded in the library.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -28,6 +31,7 @@ struct roce_config {
   __u8 addr6[16];
   __u32 port;      // the RoCEv2 UDP port, in its low 16 bits
   __u32 vid;       // our VLAN ID, 0 for none
+  __u32 tcp;       // 1: TCP and ARP for addr4, not RoCEv2
 };
 
 struct {
@@ -41,6 +45,36 @@ struct vlan_tag {
   __be16 tci;
   __be16 proto;
 };
+
+// An ARP packet for IPv4 over Ethernet, up to the target protocol address.
+struct arp_ipv4 {
+  __be16 htype, ptype;
+  __u8 hlen, plen;
+  __be16 op;
+  __u8 sha[6];
+  __u8 spa[4];
+  __u8 tha[6];
+  __u8 tpa[4];
+};
+
+// The userspace TCP's frames (cfg->tcp): TCP or ARP for our IPv4 address.
+static __always_inline int tcp_frame_is_ours(__be16 proto, void* l3, void* end,
+                                             const struct roce_config* cfg) {
+  if (proto == bpf_htons(ETH_P_ARP)) {
+    struct arp_ipv4* arp = l3;
+    if ((void*)(arp + 1) > end) return 0;
+    if (arp->ptype != bpf_htons(ETH_P_IP) || arp->plen != 4) return 0;
+    const __u8* ours = (const __u8*)&cfg->addr4;
+    for (int i = 0; i < 4; ++i) {
+      if (arp->tpa[i] != ours[i]) return 0;
+    }
+    return 1;
+  }
+  if (proto != bpf_htons(ETH_P_IP)) return 0;
+  struct iphdr* ip = l3;
+  if ((void*)(ip + 1) > end) return 0;
+  return ip->protocol == IPPROTO_TCP && ip->daddr == cfg->addr4;
+}
 
 SEC("xdp")
 int softrdma_roce_redirect(struct xdp_md* ctx) {
@@ -61,6 +95,10 @@ int softrdma_roce_redirect(struct xdp_md* ctx) {
   __u32 key = 0;
   struct roce_config* cfg = bpf_map_lookup_elem(&roce_config, &key);
   if (!cfg || vid != cfg->vid) return XDP_PASS;
+  if (cfg->tcp) {
+    if (!tcp_frame_is_ours(proto, l3, end, cfg)) return XDP_PASS;
+    return bpf_redirect_map(&xsks_map, ctx->rx_queue_index, XDP_PASS);
+  }
   struct udphdr* udp;
   if (proto == bpf_htons(ETH_P_IP) && !cfg->ipv6) {
     struct iphdr* ip = l3;

@@ -1,8 +1,11 @@
 #!/usr/bin/env python3
-"""Acceptance: softiwarp0 over lwIP on af_packet (namespace hiw-b, address 10.231.2.2, which the
-kernel there does not hold) against softiwarp0 over kernel TCP (namespace hiw-a, 10.231.2.1),
-on a veth pair; Debian's rping (data checked) and perftest (-R), each side as server and client;
-the lwIP side's trace holds its real TCP segments, which tshark decodes with good CRCs.
+"""Acceptance: softiwarp0 over lwIP on a raw backend (af_packet, or af_xdp for the xdp_* cases;
+namespace hl-b, address 10.231.2.2, which the kernel there does not hold) against softiwarp0 over
+kernel TCP (namespace hl-a, 10.231.2.1) and against itself (a second lwIP device in hl-a on
+10.231.2.3), on a veth pair; Debian's rping (data checked) and perftest (-R), each side as server
+and client; the lwIP side's trace holds its real TCP segments, which tshark decodes with good CRCs
+and softrdma lint finds clean; under --faults the data still arrives whole, and a SYN flood or bad
+segments are counted and answered.
 
 usage: lwip_netns.py SOFTRDMA TSHARK CASE"""
 import json
@@ -11,40 +14,51 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from testlib import expect, finish, run_case, skip, wait_for  # noqa: E402
+from testlib import expect, finish, lint_json, run_case, skip, wait_for  # noqa: E402
 
 softrdma, tshark, case = sys.argv[1:4]
-NS = {"kernel": "hiw-a", "lwip": "hiw-b"}
-ADDR = {"kernel": "10.231.2.1", "lwip": "10.231.2.2"}
-NETDEV = {"kernel": "udp:10.231.2.1", "lwip": "af_packet:hiwv1:10.231.2.2"}
+NS = {"kernel": "hl-a", "lwip": "hl-b", "lwip2": "hl-a"}
+ADDR = {"kernel": "10.231.2.1", "lwip": "10.231.2.2", "lwip2": "10.231.2.3"}
+KERNEL_B = "10.231.2.4"  # the kernel's own address in hl-b (xdp cases): its TCP stays its own
+IFACE = {"kernel": "hl-v0", "lwip": "hl-v1", "lwip2": "hl-v0"}
 PORT = 18621
+backend = "af_packet"
+SENDER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "send_segment.py")
+
+
+def netdev(side):
+    if side == "kernel":
+        return "udp:" + ADDR["kernel"]
+    return f"{backend}:{IFACE[side]}:{ADDR[side]}"
 
 
 def sh(cmd):
     return subprocess.run(cmd.split(), capture_output=True).returncode == 0
 
 
-def up():
-    """hiwv0 in hiw-a with 10.231.2.1/24; hiwv1 in hiw-b up with no IPv4 address of its own."""
+def up(kernel_b=False):
+    """hl-v0 in hl-a with 10.231.2.1/24; hl-v1 in hl-b up with no IPv4 address of its own, or
+    with KERNEL_B (not the lwIP side's)."""
     down()
-    ok = (sh("ip netns add hiw-a") and sh("ip netns add hiw-b") and
-          sh("ip link add hiwv0 netns hiw-a type veth peer name hiwv1 netns hiw-b") and
-          sh("ip -n hiw-a addr add 10.231.2.1/24 dev hiwv0") and
-          sh("ip -n hiw-a link set hiwv0 up") and sh("ip -n hiw-b link set hiwv1 up") and
-          sh("ip -n hiw-a link set lo up") and sh("ip -n hiw-b link set lo up"))
+    ok = (sh("ip netns add hl-a") and sh("ip netns add hl-b") and
+          sh("ip link add hl-v0 netns hl-a type veth peer name hl-v1 netns hl-b") and
+          sh("ip -n hl-a addr add 10.231.2.1/24 dev hl-v0") and
+          sh("ip -n hl-a link set hl-v0 up") and sh("ip -n hl-b link set hl-v1 up") and
+          sh("ip -n hl-a link set lo up") and sh("ip -n hl-b link set lo up") and
+          (not kernel_b or sh(f"ip -n hl-b addr add {KERNEL_B}/24 dev hl-v1")))
     if not ok:
         down()
         skip("cannot create network namespaces with a veth pair here")
 
 
 def down():
-    for ns in NS.values():
+    for ns in ("hl-a", "hl-b"):
         subprocess.run(["ip", "netns", "del", ns], capture_output=True)
 
 
 def start(side, args, opts=()):
     cmd = ["ip", "netns", "exec", NS[side], softrdma, "run", "--transport", "iwarp", "--netdev",
-           NETDEV[side], *opts, "--", *args]
+           netdev(side), *opts, "--", *args]
     return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
 
 
@@ -59,13 +73,19 @@ def cm_listening(ns, pid):
         return False
 
 
-def pair(name, server_side, server, client, opts=(), timeout=90, both=()):
-    """`opts` go to the lwIP side's `softrdma run`, `both` to both sides'."""
-    client_side = "lwip" if server_side == "kernel" else "kernel"
-    srv = start(server_side, server, (*both, *(opts if server_side == "lwip" else ())))
-    expect(wait_for(lambda: cm_listening(NS[server_side], srv.pid), 15, interval=0.1, proc=srv),
-           f"{name}: server listening", "")
-    cli = start(client_side, client, (*both, *(opts if client_side == "lwip" else ())))
+def listening(side, proc, what):
+    expect(wait_for(lambda: cm_listening(NS[side], proc.pid), 30, interval=0.1, proc=proc),
+           f"{what}: server listening", "")
+
+
+def pair(name, server_side, server, client, opts=(), timeout=90, both=(), client_side=None):
+    """`opts` go to the lwIP sides' `softrdma run`, `both` to every side's."""
+    if client_side is None:
+        client_side = "lwip" if server_side == "kernel" else "kernel"
+    mine = {s: (*both, *(opts if s.startswith("lwip") else ())) for s in (server_side, client_side)}
+    srv = start(server_side, server, mine[server_side])
+    listening(server_side, srv, name)
+    cli = start(client_side, client, mine[client_side])
     crc, cout = finish(cli, timeout)
     src, sout = finish(srv, timeout)
     expect(crc == 0, f"{name}: client exits 0 (got {crc})", cout)
@@ -73,29 +93,46 @@ def pair(name, server_side, server, client, opts=(), timeout=90, both=()):
     return cout, sout
 
 
-def rping(server_side, opts=(), mpa="rev=2"):
-    srv = ["rping", "-s", "-a", ADDR[server_side], "-p", str(PORT), "-C", "20", "-S", "4000", "-V"]
-    cli = ["rping", "-c", "-a", ADDR[server_side], "-p", str(PORT), "-C", "20", "-S", "4000", "-V",
-           "-v"]
-    cout, _ = pair(f"rping server on {server_side} ({mpa})", server_side, srv, cli, opts,
-                   both=("--mpa", mpa))
-    expect(cout.count("ping data:") == 20, "rping: 20 pings verified", cout)
+def rping(server_side, opts=(), mpa="rev=2", client_side=None, count=20, size=4000, both=()):
+    common = ["-a", ADDR[server_side], "-p", str(PORT), "-C", str(count), "-S", str(size), "-V"]
+    cout, sout = pair(f"rping server on {server_side} ({mpa})", server_side, ["rping", "-s", *common],
+                      ["rping", "-c", *common, "-v"], opts, both=("--mpa", mpa, *both),
+                      client_side=client_side)
+    expect(cout.count("ping data:") == count, f"rping: {count} pings verified", cout)
+    return cout, sout
 
 
-def perftest(tool, server_side):
+def perftest(tool, server_side, client_side=None):
     args = [tool, "-R", "-p", str(PORT), "-s", "65536", "-n", "200", "-F"]
     cout, sout = pair(f"{tool} server on {server_side}", server_side, args,
-                      args + [ADDR[server_side]])
+                      args + [ADDR[server_side]], client_side=client_side)
     expect("BW average" in cout or "BW average" in sout or "#bytes" in cout,
            f"{tool}: a result line", cout + sout)
 
 
-def with_hosts(fn):
-    up()
+def with_hosts(fn, kernel_b=False):
+    up(kernel_b)
     try:
         fn()
     finally:
         down()
+
+
+def kernel_tcp_flow():
+    """A kernel TCP connection from hl-a to hl-b's own address, echoed by hl-b's kernel: the
+    XDP program leaves it to the kernel. Returns what came back."""
+    echo = ("import socket\ns=socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+            f"s.bind(('{KERNEL_B}', {PORT + 2})); s.listen(1); print('up', flush=True)\n"
+            "c,_=s.accept(); c.sendall(c.recv(100)); c.close()")
+    srv = subprocess.Popen(["ip", "netns", "exec", "hl-b", sys.executable, "-c", echo],
+                           stdout=subprocess.PIPE, text=True)
+    srv.stdout.readline()
+    ask = (f"import socket\nc=socket.create_connection(('{KERNEL_B}', {PORT + 2}), timeout=10)\n"
+           "c.sendall(b'kernel flow'); print(c.recv(100).decode())")
+    r = subprocess.run(["ip", "netns", "exec", "hl-a", sys.executable, "-c", ask],
+                       capture_output=True, text=True, timeout=30)
+    finish(srv, 10)
+    return r.stdout.strip()
 
 
 def case_rping():
@@ -114,28 +151,81 @@ def case_perftest():
     with_hosts(run)
 
 
-def case_trace():
+def case_xdp_rping():
+    global backend
+    backend = "af_xdp"
+
+    def run():
+        rping("lwip")
+        rping("kernel")
+        rping("lwip", client_side="lwip2")  # lwIP on both ends
+        rping("lwip", mpa="rev=1,crc,markers")
+        # While an XDP program steers 10.231.2.2's TCP, hl-b's kernel keeps its own.
+        srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "1"])
+        listening("lwip", srv, "kernel flow")
+        got = kernel_tcp_flow()
+        cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "1"])
+        finish(cli, 60)
+        finish(srv, 60)
+        expect(got == "kernel flow", f"a kernel TCP flow beside the XDP program ({got!r})", "")
+    with_hosts(run, kernel_b=True)
+
+
+def case_xdp_perftest():
+    global backend
+    backend = "af_xdp"
+
+    def run():
+        for tool in ("ib_send_bw", "ib_write_bw", "ib_read_bw"):
+            perftest(tool, "lwip")
+            perftest(tool, "kernel")
+            perftest(tool, "lwip", client_side="lwip2")
+    with_hosts(run)
+
+
+def check_trace(pcap, lint):
+    verbose = subprocess.run([tshark, "-n", "-r", pcap, "--disable-protocol", "rpcordma", "-V"],
+                             capture_output=True, text=True).stdout
+    syn = subprocess.run([tshark, "-n", "-r", pcap, "-Y", "tcp.flags.syn==1 && tcp.flags.ack==1",
+                          "-T", "fields", "-e", "ip.src"], capture_output=True, text=True).stdout
+    good = verbose.count("(Good CRC32)")
+    expect("Bad CRC32" not in verbose, "trace: no bad CRC", "")
+    expect("Malformed" not in verbose, "trace: nothing malformed", "")
+    expect(good >= 40, f"trace: good CRCs on the FPDUs ({good})", verbose[-3000:])
+    expect(ADDR["lwip"] in syn, "trace: lwIP's own SYN-ACK, as sent", syn)
+    expect("softrdma: dir=tx dev=softiwarp0" in verbose, "trace: annotated frames", "")
+    if lint:
+        code, doc, out = lint_json(softrdma, pcap)
+        expect(doc is not None and code == 0 and doc.get("violation_count") == 0,
+               f"trace: lint clean (exit {code})", out)
+        expect(doc.get("mpa_frames", 0) >= 2 and doc.get("iwarp_fpdus", 0) >= 40,
+               f"trace: lint sees the MPA frames and FPDUs ({doc.get('mpa_frames')}, "
+               f"{doc.get('iwarp_fpdus')})", out)
+
+
+def traced(lint):
     if not tshark:
         skip("tshark is not installed")
     pcap = os.environ.get("LWIP_TRACE_KEEP") or f"/tmp/lwip_netns_{os.getpid()}.pcapng"
 
     def run():
         rping("lwip", opts=("--pcap", pcap), mpa="rev=2,crc")
-        verbose = subprocess.run([tshark, "-n", "-r", pcap, "--disable-protocol", "rpcordma", "-V"],
-                                 capture_output=True, text=True).stdout
-        syn = subprocess.run([tshark, "-n", "-r", pcap, "-Y", "tcp.flags.syn==1 && tcp.flags.ack==1",
-                              "-T", "fields", "-e", "ip.src"], capture_output=True, text=True).stdout
-        good = verbose.count("(Good CRC32)")
-        expect("Bad CRC32" not in verbose, "trace: no bad CRC", "")
-        expect("Malformed" not in verbose, "trace: nothing malformed", "")
-        expect(good >= 40, f"trace: good CRCs on the FPDUs ({good})", verbose[-3000:])
-        expect(ADDR["lwip"] in syn, "trace: lwIP's own SYN-ACK, as sent", syn)
-        expect("softrdma: dir=tx dev=softiwarp0" in verbose, "trace: annotated frames", "")
+        check_trace(pcap, lint)
     try:
         with_hosts(run)
     finally:
         if os.path.exists(pcap) and not os.environ.get("LWIP_TRACE_KEEP"):
             os.remove(pcap)
+
+
+def case_trace():
+    traced(lint=False)
+
+
+def case_xdp_trace():
+    global backend
+    backend = "af_xdp"
+    traced(lint=True)
 
 
 def stats(output):
@@ -146,23 +236,25 @@ def stats(output):
     return {}
 
 
+def send(*args):
+    """send_segment.py in hl-a, from the kernel's address to the lwIP side's."""
+    subprocess.run(["ip", "netns", "exec", NS["kernel"], sys.executable, SENDER, *map(str, args)],
+                   check=True)
+
+
 def case_bad_input():
-    """Segments for no connection, a RST for none, a corrupted segment: lwIP answers the SYN
-    with a reset and ignores the rest; each is counted, and rping still runs after them."""
-    sender = os.path.join(os.path.dirname(os.path.abspath(__file__)), "send_segment.py")
-
-    def send(*args):
-        subprocess.run(["ip", "netns", "exec", NS["kernel"], sys.executable, sender,
-                        ADDR["kernel"], ADDR["lwip"], *map(str, args)], check=True)
-
+    """Segments for no connection, a RST for none, a corrupted segment, a TCP header shorter
+    than 20 bytes: lwIP answers the SYN with a reset and ignores the rest; each is counted, and
+    rping still runs after them."""
     def run():
         srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3", "-V"],
                     ("--stats",))
-        expect(wait_for(lambda: cm_listening(NS["lwip"], srv.pid), 15, interval=0.1, proc=srv),
-               "bad input: server listening", "")
-        send(PORT + 1, "S", 1)  # no listener there: answered with a reset
-        send(PORT + 1, "R", 1)  # a reset of no connection: ignored
-        send(PORT, "S", 0)      # a bad checksum: dropped
+        listening("lwip", srv, "bad input")
+        to = (ADDR["kernel"], ADDR["lwip"])
+        send(*to, PORT + 1, "S", 1)  # no listener there: answered with a reset
+        send(*to, PORT + 1, "R", 1)  # a reset of no connection: ignored
+        send(*to, PORT, "S", 0)      # a bad checksum: dropped
+        send(*to, PORT, "S", 1, 1, "short")  # a 8-byte header (data offset 2): dropped
         cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3",
                                "-V"])
         crc, cout = finish(cli, 60)
@@ -172,7 +264,89 @@ def case_bad_input():
         c = stats(sout)
         expect(c.get("tcp_tx_rst", 0) >= 1, f"bad input: a reset sent ({c})", sout)
         expect(c.get("tcp_rx_rst", 0) >= 1, f"bad input: a reset received ({c})", sout)
-        expect(c.get("tcp_rx_malformed", 0) >= 1, f"bad input: a malformed segment ({c})", sout)
+        expect(c.get("tcp_rx_malformed", 0) >= 2, f"bad input: two malformed segments ({c})",
+               sout)
+    with_hosts(run)
+
+
+FAULTS = "drop=0.02,reorder=0.02,duplicate=0.02,corrupt=0.01,seed={}"
+
+
+def case_faults():
+    """--faults on every frame lwIP sends (seeded): the TCPs under MPA recover, rping -V checks
+    each ping's data, and --stats counts each kind of fault. lwIP as server and as client
+    against kernel TCP on af_packet, and on both ends on af_xdp (each side's faults recovered by
+    the other's lwIP)."""
+    def run():
+        global backend
+        counted = {}
+        for i, (server_side, client_side, raw) in enumerate(
+                (("lwip", "kernel", "af_packet"), ("kernel", "lwip", "af_packet"),
+                 ("lwip", "lwip2", "af_xdp"))):
+            backend = raw
+            opts = ("--faults", FAULTS.format(7 + i), "--stats")
+            cout, sout = rping(server_side, opts=opts, mpa="rev=2,crc", client_side=client_side,
+                               count=15, size=16000)
+            for out in (cout, sout):
+                for k, v in stats(out).items():
+                    counted[k] = counted.get(k, 0) + v
+        for k in ("dropped", "duplicated", "reordered", "corrupted"):
+            expect(counted.get(f"tcp_fault_{k}", 0) > 0, f"faults: frames {k} ({counted})", "")
+    with_hosts(run)
+
+
+def case_syn_flood():
+    """2000 SYNs to the listener from an address nobody answers for (half-open connections lwIP
+    keeps), 200 to a port nobody listens on (each answered with a reset), then an rping that
+    must still connect and verify its data; the SYNs and resets are counted."""
+    def run():
+        srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3", "-V"],
+                    ("--stats",))
+        listening("lwip", srv, "syn flood")
+        send("10.231.2.99", ADDR["lwip"], PORT, "S", 1, 2000)
+        send(ADDR["kernel"], ADDR["lwip"], PORT + 1, "S", 1, 200)
+        cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "3",
+                               "-V", "-v"])
+        crc, cout = finish(cli, 120)
+        src, sout = finish(srv, 120)
+        expect(crc == 0 and src == 0, f"syn flood: rping after it (exits {crc}, {src})",
+               cout + sout)
+        expect(cout.count("ping data:") == 3, "syn flood: 3 pings verified", cout)
+        c = stats(sout)
+        # Each SYN counted: taken by lwIP, or lost for want of room in the ring (a flood).
+        seen = c.get("tcp_rx_syn", 0) + c.get("tcp_ring_dropped", 0)
+        expect(seen >= 2201, f"syn flood: the SYNs counted ({c})", sout)
+        expect(c.get("tcp_tx_rst", 0) >= 200, f"syn flood: a reset for each closed port ({c})",
+               sout)
+    with_hosts(run)
+
+
+def case_no_lwip():
+    """lwIP is loaded at run time: neither softrdma nor the libraries beside it NEED liblwip,
+    and with the library hidden (/dev/null bound over it in a mount namespace of the test's
+    own) softiwarp0 on a raw backend says what it needs, and the program fails."""
+    libdir = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(softrdma))), "lib")
+    for f in [softrdma] + [os.path.join(libdir, n) for n in ("libibverbs.so", "librdmacm.so")]:
+        d = subprocess.run(["readelf", "-d", f], capture_output=True, text=True)
+        expect(d.returncode == 0 and "NEEDED" in d.stdout, f"readelf -d {f}", d.stderr)
+        needed = [l for l in d.stdout.splitlines() if "(NEEDED)" in l]
+        expect(not any("liblwip" in l for l in needed), f"{f} does not NEED liblwip", d.stdout)
+    found = [l.split("=>")[-1].strip() for l in subprocess.run(
+        ["ldconfig", "-p"], capture_output=True, text=True).stdout.splitlines()
+        if "liblwip.so.0 " in l]
+    if not found:
+        skip("liblwip.so.0 is not installed")
+    lib = os.path.realpath(found[0])
+
+    def run():
+        cmd = (f"mount --bind /dev/null {lib} && exec ip netns exec {NS['lwip']} {softrdma} run "
+               f"--transport iwarp --netdev {netdev('lwip')} -- rping -s -a {ADDR['lwip']} "
+               f"-p {PORT} -C 1")
+        p = subprocess.Popen(["unshare", "-m", "sh", "-c", cmd], stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True)
+        rc, out = finish(p, 60)
+        expect(rc not in (0, None), f"no lwIP: the program fails (exit {rc})", out)
+        expect("userspace TCP needs liblwip.so.0" in out, "no lwIP: a message saying so", out)
     with_hosts(run)
 
 

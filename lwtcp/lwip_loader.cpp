@@ -1,0 +1,113 @@
+#include "lwtcp/lwip_loader.h"
+
+#include <dlfcn.h>
+
+#include <mutex>
+
+#include "lwip/etharp.h"
+#include "lwip/init.h"
+#include "lwip/netif.h"
+#include "lwip/pbuf.h"
+#include "lwip/tcp.h"
+#include "lwip/timeouts.h"
+#include "netif/ethernet.h"
+
+// Every lwIP function lwtcp calls: return type, name, parameters, arguments.
+#define SOFTRDMA_LWIP_FUNCTIONS(X)                                                                \
+  X(err_t, etharp_output, (struct netif * n, struct pbuf * q, const ip4_addr_t* a), (n, q, a))    \
+  X(err_t, ethernet_input, (struct pbuf * p, struct netif * n), (p, n))                           \
+  X(void, lwip_init, (void), ())                                                                  \
+  X(struct netif*, netif_add,                                                                     \
+    (struct netif * n, const ip4_addr_t* ip, const ip4_addr_t* mask, const ip4_addr_t* gw,        \
+     void* state, netif_init_fn init, netif_input_fn input),                                      \
+    (n, ip, mask, gw, state, init, input))                                                        \
+  X(void, netif_remove, (struct netif * n), (n))                                                  \
+  X(void, netif_set_default, (struct netif * n), (n))                                             \
+  X(void, netif_set_link_up, (struct netif * n), (n))                                             \
+  X(void, netif_set_up, (struct netif * n), (n))                                                  \
+  X(struct pbuf*, pbuf_alloc, (pbuf_layer l, u16_t len, pbuf_type t), (l, len, t))                \
+  X(void, pbuf_cat, (struct pbuf * h, struct pbuf * t), (h, t))                                   \
+  X(u16_t, pbuf_copy_partial, (const struct pbuf* p, void* d, u16_t len, u16_t off),              \
+    (p, d, len, off))                                                                             \
+  X(u8_t, pbuf_free, (struct pbuf * p), (p))                                                      \
+  X(struct pbuf*, pbuf_free_header, (struct pbuf * q, u16_t size), (q, size))                     \
+  X(err_t, pbuf_take, (struct pbuf * b, const void* d, u16_t len), (b, d, len))                   \
+  X(void, sys_check_timeouts, (void), ())                                                         \
+  X(u32_t, sys_timeouts_sleeptime, (void), ())                                                    \
+  X(void, tcp_abort, (struct tcp_pcb * p), (p))                                                   \
+  X(void, tcp_accept, (struct tcp_pcb * p, tcp_accept_fn f), (p, f))                              \
+  X(void, tcp_arg, (struct tcp_pcb * p, void* a), (p, a))                                         \
+  X(err_t, tcp_bind, (struct tcp_pcb * p, const ip_addr_t* a, u16_t port), (p, a, port))          \
+  X(err_t, tcp_close, (struct tcp_pcb * p), (p))                                                  \
+  X(err_t, tcp_connect, (struct tcp_pcb * p, const ip_addr_t* a, u16_t port, tcp_connected_fn f), \
+    (p, a, port, f))                                                                              \
+  X(void, tcp_err, (struct tcp_pcb * p, tcp_err_fn f), (p, f))                                    \
+  X(struct tcp_pcb*, tcp_listen_with_backlog_and_err, (struct tcp_pcb * p, u8_t b, err_t * e),    \
+    (p, b, e))                                                                                    \
+  X(struct tcp_pcb*, tcp_new_ip_type, (u8_t t), (t))                                              \
+  X(err_t, tcp_output, (struct tcp_pcb * p), (p))                                                 \
+  X(void, tcp_recv, (struct tcp_pcb * p, tcp_recv_fn f), (p, f))                                  \
+  X(void, tcp_recved, (struct tcp_pcb * p, u16_t len), (p, len))                                  \
+  X(void, tcp_sent, (struct tcp_pcb * p, tcp_sent_fn f), (p, f))                                  \
+  X(err_t, tcp_shutdown, (struct tcp_pcb * p, int rx, int tx), (p, rx, tx))                       \
+  X(err_t, tcp_write, (struct tcp_pcb * p, const void* d, u16_t len, u8_t flags),                 \
+    (p, d, len, flags))
+
+namespace {
+
+struct Functions {
+#define SOFTRDMA_LWIP_POINTER(ret, name, params, args) ret(*name) params = nullptr;
+  SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_POINTER)
+#undef SOFTRDMA_LWIP_POINTER
+};
+Functions g_lwip;
+
+}  // namespace
+
+// The forwarders, under lwIP's own names (C linkage, as its headers declare them).
+extern "C" {
+#define SOFTRDMA_LWIP_FORWARDER(ret, name, params, args) \
+  ret name params {                                      \
+    return g_lwip.name args;                             \
+  }
+SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_FORWARDER)
+#undef SOFTRDMA_LWIP_FORWARDER
+}
+
+namespace softrdma::lwtcp {
+
+bool load_lwip(std::string& error) {
+  static std::once_flag once;
+  static std::string failure;
+  std::call_once(once, [] {
+    const std::string prefix =
+        std::string("softiwarp0's userspace TCP needs ") + kLwipLibrary + " (Debian's liblwip0): ";
+    void* lib = dlopen(kLwipLibrary, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+      const char* why = dlerror();
+      failure = prefix + (why ? why : "dlopen failed");
+      return;
+    }
+    Functions f;
+    bool missing = false;
+#define SOFTRDMA_LWIP_LOOKUP(ret, name, params, args)                    \
+  if (!missing) {                                                        \
+    f.name = reinterpret_cast<ret(*) params>(dlsym(lib, #name));         \
+    if (!f.name) {                                                       \
+      failure = prefix + "the library has no " #name " (not lwIP 2.1?)"; \
+      missing = true;                                                    \
+    }                                                                    \
+  }
+    SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_LOOKUP)
+#undef SOFTRDMA_LWIP_LOOKUP
+    if (missing) {
+      dlclose(lib);
+      return;
+    }
+    g_lwip = f;  // kept loaded for the process's life
+  });
+  error = failure;
+  return failure.empty();
+}
+
+}  // namespace softrdma::lwtcp

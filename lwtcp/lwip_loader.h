@@ -1,0 +1,19 @@
+// lwIP loaded at run time (dlopen of Debian's liblwip.so.0, package liblwip0), so that softrdma's
+// binaries do not need the library unless softiwarp0 runs over a raw backend. lwip_loader.cpp
+// defines each lwIP function lwtcp calls as a forwarder to the library's own; load_lwip() must
+// have succeeded before any of them is called (open_stack calls it first).
+#pragma once
+
+#include <string>
+
+namespace softrdma::lwtcp {
+
+// The library's soname.
+inline constexpr const char* kLwipLibrary = "liblwip.so.0";
+
+// Loads the library and finds every function once (thread-safe); false with `error` set, e.g.
+// "softiwarp0's userspace TCP needs liblwip.so.0 (Debian's liblwip0): liblwip.so.0: cannot open
+// shared object file: No such file or directory".
+bool load_lwip(std::string& error);
+
+}  // namespace softrdma::lwtcp
