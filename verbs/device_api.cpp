@@ -292,11 +292,7 @@ int ibv_query_gid_type(ibv_context* context, uint8_t port_num, unsigned int inde
 }
 
 int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  ibv_async_event ev;
-  const ssize_t n = read(context->async_fd, &ev, sizeof ev);
-  if (n != static_cast<ssize_t>(sizeof ev)) return -1;
-  *event = ev;
-  return 0;
+  return soft(context)->events.take(context->async_fd, *event) ? 0 : -1;
 }
 
 void ibv_ack_async_event(ibv_async_event* event) {
@@ -346,16 +342,23 @@ namespace softrdma::verbs {
 void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev) {
   ibv_async_event out{};
   out.event_type = static_cast<ibv_event_type>(ev.type);
+  std::uint64_t id = 0;
   if (ev.qp && ev.qp->user) {
-    out.element.qp = &static_cast<SoftQp*>(ev.qp->user)->qpx.qp_base;
+    auto* q = static_cast<SoftQp*>(ev.qp->user);
+    out.element.qp = &q->qpx.qp_base;
+    id = q->event_id;
   } else if (ev.cq && ev.cq->user) {
-    out.element.cq = reinterpret_cast<ibv_cq*>(&static_cast<SoftCq*>(ev.cq->user)->cqx);
+    auto* c = static_cast<SoftCq*>(ev.cq->user);
+    out.element.cq = reinterpret_cast<ibv_cq*>(&c->cqx);
+    id = c->event_id;
   } else if (ev.srq && ev.srq->user) {
-    out.element.srq = &static_cast<SoftSrq*>(ev.srq->user)->srq;
+    auto* s = static_cast<SoftSrq*>(ev.srq->user);
+    out.element.srq = &s->srq;
+    id = s->event_id;
   } else {
     out.element.port_num = 1;
   }
-  (void)!write(ctx->async_write_fd, &out, sizeof out);
+  AsyncEvents::post(ctx->async_write_fd, out, id);
 }
 
 // A CQ's or SRQ's event, to the async fd of the context that created it.

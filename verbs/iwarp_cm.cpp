@@ -31,7 +31,7 @@ void post_qp_event(SoftContext* ctx, ibv_qp* qp, ibv_event_type type) {
   ibv_async_event out{};
   out.event_type = type;
   out.element.qp = qp;
-  (void)!write(ctx->async_write_fd, &out, sizeof out);
+  AsyncEvents::post(ctx->async_write_fd, out, soft(qp)->event_id);
 }
 
 IwQpHooks& hooks_of(ibv_qp* qp) {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "rxe/device.h"
+#include "verbs/async_events.h"
 #include "verbs/engine.h"
 #include "verbs/ibta15.h"
 #include "verbs/provider.h"
@@ -33,6 +34,7 @@ struct SoftContext {
   int async_write_fd;
   const Provider* provider = nullptr;  // its transport's verbs, chosen by ibv_open_device
   unsigned generation = 0;             // Engine::generation() when opened
+  AsyncEvents events;                  // what the async fd carries, by object
 };
 
 struct SoftPd {
@@ -59,11 +61,13 @@ struct SoftCq {
   core::Cq* rxe;
   std::uint64_t wc_flags;  // ibv_create_cq_ex's wc_flags
   core::Wc cur;            // the completion start_poll/next_poll stands on
+  std::uint64_t event_id = 0;  // its number on the async fd (AsyncEvents)
 };
 
 struct SoftSrq {
   ibv_srq srq;
   core::Srq* rxe;
+  std::uint64_t event_id = 0;  // its number on the async fd (AsyncEvents)
 };
 
 struct SoftXrcd {
@@ -94,6 +98,7 @@ struct SoftQp {
   SoftContext* ctx;
   std::vector<PendingWr> pending;  // between wr_start and wr_complete
   int wr_error = 0;
+  std::uint64_t event_id = 0;  // its number on the async fd (AsyncEvents)
 };
 
 static_assert(offsetof(SoftQp, wr_flush) == sizeof(ibv_qp_ex));

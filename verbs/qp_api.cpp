@@ -231,6 +231,7 @@ int ibv_destroy_qp(ibv_qp* qp) {
   // libfabric's rxm reads its CQ after closing an endpoint and would take them for live ones.
   if (qp->send_cq) soft(qp->send_cq)->rxe->remove_qp(qp->qp_num);
   if (qp->recv_cq && qp->recv_cq != qp->send_cq) soft(qp->recv_cq)->rxe->remove_qp(qp->qp_num);
+  wait_acked(qp->mutex, qp->cond, qp->events_completed, s->ctx->events.remove(s->event_id));
   pthread_mutex_destroy(&qp->mutex);
   pthread_cond_destroy(&qp->cond);
   delete s;
@@ -253,6 +254,7 @@ SoftQp* new_soft_qp(ibv_context* context, ibv_qp_init_attr_ex* a, const core::Qp
   copy_cap(cap, a->cap);
   auto* s = new SoftQp{};
   s->ctx = soft(context);
+  s->event_id = s->ctx->events.add();
   init_ibv_qp(s, context, a, qpn);
   return s;
 }

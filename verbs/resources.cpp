@@ -183,6 +183,7 @@ ibv_cq_ex* create_cq_common(ibv_context* context, const ibv_cq_init_attr_ex& a) 
   if (!cq) return fail<ibv_cq_ex>(err);
   auto* c = new SoftCq{};
   c->rxe = cq;
+  c->event_id = soft(context)->events.add();
   c->wc_flags = a.wc_flags;
   cq->set_timestamps(a.wc_flags & IBV_WC_EX_WITH_COMPLETION_TIMESTAMP);
   cq->user = c;
@@ -240,6 +241,8 @@ int ibv_destroy_cq(ibv_cq* cq) {
   const int rc = objects(cq->context).destroy_cq(c->rxe);
   if (rc) return rc;
   if (cq->channel) --cq->channel->refcnt;
+  wait_acked(cq->mutex, cq->cond, cq->async_events_completed,
+             soft(cq->context)->events.remove(c->event_id));
   pthread_mutex_destroy(&cq->mutex);
   pthread_cond_destroy(&cq->cond);
   delete c;
@@ -269,6 +272,7 @@ ibv_srq* softrdma::verbs::new_soft_srq(core::Srq* s, ibv_pd* pd, void* srq_conte
   x->rxe = s;
   s->user = x;
   x->srq.context = pd->context;
+  x->event_id = soft(pd->context)->events.add();
   x->srq.srq_context = srq_context;
   x->srq.pd = pd;
   init_sync(x->srq.mutex, x->srq.cond);
@@ -307,6 +311,8 @@ int ibv_destroy_srq(ibv_srq* srq) {
   if (inherited(srq->context)) return ENODEV;
   const int rc = objects(srq->context).destroy_srq(soft(srq)->rxe);
   if (rc) return rc;
+  wait_acked(srq->mutex, srq->cond, srq->events_completed,
+             soft(srq->context)->events.remove(soft(srq)->event_id));
   pthread_mutex_destroy(&srq->mutex);
   pthread_cond_destroy(&srq->cond);
   delete soft(srq);

@@ -6,10 +6,12 @@
 #include <gtest/gtest.h>
 #include <infiniband/sa.h>
 #include <infiniband/verbs.h>
+#include <poll.h>
 #include <rdma/ib_user_sa.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -129,6 +131,71 @@ void expect_last_wqe_event(const char* device) {
 TEST(VerbsApi, AnSrqQpEnteringErrorReportsItsLastWqe) {
   expect_last_wqe_event("softroce0");
   expect_last_wqe_event("softiwarp0");
+}
+
+// As rdma-core: an event still unread when its QP is destroyed is never handed out (it would
+// name freed memory: UCX's async thread acked one after its QP was gone, under ASan), and
+// ibv_destroy_qp returns only once every event read for the QP has been acked.
+void expect_destroy_waits_for_events(const char* device) {
+  ibv_context* ctx = open_by_name(device);
+  ASSERT_NE(ctx, nullptr) << device;
+  ibv_pd* pd = ibv_alloc_pd(ctx);
+  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+  ibv_srq_init_attr sa{};
+  sa.attr.max_wr = 8;
+  sa.attr.max_sge = 1;
+  ibv_srq* srq = ibv_create_srq(pd, &sa);
+  ASSERT_TRUE(pd && cq && srq) << device;
+  ibv_qp* qps[2] = {};
+  for (ibv_qp*& q : qps) {
+    ibv_qp_init_attr a{};
+    a.send_cq = a.recv_cq = cq;
+    a.srq = srq;
+    a.qp_type = IBV_QPT_RC;
+    a.cap.max_send_wr = 4;
+    a.cap.max_send_sge = 1;
+    q = ibv_create_qp(pd, &a);
+    ASSERT_NE(q, nullptr) << device;
+  }
+  ibv_qp_attr err{};
+  err.qp_state = IBV_QPS_ERR;
+  for (ibv_qp* q : qps) ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0) << device;
+  fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+  ibv_async_event ev{};
+  ASSERT_TRUE(wait_until([&] { return ibv_get_async_event(ctx, &ev) == 0; }, 5s, 1ms)) << device;
+  ASSERT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED) << device;
+  ASSERT_TRUE(ev.element.qp == qps[0] || ev.element.qp == qps[1]) << device;
+  ibv_qp* read = ev.element.qp;  // (either may report first)
+  ibv_qp* unread = read == qps[0] ? qps[1] : qps[0];
+  std::atomic<bool> destroyed{false};
+  std::thread t([&] {
+    EXPECT_EQ(ibv_destroy_qp(read), 0);
+    destroyed = true;
+  });
+  std::this_thread::sleep_for(100ms);  // time itself: the destroy must be waiting all along
+  EXPECT_FALSE(destroyed) << device << ": ibv_destroy_qp returned before the ack";
+  ibv_ack_async_event(&ev);
+  t.join();
+  EXPECT_TRUE(destroyed);
+  // The other QP's event is waiting in the async fd; its QP goes before it is read.
+  ASSERT_TRUE(wait_until(
+      [&] {
+        pollfd p{ctx->async_fd, POLLIN, 0};
+        return ::poll(&p, 1, 0) == 1;
+      },
+      5s, 1ms))
+      << device;
+  ASSERT_EQ(ibv_destroy_qp(unread), 0);
+  EXPECT_TRUE(async_events(ctx, 100ms).empty()) << device << ": an event of a destroyed QP";
+  ibv_destroy_srq(srq);
+  ibv_destroy_cq(cq);
+  ibv_dealloc_pd(pd);
+  ibv_close_device(ctx);
+}
+
+TEST(VerbsApi, DestroyingAQpDropsItsUnreadEventsAndWaitsForTheAckOfReadOnes) {
+  expect_destroy_waits_for_events("softroce0");
+  expect_destroy_waits_for_events("softiwarp0");
 }
 
 // A QP of an SRQ that fails a request (an RDMA WRITE under an rkey it does not know: a remote
