@@ -90,42 +90,61 @@ TEST(VerbsApi, CreateQpExTakesCreateFlagsThatAreZero) {
   ibv_close_device(ctx);
 }
 
+// A device with a PD, a CQ, an SRQ and two RC QPs, the first (or both) on the SRQ, moved to
+// the error state; what is left of them goes with it.
+struct TwoQpsInError {
+  ibv_context* ctx = nullptr;
+  ibv_pd* pd = nullptr;
+  ibv_cq* cq = nullptr;
+  ibv_srq* srq = nullptr;
+  ibv_qp* qps[2] = {};
+  bool open(const char* device, bool both_on_srq) {
+    ctx = open_by_name(device);
+    if (!ctx) return false;
+    pd = ibv_alloc_pd(ctx);
+    cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
+    ibv_srq_init_attr sa{};
+    sa.attr.max_wr = 8;
+    sa.attr.max_sge = 1;
+    srq = pd ? ibv_create_srq(pd, &sa) : nullptr;
+    if (!pd || !cq || !srq) return false;
+    ibv_qp_attr err{};
+    err.qp_state = IBV_QPS_ERR;
+    for (int i = 0; i < 2; ++i) {
+      ibv_qp_init_attr a{};
+      a.send_cq = a.recv_cq = cq;
+      a.srq = i == 0 || both_on_srq ? srq : nullptr;
+      a.qp_type = IBV_QPT_RC;
+      a.cap.max_send_wr = a.cap.max_recv_wr = 4;
+      a.cap.max_send_sge = a.cap.max_recv_sge = 1;
+      qps[i] = ibv_create_qp(pd, &a);
+      if (!qps[i] || ibv_modify_qp(qps[i], &err, IBV_QP_STATE) != 0) return false;
+    }
+    return true;
+  }
+  ~TwoQpsInError() {
+    for (ibv_qp* q : qps) {
+      if (q) ibv_destroy_qp(q);
+    }
+    if (srq) ibv_destroy_srq(srq);
+    if (cq) ibv_destroy_cq(cq);
+    if (pd) ibv_dealloc_pd(pd);
+    if (ctx) ibv_close_device(ctx);
+  }
+};
+
 // A QP of an SRQ that enters the error state says so with IBV_EVENT_QP_LAST_WQE_REACHED (SPDK's
 // NVMe-oF target waits for it before it destroys the QP), once; a QP without an SRQ does not.
 void expect_last_wqe_event(const char* device) {
-  ibv_context* ctx = open_by_name(device);
-  ASSERT_NE(ctx, nullptr) << device;
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 8;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(pd, &sa);
-  ASSERT_TRUE(pd && cq && srq) << device;
-  ibv_qp* qps[2] = {};
-  for (int i = 0; i < 2; ++i) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.srq = i == 0 ? srq : nullptr;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = a.cap.max_recv_wr = 4;
-    a.cap.max_send_sge = a.cap.max_recv_sge = 1;
-    qps[i] = ibv_create_qp(pd, &a);
-    ASSERT_NE(qps[i], nullptr) << device;
-  }
+  TwoQpsInError t;
+  ASSERT_TRUE(t.open(device, false)) << device;
   ibv_qp_attr err{};
   err.qp_state = IBV_QPS_ERR;
-  for (ibv_qp* q : qps) ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0) << device;
-  ASSERT_EQ(ibv_modify_qp(qps[0], &err, IBV_QP_STATE), 0);  // already there: no second event
-  const std::vector<ibv_async_event> events = async_events(ctx, 300ms);
+  ASSERT_EQ(ibv_modify_qp(t.qps[0], &err, IBV_QP_STATE), 0);  // already there: no second event
+  const std::vector<ibv_async_event> events = async_events(t.ctx, 300ms);
   ASSERT_EQ(events.size(), 1u) << device;
   EXPECT_EQ(events[0].event_type, IBV_EVENT_QP_LAST_WQE_REACHED) << device;
-  EXPECT_EQ(events[0].element.qp, qps[0]) << device;
-  for (ibv_qp* q : qps) ibv_destroy_qp(q);
-  ibv_destroy_srq(srq);
-  ibv_destroy_cq(cq);
-  ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
+  EXPECT_EQ(events[0].element.qp, t.qps[0]) << device;
 }
 
 TEST(VerbsApi, AnSrqQpEnteringErrorReportsItsLastWqe) {
@@ -137,60 +156,38 @@ TEST(VerbsApi, AnSrqQpEnteringErrorReportsItsLastWqe) {
 // name freed memory: UCX's async thread acked one after its QP was gone, under ASan), and
 // ibv_destroy_qp returns only once every event read for the QP has been acked.
 void expect_destroy_waits_for_events(const char* device) {
-  ibv_context* ctx = open_by_name(device);
-  ASSERT_NE(ctx, nullptr) << device;
-  ibv_pd* pd = ibv_alloc_pd(ctx);
-  ibv_cq* cq = ibv_create_cq(ctx, 16, nullptr, nullptr, 0);
-  ibv_srq_init_attr sa{};
-  sa.attr.max_wr = 8;
-  sa.attr.max_sge = 1;
-  ibv_srq* srq = ibv_create_srq(pd, &sa);
-  ASSERT_TRUE(pd && cq && srq) << device;
-  ibv_qp* qps[2] = {};
-  for (ibv_qp*& q : qps) {
-    ibv_qp_init_attr a{};
-    a.send_cq = a.recv_cq = cq;
-    a.srq = srq;
-    a.qp_type = IBV_QPT_RC;
-    a.cap.max_send_wr = 4;
-    a.cap.max_send_sge = 1;
-    q = ibv_create_qp(pd, &a);
-    ASSERT_NE(q, nullptr) << device;
-  }
-  ibv_qp_attr err{};
-  err.qp_state = IBV_QPS_ERR;
-  for (ibv_qp* q : qps) ASSERT_EQ(ibv_modify_qp(q, &err, IBV_QP_STATE), 0) << device;
-  fcntl(ctx->async_fd, F_SETFL, fcntl(ctx->async_fd, F_GETFL) | O_NONBLOCK);
+  TwoQpsInError t;
+  ASSERT_TRUE(t.open(device, true)) << device;
+  fcntl(t.ctx->async_fd, F_SETFL, fcntl(t.ctx->async_fd, F_GETFL) | O_NONBLOCK);
   ibv_async_event ev{};
-  ASSERT_TRUE(wait_until([&] { return ibv_get_async_event(ctx, &ev) == 0; }, 5s, 1ms)) << device;
+  ASSERT_TRUE(wait_until([&] { return ibv_get_async_event(t.ctx, &ev) == 0; }, 5s, 1ms))
+      << device;
   ASSERT_EQ(ev.event_type, IBV_EVENT_QP_LAST_WQE_REACHED) << device;
-  ASSERT_TRUE(ev.element.qp == qps[0] || ev.element.qp == qps[1]) << device;
-  ibv_qp* read = ev.element.qp;  // (either may report first)
-  ibv_qp* unread = read == qps[0] ? qps[1] : qps[0];
+  // (either may report first)
+  const int read = ev.element.qp == t.qps[0] ? 0 : 1;
+  ASSERT_EQ(ev.element.qp, t.qps[read]) << device;
   std::atomic<bool> destroyed{false};
-  std::thread t([&] {
-    EXPECT_EQ(ibv_destroy_qp(read), 0);
+  std::thread th([&] {
+    EXPECT_EQ(ibv_destroy_qp(t.qps[read]), 0);
     destroyed = true;
   });
   std::this_thread::sleep_for(100ms);  // time itself: the destroy must be waiting all along
   EXPECT_FALSE(destroyed) << device << ": ibv_destroy_qp returned before the ack";
   ibv_ack_async_event(&ev);
-  t.join();
+  th.join();
   EXPECT_TRUE(destroyed);
+  t.qps[read] = nullptr;
   // The other QP's event is waiting in the async fd; its QP goes before it is read.
   ASSERT_TRUE(wait_until(
       [&] {
-        pollfd p{ctx->async_fd, POLLIN, 0};
+        pollfd p{t.ctx->async_fd, POLLIN, 0};
         return ::poll(&p, 1, 0) == 1;
       },
       5s, 1ms))
       << device;
-  ASSERT_EQ(ibv_destroy_qp(unread), 0);
-  EXPECT_TRUE(async_events(ctx, 100ms).empty()) << device << ": an event of a destroyed QP";
-  ibv_destroy_srq(srq);
-  ibv_destroy_cq(cq);
-  ibv_dealloc_pd(pd);
-  ibv_close_device(ctx);
+  ASSERT_EQ(ibv_destroy_qp(t.qps[1 - read]), 0);
+  t.qps[1 - read] = nullptr;
+  EXPECT_TRUE(async_events(t.ctx, 100ms).empty()) << device << ": an event of a destroyed QP";
 }
 
 TEST(VerbsApi, DestroyingAQpDropsItsUnreadEventsAndWaitsForTheAckOfReadOnes) {
