@@ -61,6 +61,7 @@ struct Functions {
 #undef SOFTRDMA_LWIP_POINTER
 };
 Functions g_lwip;
+tcp_pcb** g_active_pcbs = nullptr;  // the library's tcp_active_pcbs
 
 }  // namespace
 
@@ -100,14 +101,24 @@ bool load_lwip(std::string& error) {
   }
     SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_LOOKUP)
 #undef SOFTRDMA_LWIP_LOOKUP
+    auto** active = missing ? nullptr : static_cast<tcp_pcb**>(dlsym(lib, "tcp_active_pcbs"));
+    if (!missing && !active) {
+      failure = prefix + "the library has no tcp_active_pcbs (not lwIP 2.1?)";
+      missing = true;
+    }
     if (missing) {
       dlclose(lib);
       return;
     }
     g_lwip = f;  // kept loaded for the process's life
+    g_active_pcbs = active;
   });
   error = failure;
   return failure.empty();
+}
+
+tcp_pcb* lwip_active_pcbs() {
+  return g_active_pcbs ? *g_active_pcbs : nullptr;
 }
 
 }  // namespace softrdma::lwtcp

@@ -6,6 +6,8 @@
 
 #include <string>
 
+struct tcp_pcb;  // lwIP's (lwip/tcp.h)
+
 namespace softrdma::lwtcp {
 
 // The library's soname.
@@ -15,5 +17,9 @@ inline constexpr const char* kLwipLibrary = "liblwip.so.0";
 // "softiwarp0's userspace TCP needs liblwip.so.0 (Debian's liblwip0): liblwip.so.0: cannot open
 // shared object file: No such file or directory".
 bool load_lwip(std::string& error);
+
+// The library's list of connections in a synchronised state or closing (lwIP's tcp_active_pcbs),
+// once load_lwip() has succeeded.
+::tcp_pcb* lwip_active_pcbs();
 
 }  // namespace softrdma::lwtcp

@@ -10,7 +10,11 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <thread>
 
 #include "lwip/etharp.h"
 #include "lwip/init.h"
@@ -29,6 +33,32 @@ namespace {
 
 std::atomic<bool> g_running{false};  // lwIP's state is global: one stack per process
 constexpr std::size_t kFramesPerPoll = 256;
+// At exit a process's connections die with it, where the kernel would go on sending what they
+// hold: a closed connection's last data or FIN that a loss made lwIP keep for a retransmission
+// would never reach the peer (which then waits for it forever). The process's exit waits, at
+// most this long, until lwIP holds nothing unsent or unacknowledged; the progress thread, still
+// running, retransmits meanwhile.
+constexpr auto kLingerAtExit = std::chrono::seconds(5);
+std::mutex* g_stack_mu = nullptr;  // the running stack's lock (null: none)
+
+bool holds_unacknowledged() {
+  for (tcp_pcb* p = lwip_active_pcbs(); p; p = p->next) {
+    if (p->unsent || p->unacked) return true;
+  }
+  return false;
+}
+
+void linger_at_exit() {
+  const auto until = std::chrono::steady_clock::now() + kLingerAtExit;
+  while (std::chrono::steady_clock::now() < until) {
+    {
+      if (!g_running || !g_stack_mu) return;
+      std::lock_guard lock(*g_stack_mu);
+      if (!holds_unacknowledged()) return;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+}
 
 // lwIP's error as the errno a socket would report.
 int errno_of(err_t e) {
@@ -72,12 +102,16 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     netif_set_up(&netif_);
     netif_set_link_up(&netif_);
     if (cfg_.trace) trace_iface_ = cfg_.trace->add_interface(cfg_.trace_name + " tcp", 1, 0);
+    g_stack_mu = &mu;
+    static std::once_flag once;
+    std::call_once(once, [] { std::atexit(linger_at_exit); });
   }
 
   ~LwipStack() override {
     std::lock_guard lock(mu);
     while (!conns_.empty()) end(conns_.begin()->first, true);
     netif_remove(&netif_);
+    g_stack_mu = nullptr;
     g_running = false;
   }
 
