@@ -675,6 +675,9 @@ int rdma_create_srq_ex(rdma_cm_id* id, ibv_srq_init_attr_ex* attr) {
   }
   // XRC, as librdmacm: the id's domain and a receive CQ of the id's unless the caller names
   // them (an XRC SRQ completes into its own CQ, which rdma_get_recv_comp then polls).
+  // (A field whose bit the caller left out of comp_mask is not read: it may hold anything.)
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD)) attr->xrcd = nullptr;
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ)) attr->cq = nullptr;
   attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   attr->pd = pd;
   if (!attr->xrcd) attr->xrcd = id_xrcd(id->verbs);
