@@ -39,7 +39,7 @@ constexpr std::size_t kFramesPerPoll = 256;
 // most this long, until lwIP holds nothing unsent or unacknowledged; the progress thread, still
 // running, retransmits meanwhile.
 constexpr auto kLingerAtExit = std::chrono::seconds(5);
-std::mutex* g_stack_mu = nullptr;  // the running stack's lock (null: none)
+std::atomic<std::mutex*> g_stack_mu{nullptr};  // the running stack's lock (null: none)
 
 bool holds_unacknowledged() {
   for (tcp_pcb* p = lwip_active_pcbs(); p; p = p->next) {
@@ -52,8 +52,9 @@ void linger_at_exit() {
   const auto until = std::chrono::steady_clock::now() + kLingerAtExit;
   while (std::chrono::steady_clock::now() < until) {
     {
-      if (!g_running || !g_stack_mu) return;
-      std::lock_guard lock(*g_stack_mu);
+      std::mutex* mu = g_stack_mu.load();
+      if (!mu) return;
+      std::lock_guard lock(*mu);
       if (!holds_unacknowledged()) return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
