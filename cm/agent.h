@@ -69,6 +69,9 @@ int send_sidr_rep(CmId* id, std::uint8_t status, const std::uint8_t* pdata, std:
 void flush_sends();
 // Ends a connection locally: timewait, then TIMEWAIT_EXIT if the id still exists.
 void enter_timewait(CmId* id);
+// A peer's disconnect that the agent holds back until its QP's completions are polled
+// (cm/agent_internal.h, peer_disconnected) is delivered now: the application disconnects itself.
+void release_disconnect(CmId* id);
 
 // QP transitions the way librdmacm makes them over the IB CM (rdma_init_qp_attr's values;
 // iWARP's are its Transport's, cm/transport.h). In cm/qp_driving.cpp.

@@ -63,6 +63,12 @@ void on_mad(const std::uint8_t* mad, const wire::Gid16& src);
 
 // Timers (cm_timers.cpp). The connection of `id` ended: timewait, then DISCONNECTED.
 void disconnected(CmId* id);
+// The peer ended the connection of `id` (its DREQ, or its process ended): disconnected() once
+// the application has polled the completions its QP already had, at most kDisconnectGrace
+// later. On a NIC those completions are in the CQ microseconds after their packets, long
+// before a DREQ sent after them is read; here the progress pass that makes them and the
+// application that polls them may both have waited for the CPU (docs/rdma-cm.md).
+void peer_disconnected(CmId* id);
 // Retransmits, times out and ends timewaits that are due; ms until the next one is.
 int run_timers();
 

@@ -266,7 +266,7 @@ void on_message(const wire::CmDreq& m, const wire::Gid16& src, std::uint64_t tid
   if (id->state == State::kEstablished || id->state == State::kRepSent ||
       id->state == State::kRepRcvd) {
     id->state = State::kTimewait;
-    disconnected(id);
+    peer_disconnected(id);
   }
 }
 
@@ -339,8 +339,8 @@ void on_mad(const std::uint8_t* mad, const wire::Gid16& src) {
   auto h = wire::parse_mad_header(b);
   if (!h) return drop("bad MAD header");
   if (h->mgmt_class != wire::kMgmtClassCm) return drop("not a CM MAD (class unsupported)");
-  // Each parser takes only the MAD of its own attribute.
-#define SOFTRDMA_ON_MESSAGE(M)                                     \
+    // Each parser takes only the MAD of its own attribute.
+#define SOFTRDMA_ON_MESSAGE(M) \
   if (auto m = wire::parse_cm<wire::M>(b)) return on_message(*m, src, h->tid);
   SOFTRDMA_CM_MESSAGES(SOFTRDMA_ON_MESSAGE)
 #undef SOFTRDMA_ON_MESSAGE

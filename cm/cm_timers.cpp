@@ -1,5 +1,6 @@
-// The CM agent's timers: MAD retransmission and response timeouts, timewait, and the end of
-// the connections of a peer process on this host that went away.
+// The CM agent's timers: MAD retransmission and response timeouts, timewait, the end of the
+// connections of a peer process on this host that went away, and a peer's disconnect held back
+// until the application has polled the completions before it.
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -7,8 +8,18 @@
 
 #include "cm/agent_internal.h"
 
+extern "C" std::size_t softrdma_unread_completions(ibv_context* context, std::uint32_t qpn);
+
 namespace softrdma::cm {
 namespace {
+
+// How long a peer's disconnect waits at most for the application to poll its QP's completions.
+constexpr auto kDisconnectGrace = std::chrono::milliseconds(500);
+
+std::size_t unread_completions(const CmId* id) {
+  if (id->conn_qpn == 0 || id->id.verbs == nullptr) return 0;
+  return softrdma_unread_completions(id->id.verbs, id->conn_qpn);
+}
 
 void on_timeout(CmId* id) {
   if (id->retries_left > 0) {
@@ -52,6 +63,9 @@ void peer_gone(const wire::Gid16& peer) {
       case State::kEstablished:
       case State::kRepSent:
       case State::kRepRcvd:
+        id->state = State::kTimewait;
+        peer_disconnected(id);
+        break;
       case State::kDreqSent:
         id->state = State::kTimewait;
         disconnected(id);
@@ -77,6 +91,23 @@ void disconnected(CmId* id) {
   if (!id->destroyed) deliver(make_event(id, RDMA_CM_EVENT_DISCONNECTED, 0));
 }
 
+void peer_disconnected(CmId* id) {
+  id->waiting = false;
+  if (id->destroyed || unread_completions(id) == 0) {
+    disconnected(id);
+    return;
+  }
+  id->disconnect_pending = true;
+  id->disconnect_due = Clock::now() + kDisconnectGrace;
+  wake();
+}
+
+void release_disconnect(CmId* id) {
+  if (!id->disconnect_pending) return;
+  id->disconnect_pending = false;
+  disconnected(id);
+}
+
 void enter_timewait(CmId* id) {
   id->timewait = true;
   id->timewait_end = Clock::now() + kTimewait;
@@ -100,6 +131,10 @@ int run_timers() {
   auto ids = agent().ids;  // handlers may free ids
   for (CmId* id : ids) {
     if (id->waiting && id->deadline <= now) on_timeout(id);
+    if (id->disconnect_pending &&
+        (id->destroyed || id->disconnect_due <= now || unread_completions(id) == 0)) {
+      release_disconnect(id);
+    }
     if (id->timewait && id->timewait_end <= now) {
       id->timewait = false;
       if (id->state == State::kTimewait) id->state = State::kClosed;
@@ -110,6 +145,8 @@ int run_timers() {
   for (CmId* id : agent().ids) {
     if (id->waiting) next = std::min(next, id->deadline);
     if (id->timewait) next = std::min(next, id->timewait_end);
+    // A held disconnect looks at the QP's completions again each millisecond.
+    if (id->disconnect_pending) next = std::min(next, now + std::chrono::milliseconds(1));
   }
   auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(next - Clock::now()).count();
   return static_cast<int>(std::clamp<std::int64_t>(ms + 1, 0, 1000));

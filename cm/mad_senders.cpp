@@ -75,6 +75,7 @@ int send_req(CmId* id, const std::uint8_t* pdata, std::size_t len) {
                                         ntohs(rdma_get_dst_port(&id->id)));
   m.local_ca_guid = a.node_guid;
   m.local_qpn = id->id.qp ? id->id.qp->qp_num : id->qp_num;
+  id->conn_qpn = m.local_qpn;
   m.responder_resources = id->responder_resources;
   m.initiator_depth = id->initiator_depth;
   m.remote_cm_response_timeout = kRespTimeoutCode;
@@ -111,6 +112,7 @@ int send_rep(CmId* id, const std::uint8_t* pdata, std::size_t len) {
   m.local_comm_id = id->local_comm_id;
   m.remote_comm_id = id->remote_comm_id;
   m.local_qpn = id->id.qp ? id->id.qp->qp_num : id->qp_num;
+  id->conn_qpn = m.local_qpn;
   m.starting_psn = id->local_psn;
   m.responder_resources = id->responder_resources;
   m.initiator_depth = id->initiator_depth;

@@ -108,6 +108,11 @@ struct CmId {
   Clock::time_point timewait_end{};
   bool timewait = false;
   std::chrono::milliseconds resp_timeout{1000};
+  // The QP number this side offered in its REQ or REP, and a peer's disconnect held back until
+  // the application has polled that QP's completions (peer_disconnected, cm/cm_timers.cpp).
+  std::uint32_t conn_qpn = 0;
+  bool disconnect_pending = false;
+  Clock::time_point disconnect_due{};
 
   std::vector<Multicast> mcast;
 

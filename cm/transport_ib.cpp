@@ -85,6 +85,7 @@ class IbCm final : public Transport {
   }
 
   int disconnect(CmId* id, bool& wait) const override {
+    release_disconnect(id);  // the peer's, held back: the application ends it now
     qp_to_err(id);
     switch (id->state) {
       case State::kEstablished:

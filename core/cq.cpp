@@ -81,6 +81,13 @@ void Cq::remove_qp(std::uint32_t qpn) {
   count_ = kept;
 }
 
+std::size_t Cq::count_qp(std::uint32_t qpn) const {
+  std::lock_guard lock(mutex_);
+  std::size_t n = 0;
+  for (std::size_t i = 0; i < count_; ++i) n += ring_[(head_ + i) % ring_.size()].qp_num == qpn;
+  return n;
+}
+
 void Cq::latency(std::uint64_t& samples, std::uint64_t& p50_ns, std::uint64_t& p99_ns) const {
   std::lock_guard lock(mutex_);
   samples = latency_.count();

@@ -42,6 +42,8 @@ class Cq {
   // Drops the completions of QP `qpn` still queued, keeping the others in order: a QP moved to
   // RESET leaves nothing behind (its flush errors included), as a real device cleans its CQs.
   void remove_qp(std::uint32_t qpn);
+  // The completions of QP `qpn` still queued (not yet polled).
+  std::size_t count_qp(std::uint32_t qpn) const;
 
  private:
   enum class Arm : std::uint8_t { kNone, kNext, kSolicited };

@@ -288,6 +288,20 @@ int Device::destroy_qp(Qp* qp) {
   return 0;
 }
 
+std::size_t Device::unread_completions(std::uint32_t qpn) {
+  std::shared_lock lock(qps_mutex_);
+  auto it = qps_.find(qpn);
+  if (it == qps_.end()) return 0;
+  const Qp& qp = *it->second;
+  // A QP's CQs outlive it (destroying a CQ in use is EBUSY), and the QP stays while qps_mutex_
+  // is held.
+  std::size_t n = qp.send_cq_ ? qp.send_cq_->count_qp(qpn) : 0;
+  if (qp.recv_cq_ && qp.recv_cq_ != qp.send_cq_) n += qp.recv_cq_->count_qp(qpn);
+  std::lock_guard held(held_mutex_);
+  for (const HeldWc& h : held_wcs_) n += h.qp_serial == qp.serial_;
+  return n;
+}
+
 void Device::set_async_handler(std::function<void(const AsyncEvent&)> fn) {
   std::lock_guard lock(async_mutex_);
   async_handler_ = std::move(fn);

@@ -79,6 +79,10 @@ class Device : public core::Objects {
   Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
                 bool sq_sig_all, int* err, std::uint32_t qpn = 0, Xrcd* xrcd = nullptr);
   int destroy_qp(Qp* qp);
+  // The completions of the QP numbered `qpn` that its application has not polled yet: those in
+  // its CQs and those a pass still holds (0 when there is no such QP). The CM uses it to deliver
+  // a peer's disconnect after the completions that came before it (docs/rdma-cm.md).
+  std::size_t unread_completions(std::uint32_t qpn);
   // UD multicast (ibv_attach_mcast): `qp` receives every datagram sent to the group `gid` with
   // destination QPN 0xFFFFFF. The device joins the group through its netdev on the first attach
   // and leaves it on the last detach; destroying a QP detaches it. Returns 0 or an errno value:

@@ -56,6 +56,9 @@ class Provider {
   virtual int modify_qp(SoftQp* qp, const ibv_qp_attr& attr, int mask) const = 0;
   virtual void query_qp(SoftQp* qp, core::QpAttr& attr, core::QpCap& cap) const = 0;
   virtual int destroy_qp(SoftQp* qp) const = 0;
+  // The completions of QP `qpn` not polled yet (softrdma_unread_completions); 0 where the
+  // transport's CM does not ask (iWARP ends connections through TCP).
+  virtual std::size_t unread_completions(ibv_context*, std::uint32_t) const { return 0; }
 
   // The data path: one work request each; progress driven by a polling thread (false when
   // another thread was in a pass).

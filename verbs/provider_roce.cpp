@@ -202,6 +202,9 @@ class RoceProvider final : public Provider {
   int destroy_qp(SoftQp* s) const override {
     return dev(s->qpx.qp_base.context).destroy_qp(rxe_qp(s));
   }
+  std::size_t unread_completions(ibv_context* c, std::uint32_t qpn) const override {
+    return dev(c).unread_completions(qpn);
+  }
 
   int post_send(SoftQp* qp, const core::SendWr& wr) const override {
     return rxe_qp(qp)->post_send(wr);

@@ -238,6 +238,13 @@ int ibv_destroy_qp(ibv_qp* qp) {
   return 0;
 }
 
+// softrdma's own: how many completions of the QP numbered `qpn` on `context` its application has
+// not polled yet (0 for no such QP). librdmacm delivers a peer's disconnect after them.
+std::size_t softrdma_unread_completions(ibv_context* context, std::uint32_t qpn) {
+  if (!context || inherited(context)) return 0;
+  return provider(context).unread_completions(context, qpn);
+}
+
 int ibv_query_ece(ibv_qp*, ibv_ece*) {
   return EOPNOTSUPP;
 }
