@@ -1,7 +1,8 @@
-// The responder's RC/UC receive pipeline, in the order of the IBTA receive rules (vol. 1
-// 9.7.x): PSN (duplicates, sequence errors), opcode sequence, packet length, RETH/rkey,
-// access and bounds, receive resources (RNR), then execute (responder_execute.cpp) and
-// acknowledge. Each check returns a verdict; the expected PSN moves in finish_request only.
+// The responder's RC/UC receive pipeline (IBTA vol. 1 9.7.x, in the order of the kernel's
+// rxe_resp.c): an XRC target's SRQ, PSN (duplicates, sequence errors), opcode sequence, receive
+// resources (RNR), packet length, RETH/rkey with access and bounds, then execute
+// (responder_execute.cpp) and acknowledge. Each check returns a verdict; the expected PSN moves
+// in finish_request only.
 #include "rxe/responder.h"
 
 #include "rxe/device.h"
