@@ -92,6 +92,10 @@ void check_states() {
     if (c->timewait && c->state != State::kTimewait && c->state != State::kClosed) {
       fail("an id in timewait in another state", static_cast<int>(c->state));
     }
+    if (c->disconnect_pending && (c->state != State::kTimewait || c->timewait)) {
+      fail("a held disconnect outside timewait's state, or timewait already begun",
+           static_cast<int>(c->state));
+    }
   }
 }
 
@@ -216,8 +220,9 @@ rdma_conn_param conn_param_from(fuzz::Reader& r) {
   return p;
 }
 
-// Ends the response timer and the timewait of every id that `pick` chooses (it may take the
-// id's retries away too) now, runs the timers and checks the states. Under the agent's mutex.
+// Ends the response timer, the timewait and the grace of a held disconnect of every id that
+// `pick` chooses (it may take the id's retries away too) now, runs the timers and checks the
+// states. Under the agent's mutex.
 template <class Pick>
 void run_out_timers(Pick pick) {
   const auto now = Clock::now();
@@ -225,6 +230,7 @@ void run_out_timers(Pick pick) {
     if (!pick(c)) continue;
     c->deadline = now;
     c->timewait_end = now;
+    c->disconnect_due = now;
   }
   run_timers();
   check_states();
