@@ -25,6 +25,7 @@ class LwipStream final : public iwarp::ByteStream {
     if (c->error) return {0, c->error};
     if (!c->pcb) return {0, EPIPE};
     std::size_t sent = 0;
+    bool whole = true;
     for (const iovec& v : batch) {
       std::size_t off = 0;
       while (off < v.iov_len) {
@@ -37,10 +38,16 @@ class LwipStream final : public iwarp::ByteStream {
         off += n;
         sent += n;
       }
-      if (off < v.iov_len) break;
+      if (off < v.iov_len) {
+        whole = false;
+        break;
+      }
     }
-    c->send_blocked = sent == 0;
-    if (sent == 0) return {0, EAGAIN};  // tcp_sent signals the room
+    // A short write blocks the writer as an EAGAIN does: it waits for the room that tcp_sent
+    // signals (an ib_write_lat of 64 KiB, which spins on memory, waited forever when only
+    // EAGAIN armed it).
+    c->send_blocked = !whole;
+    if (sent == 0) return {0, EAGAIN};
     tcp_output(c->pcb);
     return {sent, 0};
   }

@@ -151,6 +151,21 @@ def case_perftest():
     with_hosts(run)
 
 
+def case_latency():
+    """ib_write_lat and ib_send_lat -R of 64 KiB, each side as server: a message larger than
+    lwIP's send buffer leaves in several writes, and the waits for room between them must be
+    woken while the program spins on memory (ib_write_lat hung before)."""
+    def run():
+        for tool in ("ib_write_lat", "ib_send_lat"):
+            for server_side in ("lwip", "kernel"):
+                args = [tool, "-R", "-p", str(PORT), "-s", "65536", "-n", "100", "-F"]
+                cout, sout = pair(f"{tool} 64 KiB server on {server_side}", server_side, args,
+                                  args + [ADDR[server_side]], timeout=60)
+                expect(any(line.split()[:2] == ["65536", "100"] for line in cout.splitlines()),
+                       f"{tool} server on {server_side}: the client's 65536 x 100 result", cout)
+    with_hosts(run)
+
+
 def case_xdp_rping():
     global backend
     backend = "af_xdp"
