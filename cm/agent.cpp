@@ -1,7 +1,6 @@
 // The CM agent: its singleton, its thread (the event loop over the GSI QP, the registry
-// sockets, the iWARP sockets, peer liveness and posted tasks) and its accessors.
-// See docs/rdma-cm.md.
-#include <fcntl.h>
+// sockets, its transport's sockets (iWARP's TCP), peer liveness and posted tasks) and its
+// accessors. See docs/rdma-cm.md.
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
@@ -14,9 +13,9 @@
 #include <thread>
 
 #include "cm/agent_internal.h"
-#include "cm/iwarp_conn.h"
 #include "cm/monitor_section.h"
 #include "cm/registry.h"
+#include "cm/transport.h"
 #include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
@@ -104,7 +103,7 @@ void agent_loop() {
           tasks.swap(a.tasks);
         }
         for (auto& t : tasks) t();
-      } else if (a.iw && iw_handle_fd(fd, evs[i].events)) {
+      } else if (a.transport->handle_fd(fd, evs[i].events)) {
       } else if (std::optional<wire::Gid16> gone; a.liveness.handle(fd, gone)) {
         // A DREQ the peer sent just before it ended may still be on its way: honour it
         // first, and end what is left a moment later.
@@ -146,30 +145,14 @@ bool start(std::string& error) {
   }
   a.epfd = epoll_create1(EPOLL_CLOEXEC);
   a.wake_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  // The one choice between the transports: softiwarp0's CM interface, else the IB CM on QP1.
   verbs::IwarpCm* iw = softrdma_iwarp_cm();
-  if (iw && iw->is_iwarp(a.ctx)) {  // iWARP: TCP does what QP1 does on RoCE
-    a.iw = iw;
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = a.wake_fd;
-    epoll_ctl(a.epfd, EPOLL_CTL_ADD, a.wake_fd, &ev);
-    std::thread(agent_loop).detach();
-    return true;
-  }
-  if (!a.gsi.open(a.ctx, error)) return false;
-  fcntl(a.gsi.fd(), F_SETFL, fcntl(a.gsi.fd(), F_GETFL) | O_NONBLOCK);
-  for (int fd : {a.gsi.fd(), a.wake_fd}) {
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ev.data.fd = fd;
-    epoll_ctl(a.epfd, EPOLL_CTL_ADD, fd, &ev);
-  }
-  if (!a.liveness.open(a.gsi.gid(), a.epfd)) {
-    std::fprintf(stderr,
-                 "softrdma cm: cannot watch peers on this host (another process has"
-                 " this device's address?)\n");
-  }
-  a.next_tid = (static_cast<std::uint64_t>(random_u32()) << 32);
+  a.transport = iw && iw->is_iwarp(a.ctx) ? &iwarp_cm_transport() : &ib_cm_transport();
+  if (!a.transport->open_agent(a, error)) return false;
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = a.wake_fd;
+  epoll_ctl(a.epfd, EPOLL_CTL_ADD, a.wake_fd, &ev);
   std::thread(agent_loop).detach();
   return true;
 }
@@ -196,6 +179,9 @@ ibv_context* agent_context() {
   return a.ctx;
 }
 
+const Transport& agent_transport() {
+  return *agent().transport;
+}
 verbs::IwarpCm* agent_iwarp() {
   return agent().iw;
 }

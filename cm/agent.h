@@ -30,6 +30,9 @@ const wire::Gid16& agent_gid();
 // agent_gid()'s index in the port's GID table: the sgid_index of rdma_cm's address vectors.
 std::uint8_t agent_sgid_index();
 
+// The device's CM transport (cm/transport.h), chosen as the agent starts: only once
+// agent_context() has succeeded.
+const Transport& agent_transport();
 // iWARP mode: the device's CM interface (nullptr on RoCE).
 verbs::IwarpCm* agent_iwarp();
 int agent_epoll();

@@ -35,7 +35,8 @@ struct Agent {
   ibv_device_attr dattr{};
   ibv_port_attr pattr{};
   std::uint64_t drops = 0;
-  verbs::IwarpCm* iw = nullptr;  // set in iWARP mode
+  const Transport* transport = nullptr;  // the device's CM, chosen as the agent starts
+  verbs::IwarpCm* iw = nullptr;          // set in iWARP mode
   std::mutex tasks_mu;
   std::vector<std::function<void()>> tasks;
 };

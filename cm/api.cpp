@@ -15,7 +15,6 @@
 
 #include "cm/agent.h"
 #include "cm/api_common.h"
-#include "cm/iwarp_conn.h"
 #include "cm/registry.h"
 #include "cm/sockaddr.h"
 #include "cm/transport.h"
@@ -24,11 +23,6 @@ using namespace softrdma;
 using namespace softrdma::cm;
 
 namespace {
-
-// The device's CM: the one choice between the transports (rdma-core's providers).
-const Transport& device_transport() {
-  return iwarp_mode() ? iwarp_cm_transport() : ib_cm_transport();
-}
 
 ibv_qp_type qp_type_of(rdma_port_space ps) {
   return (ps == RDMA_PS_UDP || ps == RDMA_PS_IPOIB) ? IBV_QPT_UD : IBV_QPT_RC;
@@ -56,8 +50,8 @@ int complete(CmId* c) {
 int softrdma::cm::bind_locked(CmId* c, const sockaddr* addr) {
   const socklen_t len = addr_len(addr);
   if (!len) return EAFNOSUPPORT;
-  if (c->registry_fd >= 0 || c->tcp_fd >= 0) return EINVAL;
-  if (!registry::is_local(addr) && !iw_user_tcp_source(addr, nullptr)) return EADDRNOTAVAIL;
+  if (c->transport->bound(c)) return EINVAL;
+  if (!c->transport->local_address(addr)) return EADDRNOTAVAIL;
   int rc = c->transport->bind(c, addr);
   if (rc) return rc;
   c->wildcard = registry::is_wildcard(addr);
@@ -175,7 +169,7 @@ int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** id, void* context,
   c->id.ps = ps;
   c->id.qp_type = qp_type_of(ps);
   std::lock_guard lock(mutex());
-  c->transport = &device_transport();
+  c->transport = &agent_transport();  // the device's, chosen as the agent started
   track(c);
   *id = &c->id;
   return 0;
@@ -236,12 +230,12 @@ int rdma_resolve_addr(rdma_cm_id* id, sockaddr* src_addr, sockaddr* dst_addr, in
     if (c->state != State::kIdle && c->state != State::kBound) return fail(EINVAL);
     // A unicast destination must be routable from here (this host's addresses always are).
     sockaddr_storage routed{};
-    // softiwarp0 on a userspace TCP reaches every peer on its link, from its own address.
-    const int route_err = is_multicast(dst_addr)                 ? EHOSTUNREACH
-                          : iw_user_tcp_source(nullptr, &routed) ? 0
-                                                                 : route_to(dst_addr, routed);
+    // A transport with its own source address (a userspace TCP) reaches every peer from it.
+    const int route_err = is_multicast(dst_addr)             ? EHOSTUNREACH
+                          : c->transport->own_source(routed) ? 0
+                                                             : route_to(dst_addr, routed);
     const int status = is_multicast(dst_addr) ? 0 : -route_err;
-    if (c->registry_fd < 0 && c->tcp_fd < 0) {
+    if (!c->transport->bound(c)) {
       sockaddr_storage src{};
       if (src_addr) {
         std::memcpy(&src, src_addr, addr_len(src_addr));
@@ -440,7 +434,7 @@ int rdma_listen(rdma_cm_id* id, int backlog) {
   if (!id) return fail(EINVAL);
   CmId* c = cm_id(id);
   std::lock_guard lock(mutex());
-  if (c->registry_fd < 0 && c->tcp_fd < 0) {  // listening unbound: the wildcard address, any port
+  if (!c->transport->bound(c)) {  // listening unbound: the wildcard address, any port
     sockaddr_in any{};
     any.sin_family = AF_INET;
     int rc = bind_locked(c, reinterpret_cast<sockaddr*>(&any));

@@ -9,6 +9,7 @@
 
 #include "cm/agent.h"
 #include "cm/state.h"
+#include "cm/transport.h"
 
 // Exported by softrdma's libibverbs.so.1 (SOFTRDMA_PRIVATE_1, verbs/monitor_api.cpp).
 extern "C" void softrdma_monitor_section(const char* name, std::string (*fn)());
@@ -91,7 +92,7 @@ std::string cm_ids() {
                           {"state", names_of(c->state).kernel},
                           {"cm-state", names_of(c->state).cm},
                           {"ps", ps_name(id.ps)},
-                          {"ifname", agent_iwarp() ? "softiwarp0" : "softroce0"}};
+                          {"ifname", c->transport->device_name()}};
     if (id.qp) {
       row["lqpn"] = id.qp->qp_num;
       row["qp-type"] = id.qp_type == IBV_QPT_UD ? "UD" : "RC";

@@ -5,13 +5,14 @@
 #include <arpa/inet.h>
 
 #include "cm/agent_internal.h"
+#include "cm/transport.h"
 
 namespace softrdma::cm {
 
 std::uint16_t cm_partition() {
   __be16 pkey = htons(0xFFFF);
   const Agent& a = agent();
-  if (a.ctx && !a.iw) ibv_query_pkey(a.ctx, 1, 0, &pkey);
+  if (a.ctx && a.transport && a.transport->partitions()) ibv_query_pkey(a.ctx, 1, 0, &pkey);
   return ntohs(pkey);
 }
 

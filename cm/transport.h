@@ -1,6 +1,8 @@
 // One rdma_cm transport's connection manager, as an ops table (rdma-core's providers are the
 // model): the IB CM (MADs on the GSI QP, for RoCE) or the iWARP CM (TCP + MPA, softiwarp0).
-// An id takes its device's once, at rdma_create_id; cm/api.cpp knows neither. cm::mutex() held.
+// The CM agent chooses its device's as it starts (agent_transport()), and runs its own part
+// through it; an id takes it at rdma_create_id. cm/api.cpp and the agent know neither.
+// cm::mutex() held.
 #pragma once
 
 #include <infiniband/verbs.h>
@@ -9,14 +11,37 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "cm/state.h"
 
 namespace softrdma::cm {
 
+struct Agent;
+
 class Transport {
  public:
   virtual ~Transport() = default;
+
+  // The device this is the CM of, by name (the ifname of `softrdma res cm_id`).
+  virtual const char* device_name() const = 0;
+  // The CM agent's transport part, as it starts on the device (a.ctx open, a.epfd made): what it
+  // listens on besides its wake fd. False and `error` when the device cannot carry it.
+  virtual bool open_agent(Agent& a, std::string& error) const = 0;
+  // An fd the agent's loop found ready that is none of its own: true if it was this
+  // transport's (its sockets), handled.
+  virtual bool handle_fd(int, std::uint32_t) const { return false; }
+  // Whether the CM's partition is the port's P_Key table (IBTA 10.9; cm/partition.cpp), else
+  // the default partition.
+  virtual bool partitions() const { return false; }
+
+  // Whether `addr` is this host's, so that an id may bind it.
+  virtual bool local_address(const sockaddr* addr) const = 0;
+  // The address ids connect from whatever the destination (a userspace TCP's own), in
+  // `source` (port 0); false where the kernel's routing picks one per destination.
+  virtual bool own_source(sockaddr_storage&) const { return false; }
+  // Whether the id holds a port (rdma_bind_addr done, explicitly or by another call).
+  virtual bool bound(const CmId* id) const = 0;
 
   // rdma_bind_addr's transport part: claims `addr` (port 0: an ephemeral one) and fills the
   // id's source address and SGID. 0 or an errno value.

@@ -1,9 +1,13 @@
 // The IB CM transport (RoCE): ports claimed in the host's registry, peers found through it,
 // and connections made by the CM agent's MADs on the GSI QP (cm/agent.h).
+#include <fcntl.h>
+#include <sys/epoll.h>
+
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
-#include "cm/agent.h"
+#include "cm/agent_internal.h"
 #include "cm/registry.h"
 #include "cm/sockaddr.h"
 #include "cm/transport.h"
@@ -13,6 +17,30 @@ namespace {
 
 class IbCm final : public Transport {
  public:
+  const char* device_name() const override { return "softroce0"; }
+
+  // MADs come to the GSI QP; peers on this host are watched (cm/liveness.h).
+  bool open_agent(Agent& a, std::string& error) const override {
+    if (!a.gsi.open(a.ctx, error)) return false;
+    fcntl(a.gsi.fd(), F_SETFL, fcntl(a.gsi.fd(), F_GETFL) | O_NONBLOCK);
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = a.gsi.fd();
+    epoll_ctl(a.epfd, EPOLL_CTL_ADD, a.gsi.fd(), &ev);
+    if (!a.liveness.open(a.gsi.gid(), a.epfd)) {
+      std::fprintf(stderr,
+                   "softrdma cm: cannot watch peers on this host (another process has"
+                   " this device's address?)\n");
+    }
+    a.next_tid = (static_cast<std::uint64_t>(random_u32()) << 32);
+    return true;
+  }
+
+  bool partitions() const override { return true; }
+
+  bool local_address(const sockaddr* addr) const override { return registry::is_local(addr); }
+  bool bound(const CmId* id) const override { return id->registry_fd >= 0; }
+
   int bind(CmId* id, const sockaddr* addr) const override {
     std::uint16_t port = port_of(addr);
     int fd = registry::claim(static_cast<std::uint16_t>(id->id.ps), addr, port);

@@ -1,14 +1,34 @@
 // The iWARP CM transport (softiwarp0): real TCP sockets for ports, connections set up by the
 // MPA negotiation of the device (cm/iwarp_conn.h), QPs moved as the kernel's iw_cm does.
-#include "cm/agent.h"
+#include "cm/agent_internal.h"
 #include "cm/iwarp_conn.h"
+#include "cm/registry.h"
 #include "cm/transport.h"
+#include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
 namespace {
 
 class IwarpCm final : public Transport {
  public:
+  const char* device_name() const override { return "softiwarp0"; }
+
+  // TCP does what QP1 does on RoCE: the agent watches the ids' sockets (handle_fd).
+  bool open_agent(Agent& a, std::string&) const override {
+    a.iw = softrdma_iwarp_cm();
+    return true;
+  }
+  bool handle_fd(int fd, std::uint32_t events) const override { return iw_handle_fd(fd, events); }
+
+  // A userspace TCP's address is this host's too, and the one every connection comes from.
+  bool local_address(const sockaddr* addr) const override {
+    return registry::is_local(addr) || iw_user_tcp_source(addr, nullptr);
+  }
+  bool own_source(sockaddr_storage& source) const override {
+    return iw_user_tcp_source(nullptr, &source);
+  }
+  bool bound(const CmId* id) const override { return id->tcp_fd >= 0; }
+
   int bind(CmId* id, const sockaddr* addr) const override {  // the kernel owns iWARP ports
     int rc = iw_bind(id, addr);
     if (rc) return rc;

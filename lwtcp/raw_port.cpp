@@ -1,38 +1,25 @@
 #include "lwtcp/raw_port.h"
 
 #include "lwtcp/faulty_port.h"
-#include "netdev/af_packet.h"
 #include "netdev/open.h"
 #include "netdev/raw_eth.h"
-#ifdef SOFTRDMA_HAVE_AF_XDP
-#include "netdev/af_xdp.h"
-#endif
 
 namespace softrdma::lwtcp {
-namespace {
-
-constexpr std::string_view kAfPacket = "af_packet:";
-constexpr std::string_view kAfXdp = "af_xdp:";
-
-bool starts_with(const std::string& s, std::string_view prefix) {
-  return s.rfind(prefix, 0) == 0;
-}
-
-}  // namespace
 
 bool carries_user_tcp(const std::string& spec, const netdev::IpAddr& address) {
-  return (starts_with(spec, kAfPacket) || starts_with(spec, kAfXdp)) && address.is_v4() &&
+  return netdev::frame_backend(spec) != netdev::FrameBackend::kNone && address.is_v4() &&
          netdev::interface_with(address).empty();
 }
 
 std::string roce_spec_beside_user_tcp(const std::string& spec) {
   std::string iface, given;
   netdev::IpAddr address;
-  if (!starts_with(spec, kAfXdp) || !netdev::split_iface_spec(spec, iface, given) ||
-      !netdev::IpAddr::parse(given, address) || !carries_user_tcp(spec, address)) {
+  if (netdev::frame_backend(spec) != netdev::FrameBackend::kAfXdp ||
+      !netdev::split_iface_spec(spec, iface, given) || !netdev::IpAddr::parse(given, address) ||
+      !carries_user_tcp(spec, address)) {
     return spec;  // a bad spec is reported by netdev::open
   }
-  return std::string(kAfPacket) + spec.substr(kAfXdp.size());
+  return netdev::with_frame_backend(spec, netdev::FrameBackend::kAfPacket);
 }
 
 std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
@@ -40,21 +27,9 @@ std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
                                                  std::optional<std::uint16_t> vlan,
                                                  const netdev::FaultConfig& faults,
                                                  std::string& error) {
-  std::string iface, addr;
-  if (!netdev::split_iface_spec(spec, iface, addr)) {
-    error = "bad value '" + spec + "'";
-    return nullptr;
-  }
-  std::unique_ptr<netdev::FramePort> port;
-  if (starts_with(spec, kAfPacket)) {
-    port = netdev::AfPacketNetdev::open(iface, address, error, {}, vlan, netdev::Steering::kTcp);
-  } else {
-#ifdef SOFTRDMA_HAVE_AF_XDP
-    port = netdev::AfXdpNetdev::open(iface, address, error, {}, vlan, 0, netdev::Steering::kTcp);
-#else
-    error = "af_xdp:" + iface + ": this build has no AF_XDP backend";
-#endif
-  }
+  netdev::OpenOptions options;  // the faults are the stack's (with_faults), not the backend's
+  options.vlan = vlan;
+  auto port = netdev::open_frame_port(spec, address, netdev::Steering::kTcp, options, error);
   if (!port) return nullptr;
   return with_faults(std::move(port), faults);
 }

@@ -22,7 +22,8 @@ bool carries_user_tcp(const std::string& spec, const netdev::IpAddr& address);
 // interface) steers to the TCP; any other spec stays as it is.
 std::string roce_spec_beside_user_tcp(const std::string& spec);
 
-// The TCP's port (steering kTcp), with `faults` on what it sends; nullptr with `error` set.
+// The TCP's port (netdev::open_frame_port, steering kTcp), with `faults` on what it sends;
+// nullptr with `error` set.
 std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
                                                  const netdev::IpAddr& address,
                                                  std::optional<std::uint16_t> vlan,

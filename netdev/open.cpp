@@ -15,6 +15,9 @@ bool starts_with(const std::string& s, const char* prefix) {
   return s.rfind(prefix, 0) == 0;
 }
 
+constexpr const char* kAfPacket = "af_packet:";
+constexpr const char* kAfXdp = "af_xdp:";
+
 // The highest unicast LID (IBTA): the low 16 bits of a loopback address of our own stay in 1..it.
 constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
 
@@ -43,6 +46,24 @@ std::unique_ptr<Netdev> open_udp(const std::string& spec, const OpenOptions& o, 
   return UdpNetdev::open(addr, error, o.faults, kRoceV2Port, o.host_local_rings);
 }
 
+// The af_packet or af_xdp backend on `iface` and `addr`.
+std::unique_ptr<RawFramePortNetdev> open_raw_backend(const std::string& spec,
+                                                     const std::string& iface, const IpAddr& addr,
+                                                     Steering steer, const OpenOptions& o,
+                                                     std::string& error) {
+  if (starts_with(spec, kAfPacket)) {
+    return AfPacketNetdev::open(iface, addr, error, o.faults, o.vlan, steer);
+  }
+#ifdef SOFTRDMA_HAVE_AF_XDP
+  return AfXdpNetdev::open(iface, addr, error, o.faults, o.vlan, 0, steer);
+#else
+  (void)steer;
+  error = "af_xdp:" + iface +
+          ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
+  return nullptr;
+#endif
+}
+
 // af_packet:… and af_xdp:…; without an address, the interface's first IPv4 address.
 std::unique_ptr<Netdev> open_raw_socket(const std::string& spec, const OpenOptions& o,
                                         std::string& error, IpAddr& addr) {
@@ -52,16 +73,7 @@ std::unique_ptr<Netdev> open_raw_socket(const std::string& spec, const OpenOptio
     return nullptr;
   }
   if (given.empty() && !AfPacketNetdev::interface_ipv4(iface, addr, error)) return nullptr;
-  if (starts_with(spec, "af_packet:")) {
-    return AfPacketNetdev::open(iface, addr, error, o.faults, o.vlan);
-  }
-#ifdef SOFTRDMA_HAVE_AF_XDP
-  return AfXdpNetdev::open(iface, addr, error, o.faults, o.vlan);
-#else
-  error = "af_xdp:" + iface +
-          ": this build has no AF_XDP backend (it needs libxdp-dev, libbpf-dev and clang)";
-  return nullptr;
-#endif
+  return open_raw_backend(spec, iface, addr, Steering::kRoce, o, error);
 }
 
 std::unique_ptr<Netdev> open_dpdk(const std::string& spec, const OpenOptions& o, std::string& error,
@@ -115,13 +127,42 @@ bool split_dpdk_spec(const std::string& spec, std::string& dev, std::string& add
   return !dev.empty() && (at == std::string::npos || !addr.empty());
 }
 
+FrameBackend frame_backend(const std::string& spec) {
+  if (starts_with(spec, kAfPacket)) return FrameBackend::kAfPacket;
+  if (starts_with(spec, kAfXdp)) return FrameBackend::kAfXdp;
+  return FrameBackend::kNone;
+}
+
+std::string with_frame_backend(const std::string& spec, FrameBackend backend) {
+  const FrameBackend was = frame_backend(spec);
+  if (was == FrameBackend::kNone || backend == FrameBackend::kNone) return spec;
+  return (backend == FrameBackend::kAfPacket ? kAfPacket : kAfXdp) +
+         spec.substr(spec.find(':') + 1);
+}
+
+std::unique_ptr<FramePort> open_frame_port(const std::string& spec, const IpAddr& address,
+                                           Steering steer, const OpenOptions& options,
+                                           std::string& error) {
+  std::string iface, given;
+  if (frame_backend(spec) == FrameBackend::kNone) {
+    error = options.spec_origin + "unsupported backend '" + spec +
+            "' (expected af_packet:INTERFACE[:ADDRESS] or af_xdp:INTERFACE[:ADDRESS])";
+    return nullptr;
+  }
+  if (!split_iface_spec(spec, iface, given)) {
+    error = options.spec_origin + "bad value '" + spec + "'";
+    return nullptr;
+  }
+  return open_raw_backend(spec, iface, address, steer, options, error);
+}
+
 std::unique_ptr<Netdev> open(const std::string& spec, const OpenOptions& options,
                              std::string& error, IpAddr* address) {
   IpAddr own;
   IpAddr& addr = address ? *address : own;
   if (spec.empty()) return open_own_loopback(options, error, addr);
   if (starts_with(spec, "udp:")) return open_udp(spec, options, error, addr);
-  if (starts_with(spec, "af_packet:") || starts_with(spec, "af_xdp:")) {
+  if (frame_backend(spec) != FrameBackend::kNone) {
     return open_raw_socket(spec, options, error, addr);
   }
   if (starts_with(spec, "dpdk:")) return open_dpdk(spec, options, error, addr);

@@ -1,6 +1,7 @@
 // netdev::open: the one place a backend is chosen from a spec string ("udp:ADDRESS",
 // "af_packet:IFACE[:ADDRESS]", "af_xdp:IFACE[:ADDRESS]", "dpdk:DEVICE[@ADDRESS]", "memory:ADDRESS",
-// or "" for a udp device on a loopback address of its own); and the parsers of those strings.
+// or "" for a udp device on a loopback address of its own), or a raw backend's frame port from one
+// (open_frame_port); and the parsers of those strings.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +10,7 @@
 #include <string>
 
 #include "netdev/faults.h"
+#include "netdev/frame_port.h"
 #include "netdev/netdev.h"
 
 namespace softrdma::netdev {
@@ -27,6 +29,12 @@ bool split_iface_spec(const std::string& spec, std::string& iface, std::string& 
 // and the (maybe empty) address; false when either part that is there is empty.
 bool split_dpdk_spec(const std::string& spec, std::string& dev, std::string& addr);
 
+// The raw Ethernet backend a spec names (af_packet:…, af_xdp:…), kNone for any other; and `spec`
+// naming `backend` instead (its interface and address kept; a kNone spec as it is).
+enum class FrameBackend : std::uint8_t { kNone, kAfPacket, kAfXdp };
+FrameBackend frame_backend(const std::string& spec);
+std::string with_frame_backend(const std::string& spec, FrameBackend backend);
+
 struct OpenOptions {
   FaultConfig faults;
   bool host_local_rings = true;          // udp: rings toward this host's devices (udp.h)
@@ -43,5 +51,12 @@ struct OpenOptions {
 // does not parse, spec_origin + "bad address in '…'", "bad value '…'" or "unsupported backend".
 std::unique_ptr<Netdev> open(const std::string& spec, const OpenOptions& options,
                              std::string& error, IpAddr* address = nullptr);
+
+// The frame port of the raw backend `spec` names (af_packet:IFACE[:ADDRESS] or
+// af_xdp:IFACE[:ADDRESS]), on `address` (the spec's own is not read), steered as `steer` says, with
+// options.faults and options.vlan. nullptr with `error` set, as open's.
+std::unique_ptr<FramePort> open_frame_port(const std::string& spec, const IpAddr& address,
+                                           Steering steer, const OpenOptions& options,
+                                           std::string& error);
 
 }  // namespace softrdma::netdev

@@ -40,7 +40,7 @@ bool fault_in(std::uint8_t* addr, std::uint64_t len, bool write) {
 }  // namespace
 
 bool odp_supported(ibv_context* c) {
-  return &provider(c) == &roce_provider() && core::fault_safe_available();
+  return provider(c).odp() && core::fault_safe_available();
 }
 
 void fill_odp_caps(ibv_context* c, ibv_device_attr_ex& a) {

@@ -32,6 +32,9 @@ class Provider {
   virtual void fill_ops(SoftContext* ctx) const = 0;
   // XRC domains, SRQs and QPs (softroce0; iWARP has none: its create_qp never sees XRC types).
   virtual bool xrc() const { return false; }
+  // On-demand paging: ODP memory regions and ibv_advise_mr (softroce0; verbs/odp_api.cpp also
+  // asks that the kernel allows fault-safe copies).
+  virtual bool odp() const { return false; }
 
   // Device and port attributes, the port's GID and P_Key tables.
   virtual core::Objects& objects(ibv_context* c) const = 0;

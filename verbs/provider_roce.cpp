@@ -9,7 +9,7 @@
 namespace softrdma::verbs {
 void post_async_event(SoftContext* ctx, const rxe::AsyncEvent& ev);
 void post_object_event(core::AsyncEventType type, core::Cq* cq, core::Srq* srq);
-}
+}  // namespace softrdma::verbs
 
 namespace softrdma::verbs {
 namespace {
@@ -120,6 +120,7 @@ class RoceProvider final : public Provider {
     fill_xrc_ops(ctx);
   }
   bool xrc() const override { return true; }
+  bool odp() const override { return true; }
 
   core::Objects& objects(ibv_context* c) const override { return dev(c); }
   void query_device(ibv_context* c, ibv_device_attr& out) const override {

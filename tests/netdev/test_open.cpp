@@ -1,4 +1,5 @@
-// netdev::open: which backend a spec names, and the messages for specs that do not parse.
+// netdev::open and open_frame_port: which backend a spec names, and the messages for specs that
+// do not parse.
 #include <gtest/gtest.h>
 
 #include "helpers.h"
@@ -42,6 +43,26 @@ TEST(Open, SplitsInterfaceAndDeviceSpecs) {
   EXPECT_EQ(a, "net_af_packet0,iface=veth0");
   EXPECT_EQ(b, "fe80::1");
   EXPECT_FALSE(split_dpdk_spec("dpdk:", a, b));
+}
+
+TEST(Open, FramePortsComeFromRawBackendSpecsOnly) {
+  EXPECT_EQ(frame_backend("af_packet:veth0:10.0.0.1"), FrameBackend::kAfPacket);
+  EXPECT_EQ(frame_backend("af_xdp:veth0"), FrameBackend::kAfXdp);
+  EXPECT_EQ(frame_backend("udp:10.0.0.1"), FrameBackend::kNone);
+  EXPECT_EQ(frame_backend(""), FrameBackend::kNone);
+  EXPECT_EQ(with_frame_backend("af_xdp:veth0:10.0.0.1", FrameBackend::kAfPacket),
+            "af_packet:veth0:10.0.0.1");
+  EXPECT_EQ(with_frame_backend("af_packet:veth0", FrameBackend::kAfXdp), "af_xdp:veth0");
+  EXPECT_EQ(with_frame_backend("udp:10.0.0.1", FrameBackend::kAfPacket), "udp:10.0.0.1");
+  std::string error;
+  EXPECT_EQ(open_frame_port("udp:10.0.0.1", ip("10.0.0.1"), Steering::kTcp, with_origin(), error),
+            nullptr);
+  EXPECT_EQ(error,
+            "SOFTRDMA_NETDEV: unsupported backend 'udp:10.0.0.1' (expected "
+            "af_packet:INTERFACE[:ADDRESS] or af_xdp:INTERFACE[:ADDRESS])");
+  EXPECT_EQ(open_frame_port("af_packet:", ip("10.0.0.1"), Steering::kTcp, with_origin(), error),
+            nullptr);
+  EXPECT_EQ(error, "SOFTRDMA_NETDEV: bad value 'af_packet:'");
 }
 
 TEST(Open, MemoryNeedsAFabricAndAFreeAddress) {
