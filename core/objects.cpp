@@ -25,6 +25,19 @@ int erase_object(std::vector<std::unique_ptr<T>>& v, const T* obj) {
 Objects::Objects() = default;
 Objects::~Objects() = default;
 
+std::size_t Objects::unread_xrc_completions(const Xrcd* xrcd, std::uint32_t qpn) const {
+  std::lock_guard lock(objects_mutex_);
+  std::vector<const Cq*> seen;
+  std::size_t n = 0;
+  for (const auto& s : srqs_) {
+    const Cq* cq = s->cq();
+    if (s->xrcd() != xrcd || !cq || std::find(seen.begin(), seen.end(), cq) != seen.end()) continue;
+    seen.push_back(cq);
+    n += cq->count_qp(qpn);
+  }
+  return n;
+}
+
 Pd* Objects::alloc_pd() {
   std::lock_guard lock(objects_mutex_);
   auto pd = std::make_unique<Pd>();
@@ -111,8 +124,8 @@ int Objects::destroy_cq(Cq* cq) {
   return erase_object(cqs_, cq);
 }
 
-Srq* Objects::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge,
-                         std::uint32_t limit, int* err) {
+Srq* Objects::create_srq(Pd* pd, std::uint32_t max_wr, std::uint32_t max_sge, std::uint32_t limit,
+                         int* err) {
   return make_srq(pd, nullptr, nullptr, max_wr, max_sge, limit, err);
 }
 

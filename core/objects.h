@@ -77,6 +77,9 @@ class Objects {
   // a target (kXrcRecv) has a domain and neither queue. 0 or EINVAL.
   int admit_xrc_qp(QpType type, const Pd* pd, const Cq* send_cq, const Xrcd* xrcd,
                    QpCap& cap) const;
+  // The completions of QP `qpn` not polled yet from the CQs of `xrcd`'s XRC SRQs, where an XRC
+  // target's receives complete (`xrcd` is only compared, never read).
+  std::size_t unread_xrc_completions(const Xrcd* xrcd, std::uint32_t qpn) const;
 
  protected:
   Objects();

@@ -289,16 +289,24 @@ int Device::destroy_qp(Qp* qp) {
 }
 
 std::size_t Device::unread_completions(std::uint32_t qpn) {
-  std::shared_lock lock(qps_mutex_);
-  auto it = qps_.find(qpn);
-  if (it == qps_.end()) return 0;
-  const Qp& qp = *it->second;
-  // A QP's CQs outlive it (destroying a CQ in use is EBUSY), and the QP stays while qps_mutex_
-  // is held.
-  std::size_t n = qp.send_cq_ ? qp.send_cq_->count_qp(qpn) : 0;
-  if (qp.recv_cq_ && qp.recv_cq_ != qp.send_cq_) n += qp.recv_cq_->count_qp(qpn);
-  std::lock_guard held(held_mutex_);
-  for (const HeldWc& h : held_wcs_) n += h.qp_serial == qp.serial_;
+  const Xrcd* xrcd = nullptr;
+  std::size_t n = 0;
+  {
+    std::shared_lock lock(qps_mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return 0;
+    const Qp& qp = *it->second;
+    // A QP's CQs outlive it (destroying a CQ in use is EBUSY), and the QP stays while
+    // qps_mutex_ is held.
+    if (qp.send_cq_) n += qp.send_cq_->count_qp(qpn);
+    if (qp.recv_cq_ && qp.recv_cq_ != qp.send_cq_) n += qp.recv_cq_->count_qp(qpn);
+    if (qp.type() == QpType::kXrcRecv) xrcd = qp.xrcd();
+    std::lock_guard held(held_mutex_);
+    for (const HeldWc& h : held_wcs_) n += h.qp_serial == qp.serial_;
+  }
+  // An XRC target's receives complete on the CQ of the SRQ each packet named; objects_mutex_ is
+  // taken without qps_mutex_, as destroy_cq takes them.
+  if (xrcd) n += unread_xrc_completions(xrcd, qpn);
   return n;
 }
 

@@ -21,6 +21,8 @@
 
 #include "verbs_helpers.h"
 
+extern "C" std::size_t softrdma_unread_completions(ibv_context* context, std::uint32_t qpn);
+
 namespace {
 
 using namespace softrdma::verbs::test;
@@ -393,6 +395,22 @@ TEST_F(Xrc, SendsCompleteOnTheSrqsCq) {
   EXPECT_EQ(be32toh(r[0].imm_data), 0x1234abcdu);
   EXPECT_EQ(r[0].qp_num, tgt->qp_num);
   EXPECT_TRUE(guards_intact(kHalf, 16384 + 100));
+}
+
+// A target's receive completes on its SRQ's CQ, and softrdma_unread_completions (what rdma_cm
+// waits on before it reports a peer's disconnect) counts it there until it is polled.
+TEST_F(Xrc, UnreadCompletionsOfATargetAreOnItsSrqsCq) {
+  EXPECT_EQ(softrdma_unread_completions(ctx, tgt->qp_num), 0u);
+  ASSERT_EQ(post_srq_recv(srq, 1, kHalf, 8192), 0);
+  ibv_sge g;
+  ibv_send_wr w = request(IBV_WR_SEND, srqn(srq), g, 100);
+  EXPECT_EQ(run(w).status, IBV_WC_SUCCESS);
+  EXPECT_TRUE(wait_until([&] { return softrdma_unread_completions(ctx, tgt->qp_num) == 1; }));
+  EXPECT_EQ(softrdma_unread_completions(ctx, ini->qp_num), 0u);  // its own was polled by run()
+  const auto r = poll_n(rcq, 1);
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_EQ(r[0].qp_num, tgt->qp_num);
+  EXPECT_EQ(softrdma_unread_completions(ctx, tgt->qp_num), 0u);
 }
 
 // RDMA WRITE (several packets), WRITE with immediate (which takes a receive WQE of the SRQ),
