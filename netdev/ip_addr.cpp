@@ -82,6 +82,7 @@ Counters AtomicCounters::snapshot() const {
   c.rx_not_ours = rx_not_ours.load(r);
   c.tx_errors = tx_errors.load(r);
   c.tx_dropped = tx_dropped.load(r);
+  c.tx_held = tx_held.load(r);
   c.rx_dropped = rx_dropped.load(r);
   c.fault_dropped = fault_dropped.load(r);
   c.fault_duplicated = fault_duplicated.load(r);

@@ -108,6 +108,7 @@ struct Counters {
   std::uint64_t rx_not_ours = 0;     // dropped: destination is not one of our addresses
   std::uint64_t tx_errors = 0;       // the OS refused a send
   std::uint64_t tx_dropped = 0;      // sent, but lost below us (no such host, full ring)
+  std::uint64_t tx_held = 0;         // waited in the sender for room in a full host-local ring
   std::uint64_t rx_dropped = 0;      // arrived at a full receive queue
   std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_corrupted = 0,
                 fault_delayed = 0;
@@ -125,7 +126,7 @@ struct Counters {
 // The live counters a backend updates (relaxed atomics: several threads send).
 struct AtomicCounters {
   std::atomic<std::uint64_t> tx_packets{0}, tx_bytes{0}, rx_packets{0}, rx_bytes{0},
-      rx_icrc_errors{0}, rx_malformed{0}, rx_not_ours{0}, tx_errors{0}, tx_dropped{0},
+      rx_icrc_errors{0}, rx_malformed{0}, rx_not_ours{0}, tx_errors{0}, tx_dropped{0}, tx_held{0},
       rx_dropped{0}, fault_dropped{0}, fault_duplicated{0}, fault_reordered{0}, fault_corrupted{0},
       fault_delayed{0};
   Counters snapshot() const;

@@ -23,9 +23,11 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr std::uint64_t kHelloMagic = 0x6f6c6c65486d7253ull;  // "SrmHello"
 constexpr std::uint32_t kHelloVersion = 1;
-constexpr auto kRetry = std::chrono::seconds(1);           // a destination with no listener
-constexpr auto kCheck = std::chrono::milliseconds(100);    // how often a sender looks for HUP
-constexpr auto kFullWait = std::chrono::milliseconds(10);  // then drop, as a full wire would
+constexpr auto kRetry = std::chrono::seconds(1);         // a destination with no listener
+constexpr auto kCheck = std::chrono::milliseconds(100);  // how often a sender looks for HUP
+constexpr int kFullYields = 8;  // a full ring: yields before its datagrams are held
+constexpr auto kFullWait = std::chrono::milliseconds(10);  // kMaxHeld held: then drop
+constexpr std::size_t kMaxSpare = 1024;                    // buffers kept for held datagrams
 constexpr auto kFullNap = std::chrono::microseconds(20);
 constexpr auto kCheckWhileFull = std::chrono::milliseconds(1);
 constexpr auto kControlEvery = std::chrono::milliseconds(1);
@@ -127,6 +129,8 @@ void ShmLinks::Out::reset() {
   close_fd(bell);
   state = State::kNone;
   dirty = false;
+  held.clear();
+  held_bytes = 0;
   retry_at = Clock::now() + kRetry;
 }
 
@@ -158,7 +162,7 @@ std::unique_ptr<ShmLinks> ShmLinks::open(const IpAddr& addr, std::uint16_t port,
 ShmLinks::~ShmLinks() {
   {
     std::lock_guard lock(send_mu_);
-    for (auto& [k, o] : out_) o.reset();
+    for (auto& [k, o] : out_) reset(o);
   }
   while (!in_.empty()) drop_in(in_.size() - 1);
   if (ctl_ep_ >= 0) epoll_ctl(epfd_, EPOLL_CTL_DEL, ctl_ep_, nullptr);
@@ -186,6 +190,11 @@ ShmLinks::Batch::~Batch() {
   links_->publish_all();
   for (Out* o : links_->stalled_) o->stalled = false;
   links_->stalled_.clear();
+  if (links_->holding()) {
+    bool left = false;
+    for (const auto& [k, o] : links_->out_) left |= !o.held.empty();
+    links_->holding_.store(left, std::memory_order_relaxed);
+  }
 }
 
 bool ShmLinks::Batch::takes(const Packet& p) {
@@ -198,47 +207,125 @@ bool ShmLinks::Batch::send(const Packet& p, bool icrc_filled) {
   if (!links_) return false;
   Out* o = links_->route(p);
   if (!o || o->state != Out::State::kUp) return false;
-  if (o->ring->push(p, icrc_filled)) {
-    if (!o->dirty) {
-      o->dirty = true;
-      links_->dirty_.push_back(o);
-    }
+  if ((o->held.empty() || links_->push_held(*o)) && o->ring->push(p, icrc_filled)) {
+    links_->mark_dirty(*o);
     return true;
   }
   if (o->stalled) {  // it stayed full earlier in this batch: lose the rest without waiting
     bump(links_->counters_.tx_dropped);
     return true;
   }
-  // Full: let the receiver see what is there, and wait for room (it has been woken).
-  const auto start = Clock::now();
-  auto next_check = start;
-  for (int round = 0;; ++round) {
-    links_->publish_all();
-    const auto now = Clock::now();
-    if (o->ring->closed() || (now >= next_check && hung_up(o->conn))) {
-      o->reset();
-      return false;  // the receiver is gone: the kernel's path (and its ICMP) from now on
-    }
-    if (now >= next_check) next_check = now + kCheckWhileFull;
-    if (now - start >= kFullWait) {
-      o->stalled = true;
-      links_->stalled_.push_back(o);
-      bump(links_->counters_.tx_dropped);
-      return true;
-    }
-    // The receiver needs a core to make room: give ours away, for longer once yielding
-    // did not help (on two cores a spinning sender would hold the receiver's).
-    if (round < 8) {
+  if (o->held.empty()) {
+    // Full: let the receiver see what is there, and give it our core a few times (on two cores
+    // a spinning sender would hold the receiver's).
+    for (int round = 0; round < kFullYields; ++round) {
+      links_->publish_all();
+      if (o->ring->closed()) {
+        links_->reset(*o);
+        return false;  // the receiver is gone: the kernel's path (and its ICMP) from now on
+      }
       sched_yield();
-    } else {
-      std::this_thread::sleep_for(kFullNap);
-    }
-    if (o->ring->push(p, icrc_filled)) {
-      o->dirty = true;
-      links_->dirty_.push_back(o);
-      return true;
+      if (o->ring->push(p, icrc_filled)) {
+        links_->mark_dirty(*o);
+        return true;
+      }
     }
   }
+  if (o->held_bytes + p.len > kMaxHeld && !links_->wait_below_cap(*o, p.len)) {
+    if (o->state != Out::State::kUp) return false;
+    o->stalled = true;
+    links_->stalled_.push_back(o);
+    bump(links_->counters_.tx_dropped);
+    return true;
+  }
+  return links_->hold(*o, p, icrc_filled);
+}
+
+void ShmLinks::mark_dirty(Out& o) {
+  if (o.dirty) return;
+  o.dirty = true;
+  dirty_.push_back(&o);
+}
+
+bool ShmLinks::push_held(Out& o) {
+  while (!o.held.empty()) {
+    Held& h = o.held.front();
+    h.meta.data = h.bytes.data();
+    if (!o.ring->push(h.meta, h.icrc_filled)) return false;
+    mark_dirty(o);
+    o.held_bytes -= h.meta.len;
+    if (spare_.size() < kMaxSpare) spare_.push_back(std::move(h.bytes));
+    o.held.pop_front();
+  }
+  return true;
+}
+
+bool ShmLinks::hold(Out& o, const Packet& p, bool icrc_filled) {
+  if (p.len > kMaxDatagram) {  // no ring takes it
+    bump(counters_.tx_dropped);
+    return true;
+  }
+  Held h{p, {}, icrc_filled};
+  if (!spare_.empty()) {
+    h.bytes = std::move(spare_.back());
+    spare_.pop_back();
+  }
+  h.bytes.assign(p.data, p.data + p.len);
+  h.meta.data = nullptr;
+  h.meta.cap = p.len;
+  o.held_bytes += p.len;
+  o.held.push_back(std::move(h));
+  holding_.store(true, std::memory_order_relaxed);
+  bump(counters_.tx_held);
+  return true;
+}
+
+bool ShmLinks::wait_below_cap(Out& o, std::size_t len) {
+  const auto start = Clock::now();
+  auto next_check = start;
+  for (;;) {
+    publish_all();
+    push_held(o);
+    if (o.held_bytes + len <= kMaxHeld) return true;
+    const auto now = Clock::now();
+    if (o.ring->closed() || (now >= next_check && hung_up(o.conn))) {
+      reset(o);
+      return false;
+    }
+    if (now >= next_check) next_check = now + kCheckWhileFull;
+    if (now - start >= kFullWait) return false;
+    std::this_thread::sleep_for(kFullNap);
+  }
+}
+
+bool ShmLinks::flush_held() {
+  if (!holding()) return false;
+  std::lock_guard lock(send_mu_);
+  const auto now = Clock::now();
+  bool left = false;
+  for (auto& [k, o] : out_) {
+    if (o.held.empty()) continue;
+    if (o.state != Out::State::kUp || o.ring->closed()) {
+      reset(o);
+      continue;
+    }
+    if (now >= o.next_check) {
+      o.next_check = now + kCheck;
+      if (hung_up(o.conn)) {
+        reset(o);
+        continue;
+      }
+    }
+    left |= !push_held(o);
+  }
+  publish_all();
+  holding_.store(left, std::memory_order_relaxed);
+  return left;
+}
+
+void ShmLinks::reset(Out& o) {
+  if (!o.held.empty()) bump(counters_.tx_dropped, o.held.size());
+  o.reset();
 }
 
 void ShmLinks::publish_all() {
@@ -271,13 +358,13 @@ ShmLinks::Out* ShmLinks::route(const Packet& p) {
   switch (o->state) {
     case Out::State::kUp: {
       if (o->ring->closed()) {
-        o->reset();
+        reset(*o);
         return o;
       }
       const auto now = Clock::now();
       if (now < o->next_check) return o;
       o->next_check = now + kCheck;
-      if (hung_up(o->conn)) o->reset();  // the receiver died without closing the ring
+      if (hung_up(o->conn)) reset(*o);  // the receiver died without closing the ring
       return o;
     }
     case Out::State::kPending:

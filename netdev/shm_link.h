@@ -12,6 +12,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -44,14 +45,24 @@ class ShmLinks {
     Batch& operator=(const Batch&) = delete;
     // Whether p's destination is reached through a ring now.
     bool takes(const Packet& p);
-    // Puts p in its destination's ring; false when it goes the kernel's way instead. A ring that
-    // stays full for 10 ms loses the datagram (counted in tx_dropped), as a full wire would.
+    // Puts p in its destination's ring; false when it goes the kernel's way instead. While the
+    // ring is full, p waits in a copy behind the others held for that destination (tx_held),
+    // and they go out, in order, as the receiver makes room: at the next send or flush_held().
+    // Only when kMaxHeld bytes already wait for it, and none of them leaves within 10 ms, is
+    // p dropped (counted in tx_dropped), as a full wire would drop it.
     bool send(const Packet& p, bool icrc_filled);
 
    private:
     ShmLinks* links_;
     std::unique_lock<std::mutex> lock_;
   };
+
+  // Pushes what waits for full rings into the rings that have room now; any thread (takes the
+  // send lock). True when datagrams are still held: call again in about kHeldRetry.
+  bool flush_held();
+  bool holding() const { return holding_.load(std::memory_order_relaxed); }
+  static constexpr std::size_t kMaxHeld = std::size_t{32} << 20;  // bytes per destination
+  static constexpr auto kHeldRetry = std::chrono::milliseconds(1);
 
   // --- receive side: one thread at a time (the backend's receiving thread).
   // The kernel socket path that the rings share a receive batch with.
@@ -92,15 +103,23 @@ class ShmLinks {
 
  private:
   struct Window;  // a receiver's directory, mapped, and its pid
+  // A datagram waiting for room in its ring: its addressing in `meta`, its bytes in `bytes`.
+  struct Held {
+    Packet meta;
+    std::vector<std::uint8_t> bytes;
+    bool icrc_filled = false;
+  };
   struct Out {
     enum class State { kNone, kPending, kUp } state = State::kNone;
     int conn = -1, bell = -1;
     std::shared_ptr<ShmRing> ring;   // shared with open windows
     std::shared_ptr<Window> window;  // null: the receiver shared no directory
     std::chrono::steady_clock::time_point retry_at{}, next_check{};
-    bool dirty = false;    // pushed, not yet published
-    bool stalled = false;  // stayed full for kFullWait in this batch
-    void reset();
+    bool dirty = false;     // pushed, not yet published
+    bool stalled = false;   // stayed full for kFullWait in this batch
+    std::deque<Held> held;  // waiting for room, in order
+    std::size_t held_bytes = 0;
+    void reset();  // held datagrams are left for ShmLinks::reset to count
   };
   struct In {
     int conn = -1, bell = -1;
@@ -117,7 +136,14 @@ class ShmLinks {
   void recv(std::span<Packet* const> pkts, std::size_t& n, SocketPath& socket);  // the rings only
   Out* route(const Packet& p);  // the link for p's destination, set up or advanced as needed
   void connect(const Key& k, Out& o);
+  void reset(Out& o);  // Out::reset, and what was held for it counted as dropped
   void publish_all();
+  void mark_dirty(Out& o);
+  bool push_held(Out& o);  // true when nothing is held for `o` any more
+  bool hold(Out& o, const Packet& p, bool icrc_filled);  // copies p behind o's held datagrams
+  // Pushes o's held datagrams until `len` more bytes fit below kMaxHeld, up to kFullWait; false
+  // when they do not (o is reset when the receiver went).
+  bool wait_below_cap(Out& o, std::size_t len);
   void control();  // accepts senders, reads their rings and bells, notices the ones gone
   void accept_hello(In& in);
   void send_directory(int conn);
@@ -132,6 +158,8 @@ class ShmLinks {
   Key last_key_{};
   Out* last_out_ = nullptr;
   std::vector<Out*> dirty_, stalled_;
+  std::vector<std::vector<std::uint8_t>> spare_;  // buffers of held datagrams, for reuse
+  std::atomic<bool> holding_{false};              // some Out holds datagrams
   // Receive side.
   std::vector<In> in_;
   std::size_t next_in_ = 0;

@@ -752,11 +752,15 @@ void UdpNetdev::read_socket(int fd, const IpAddr& bound, std::span<Packet* const
 }
 
 int UdpNetdev::next_timeout_ms() const {
-  return faults_ ? faults_->next_timeout_ms() : -1;
+  const int faults = faults_ ? faults_->next_timeout_ms() : -1;
+  if (!shm_ || !shm_->holding()) return faults;
+  constexpr int kHeld = static_cast<int>(ShmLinks::kHeldRetry.count());
+  return faults < 0 ? kHeld : std::min(faults, kHeld);
 }
 
 void UdpNetdev::service() {
   if (faults_) faults_->service([this](std::span<const Packet> p) { transmit_copies(p); });
+  if (shm_) shm_->flush_held();  // datagrams waiting for room in a full host-local ring
 }
 
 bool UdpNetdev::prepare_sleep(bool wake_me) {

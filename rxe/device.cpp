@@ -243,6 +243,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"netdev_rx_packets", nd.rx_packets},
       {"netdev_rx_not_ours", nd.rx_not_ours},
       {"netdev_tx_dropped", nd.tx_dropped},
+      {"netdev_tx_held", nd.tx_held},
       {"netdev_rx_dropped", nd.rx_dropped},
       {"placed_sent", q.placed_sent},
       {"placed_rcvd", q.placed_received},
@@ -633,9 +634,15 @@ Clock::time_point Device::step() {
   t_in_step = false;
   release_held_wcs();
   netdev_->service();
+  // The backend may need service sooner (datagrams held for a full host-local ring, sent from
+  // an application's pass while the progress thread sleeps).
+  auto wake = deadline;
+  if (const int nt = netdev_->next_timeout_ms(); nt >= 0) {
+    wake = std::min(wake, Clock::now() + std::chrono::milliseconds(nt));
+  }
   // (epoll sleeps in whole milliseconds, rounded up: allow for that.)
-  if (deadline != Clock::time_point::max() &&
-      (deadline + std::chrono::milliseconds(2)).time_since_epoch().count() <
+  if (wake != Clock::time_point::max() &&
+      (wake + std::chrono::milliseconds(2)).time_since_epoch().count() <
           planned_wake_ns_.load(std::memory_order_relaxed)) {
     signal_kick();
   }

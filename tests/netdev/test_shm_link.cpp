@@ -162,6 +162,7 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
   EXPECT_EQ(a->host_local()->outbound_up(), 1u);
   const std::uint64_t before = b->counters().rx_packets;
 
+  std::atomic<bool> rx_done{false};
   constexpr std::uint32_t kTotal = 20000;  // about 40 MiB: the 4 MiB ring wraps many times
   std::thread rx([&] {
     std::uint32_t next = 300;
@@ -186,6 +187,7 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
       if (n == 0) sleep_on(*b, 100);
     }
     EXPECT_EQ(next, kTotal);
+    rx_done = true;
   });
   for (std::uint32_t s = 300; s < kTotal; s += 32) {
     std::vector<OwnedPacket> pkts;
@@ -196,6 +198,11 @@ TEST(ShmLink, DevicesOfThisHostSwitchToARingAndKeepEveryByte) {
     }
     for (auto& p : pkts) ptrs.push_back(&p.pkt);
     ASSERT_EQ(a->send_batch(ptrs), ptrs.size());
+  }
+  const auto until = Clock::now() + std::chrono::seconds(25);  // rx gives up after 20 s
+  while (!rx_done && Clock::now() < until) {  // as a's progress thread: held datagrams go out
+    a->service();
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   rx.join();
   EXPECT_EQ(a->host_local()->outbound_up(), 1u);
@@ -231,6 +238,110 @@ TEST(ShmLink, ASleepingReceiverIsWokenForEachDatagram) {
   }
   rx.join();
   EXPECT_EQ(b->host_local()->inbound(), 1u);
+}
+
+// Sends datagrams first..first+n-1 of `len` bytes from a to b in batches of 32.
+void send_run(UdpNetdev& a, std::uint16_t pb, std::uint32_t first, std::uint32_t n,
+              std::size_t len) {
+  for (std::uint32_t s = first; s < first + n; s += 32) {
+    std::vector<OwnedPacket> pkts;
+    std::vector<Packet*> ptrs;
+    pkts.reserve(32);
+    for (std::uint32_t k = s; k < std::min(s + 32, first + n); ++k) {
+      pkts.push_back(datagram(k, len, "127.0.0.1", "127.0.0.2", pb));
+    }
+    for (auto& p : pkts) ptrs.push_back(&p.pkt);
+    ASSERT_EQ(a.send_batch(ptrs), ptrs.size());
+  }
+}
+
+// Reads b (in a thread) while a's progress thread would service a, until `want` datagrams came
+// or 20 s passed.
+std::vector<std::uint32_t> drain(UdpNetdev& a, UdpNetdev& b, std::size_t want) {
+  std::atomic<bool> done{false};
+  std::vector<std::uint32_t> seqs;
+  std::thread rx([&] {
+    seqs = receive(b, want, 20000);
+    done = true;
+  });
+  while (!done) {
+    a.service();
+    const int ms = a.next_timeout_ms();
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms < 0 ? 1 : ms));  // a's poll timeout
+  }
+  rx.join();
+  return seqs;
+}
+
+// A receiver that reads nothing for a while (descheduled, busy elsewhere) loses nothing: what
+// its full ring cannot take waits in the sender, and goes out in order as room comes. A full
+// wire would drop it, but a host-local link has no wire to blame, and RC would pay a retry
+// timeout for every such loss.
+TEST(ShmLink, AFullRingHoldsDatagramsUntilTheReceiverMakesRoom) {
+  Pair d;
+  auto& [pa, pb, a, b] = d;
+  ASSERT_TRUE(linked(d));
+  constexpr std::uint32_t kTotal = 12000;  // 12 MB of 1000-byte datagrams: three 4 MiB rings
+  send_run(*a, pb, 1, kTotal, 1000);
+  Counters ca = a->counters();
+  EXPECT_GT(ca.tx_held, 0u) << "the ring should have filled";
+  EXPECT_EQ(ca.tx_dropped, 0u);
+  ASSERT_TRUE(a->host_local()->holding());
+  EXPECT_GE(a->next_timeout_ms(), 0) << "held datagrams need service";
+  EXPECT_LE(a->next_timeout_ms(), 1);
+
+  const auto seqs = drain(*a, *b, kTotal);
+  std::vector<std::uint32_t> in_order(kTotal);
+  std::iota(in_order.begin(), in_order.end(), 1);
+  EXPECT_EQ(seqs, in_order);
+  EXPECT_FALSE(a->host_local()->holding());
+  EXPECT_EQ(a->next_timeout_ms(), -1);
+  ca = a->counters();
+  EXPECT_EQ(ca.tx_dropped, 0u);
+  EXPECT_EQ(b->counters().rx_malformed, 0u);
+}
+
+// What waits for one receiver is bounded (ShmLinks::kMaxHeld): past it, a datagram that finds
+// no room within 10 ms is dropped and counted, never lost silently, and the rest keep order.
+TEST(ShmLink, HeldDatagramsAreBoundedAndTheirDropsCounted) {
+  Pair d;
+  auto& [pa, pb, a, b] = d;
+  ASSERT_TRUE(linked(d));
+  constexpr std::size_t kLen = 8000;
+  // The ring (4 MiB) and the cap (32 MiB), then 12 MiB more.
+  constexpr std::uint32_t kTotal =
+      (ShmRing::kDefaultBytes + ShmLinks::kMaxHeld + (std::size_t{12} << 20)) / kLen;
+  send_run(*a, pb, 1, kTotal, kLen);
+  const Counters ca = a->counters();
+  EXPECT_GT(ca.tx_held, 0u);
+  ASSERT_GT(ca.tx_dropped, 0u) << "past the cap, datagrams are dropped";
+  EXPECT_LT(ca.tx_dropped, kTotal - ShmLinks::kMaxHeld / kLen) << "up to the cap, none";
+
+  const auto seqs = drain(*a, *b, kTotal - ca.tx_dropped);
+  EXPECT_EQ(seqs.size() + a->counters().tx_dropped, kTotal) << "every datagram came or counted";
+  EXPECT_TRUE(std::is_sorted(seqs.begin(), seqs.end()));
+  EXPECT_EQ(std::adjacent_find(seqs.begin(), seqs.end()), seqs.end()) << "no duplicates";
+}
+
+// A receiver that goes while datagrams wait for it: they are counted as dropped.
+TEST(ShmLink, DatagramsHeldForAReceiverThatWentAreCountedAsDropped) {
+  Pair d;
+  auto& [pa, pb, a, b] = d;
+  ASSERT_TRUE(linked(d));
+  send_run(*a, pb, 1, 8000, 1000);  // 8 MB: the 4 MiB ring is full, the rest held
+  const std::uint64_t held = a->counters().tx_held;
+  ASSERT_GT(held, 0u);
+  ASSERT_TRUE(a->host_local()->holding());
+  b.reset();
+  ASSERT_TRUE(wait_until(
+      [&] {
+        a->service();
+        return !a->host_local()->holding();
+      },
+      std::chrono::seconds(5), std::chrono::milliseconds(1)));
+  const Counters ca = a->counters();
+  EXPECT_GT(ca.tx_dropped, 0u);
+  EXPECT_LE(ca.tx_dropped, held);
 }
 
 TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
