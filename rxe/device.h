@@ -180,8 +180,9 @@ class Device : public core::Objects {
   std::deque<HeldWc> held_wcs_;
   void release_held_wcs();
   void drop_held_wcs(std::uint64_t qp_serial);
-  void signal_kick();  // wakes the progress thread
-  void rx_step();
+  void signal_kick();      // wakes the progress thread
+  void rx_step();          // what the backend holds, up to kRxBatchesPerPass batches
+  std::size_t rx_batch();  // one batch; how many datagrams it had
   // A PFC frame from a switch port: pause or resume priorities (rxe/pfc.cpp). Caller holds
   // qps_mutex_ (shared).
   void rx_pause(const netdev::Packet& raw);
@@ -198,7 +199,6 @@ class Device : public core::Objects {
   std::vector<Gid> gids_;
   std::vector<std::uint16_t> pkeys_{0xFFFF};
   std::uint64_t node_guid_ = 0;
-
 
   mutable std::shared_mutex qps_mutex_;
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)
@@ -229,9 +229,9 @@ class Device : public core::Objects {
   // QPs with a timer armed as last listed: changed by passes (holding qps_mutex_ shared) and by
   // destroy_qp (holding it exclusive).
   std::size_t timed_qps_ = 0;
-  void list_timers(Qp& qp);           // QP lock held
-  void activate(Qp& qp);              // puts it in active_ unless it is there (progress pass)
-  std::uint64_t pass_ = 0;            // passes so far (progress pass)
+  void list_timers(Qp& qp);  // QP lock held
+  void activate(Qp& qp);     // puts it in active_ unless it is there (progress pass)
+  std::uint64_t pass_ = 0;   // passes so far (progress pass)
 
   std::mutex async_mutex_;
   std::function<void(const AsyncEvent&)> async_handler_;
