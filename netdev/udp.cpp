@@ -366,8 +366,12 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
     p->src = addrs_[0];
     p->reset_ipv4_id();
     if (!have_last || p->src_port != last_asked) {
+      // With faults the ICRC is fixed below, so the source port must be final now; otherwise
+      // transmit() settles it for the datagrams that take the kernel's path (a host-local ring
+      // needs no socket: with 1,000 QPs, one per source port churned through the 64 kept).
       last_asked = p->src_port;
-      last_used = p->src_port == port_ || send_socket(p->src_port) ? p->src_port : port_;
+      last_used =
+          !faults_ || p->src_port == port_ || send_socket(p->src_port) ? p->src_port : port_;
       have_last = true;
     }
     p->src_port = last_used;
@@ -420,6 +424,9 @@ void UdpNetdev::transmit(std::span<Packet* const> pkts) {
     }
     std::shared_ptr<Sock> sock;
     if (p.src_port != port_) sock = send_socket(p.src_port);
+    if (!sock && !faults_) {  // no socket could take that port: the receive socket's instead
+      for (std::size_t k = i; k < j; ++k) pkts[k]->src_port = port_;
+    }
     send_chunk(sock ? sock->fd : rx_fd_, &pkts[i], j - i);
     i = j;
   }

@@ -344,6 +344,36 @@ TEST(ShmLink, DatagramsHeldForAReceiverThatWentAreCountedAsDropped) {
   EXPECT_LE(ca.tx_dropped, held);
 }
 
+// A datagram that takes a ring needs no kernel socket for its source port: QPs each with their
+// own port (1,000 of them) would churn through the 64 sockets the kernel's path keeps, a
+// socket made and closed for every ACK. The ports still arrive as sent.
+TEST(ShmLink, RingsNeedNoSocketPerSourcePort) {
+  Pair d;
+  auto& [pa, pb, a, b] = d;
+  ASSERT_TRUE(linked(d));
+  const std::size_t before = a->send_sockets();
+  std::vector<OwnedPacket> pkts;
+  std::vector<Packet*> ptrs;
+  for (std::uint32_t s = 0; s < 200; ++s) {
+    pkts.push_back(datagram(s, 20, "127.0.0.1", "127.0.0.2", pb));
+    pkts.back().pkt.src_port = static_cast<std::uint16_t>(0xE000 + s);
+  }
+  for (auto& p : pkts) ptrs.push_back(&p.pkt);
+  ASSERT_EQ(a->send_batch(ptrs), 200u);
+  EXPECT_EQ(a->send_sockets(), before);
+  RecvBatch rb(64);
+  std::size_t got = 0;
+  ASSERT_TRUE(wait_until(
+      [&] {
+        const std::size_t n = b->recv_batch(rb.span());
+        for (std::size_t i = 0; i < n; ++i, ++got) {
+          EXPECT_EQ(rb.ptrs[i]->src_port, 0xE000 + seq_of(rb.ptrs[i]->data));
+        }
+        return got == 200;
+      },
+      std::chrono::seconds(10), std::chrono::milliseconds(1)));
+}
+
 TEST(ShmLink, WhenTheReceiverGoesTheSenderFallsBackToTheKernel) {
   Pair d;
   auto& [pa, pb, a, b] = d;
