@@ -3,7 +3,7 @@
 // progress pass and the process's CPU while idle, with 1 pair and with all; then RDMA WRITE
 // bandwidth (64 KiB, round-robin) over 1 and over 1,000 active QP pairs, on the in-memory fabric
 // and over UDP on loopback. Prints figures; asserts nothing.
-//   rxe_scale_bench [SECONDS] [IDLE_QPS] [ACTIVE_QPS]
+//   rxe_scale_bench [SECONDS] [IDLE_QPS] [ACTIVE_QPS]   (0 skips that part)
 #include <malloc.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -203,6 +203,7 @@ int main(int argc, char** argv) {
   const std::size_t idle = argc > 2 ? std::strtoul(argv[2], nullptr, 10) : 10000;
   const std::size_t active = argc > 3 ? std::strtoul(argv[3], nullptr, 10) : 1000;
   if (idle > 0) idle_qps(idle, secs);
+  if (active == 0) return 0;  // the idle figures only
   auto fabric = std::make_shared<netdev::MemoryFabric>();
   active_qps(
       "memory",
