@@ -191,8 +191,10 @@ class IbCm final : public Transport {
 }  // namespace
 
 const Transport& ib_cm_transport() {
-  static const IbCm ops;
-  return ops;
+  // Never destroyed: the agent thread still handles fds while the process exits, after
+  // function-local statics are gone (UBSan saw the call through a destroyed object).
+  static const IbCm* const ops = new IbCm;
+  return *ops;
 }
 
 }  // namespace softrdma::cm

@@ -99,8 +99,10 @@ class IwarpCm final : public Transport {
 }  // namespace
 
 const Transport& iwarp_cm_transport() {
-  static const IwarpCm ops;
-  return ops;
+  // Never destroyed: the agent thread still handles fds while the process exits, after
+  // function-local statics are gone (UBSan saw the call through a destroyed object).
+  static const IwarpCm* const ops = new IwarpCm;
+  return *ops;
 }
 
 }  // namespace softrdma::cm

@@ -34,10 +34,18 @@ def expect(cond, what, output="", tail=3000):
 
 
 def free_port():
-    """A TCP port of 127.0.0.1 that was free a moment ago."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A TCP port of 127.0.0.1 that was free a moment ago, below Linux's ephemeral range (32768-
+    60999): a port the kernel picked there could go to a connection of a test running at the same
+    time before our server listened on it (perftest: "Couldn't listen to port")."""
+    for _ in range(1000):
+        port = random.randint(21000, 32700)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free TCP port in 21000-32700")
 
 
 def low_port(lo=12000, hi=19999):

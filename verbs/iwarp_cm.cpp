@@ -137,6 +137,6 @@ void unregister_iwarp_qp(SoftQp* s) {
 }  // namespace softrdma::verbs
 
 extern "C" IwarpCm* softrdma_iwarp_cm() {
-  static Cm cm;
-  return &cm;
+  static Cm* const cm = new Cm;  // never destroyed: the CM agent may call it as the process exits
+  return cm;
 }

@@ -198,7 +198,8 @@ def case_rsockets():
                               ("riostream", ["-T", "v", "-S", "4096", "-C", "100"], r"custom")):
         p = str(port())
         pair(f"{prog} {' '.join(args)}", [prog, "-p", p, *args],
-             [prog, "-s", "127.0.0.1", "-p", p, *args], patterns=[check], port=p)
+             [prog, "-s", "127.0.0.1", "-p", p, *args], patterns=[check], port=p,
+             timeout=270 if os.environ.get("SOFTRDMA_SANITIZED") else 90)
 
 
 def case_no_listener():
