@@ -23,9 +23,16 @@ namespace softrdma::netdev {
 namespace {
 
 constexpr std::uint32_t kChunk = XSK_UMEM__DEFAULT_FRAME_SIZE;  // 4096
-constexpr std::uint32_t kRxChunks = 2048;                       // fill and RX rings
-constexpr std::uint32_t kTxChunks = 1024;                       // TX and completion rings
+constexpr std::uint32_t kRxChunks = 4096;  // fill and RX rings: 2048 frames of MTU 4096
+constexpr std::uint32_t kTxChunks = 1024;  // TX and completion rings
 constexpr std::uint32_t kKickTries = 64;
+// Multi-buffer AF_XDP (Linux 6.6): bound with XDP_USE_SG, a socket takes and gives frames that
+// span several chunks, each chunk but a frame's last marked XDP_PKT_CONTD in its descriptor's
+// options. Debian 12's uapi headers (6.1) lack both names; these are the kernel's values.
+constexpr std::uint16_t kXdpUseSg = 1U << 4;     // XDP_USE_SG
+constexpr std::uint32_t kXdpPktContd = 1U << 0;  // XDP_PKT_CONTD
+// A frame's chunks at most: 12 KiB, a 9000-byte MTU and its headers.
+constexpr std::uint32_t kFrameChunks = 3;
 constexpr int kBusyTries = 100;  // 1 s
 constexpr useconds_t kBusyWaitUs = 10'000;
 
@@ -63,9 +70,9 @@ struct AfXdpNetdev::Xsk {
                     int& xsks_fd, std::string& error);
   // The UMEM: kRxChunks for the fill/RX rings, then kTxChunks for TX.
   bool create_umem(const std::string& where, std::string& error);
-  // The XDP socket on `queue`, zero-copy where the driver can.
+  // The XDP socket on `queue`, zero-copy where the driver can, multi-buffer where the kernel can.
   bool create_socket(const std::string& where, const std::string& ifname, std::uint32_t queue,
-                     bool& zero_copy, std::string& error);
+                     bool& zero_copy, bool& multi_buffer, std::string& error);
   // Attaches the program to the interface through a BPF link.
   bool attach(bpf_program* prog, int ifindex, const std::string& where, const std::string& ifname,
               std::string& error);
@@ -165,16 +172,18 @@ bool AfXdpNetdev::Xsk::create_umem(const std::string& where, std::string& error)
 }
 
 bool AfXdpNetdev::Xsk::create_socket(const std::string& where, const std::string& ifname,
-                                     std::uint32_t queue, bool& zero_copy, std::string& error) {
+                                     std::uint32_t queue, bool& zero_copy, bool& multi_buffer,
+                                     std::string& error) {
   xsk_socket_config scfg{};
   scfg.rx_size = kRxChunks;
   scfg.tx_size = kTxChunks;
   scfg.libxdp_flags = XSK_LIBXDP_FLAGS__INHIBIT_PROG_LOAD;  // ours is attached below
-  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP). A socket closed
-  // just before on this queue releases it from a kernel work item: a bind in between is refused
-  // with EBUSY for a few milliseconds.
+  // Zero-copy where the driver supports it, else copy mode (veth, generic XDP); each multi-buffer
+  // where the kernel and driver have it (EINVAL before Linux 6.6, EOPNOTSUPP from a zero-copy
+  // driver without it). A socket closed just before on this queue releases it from a kernel work
+  // item: a bind in between is refused with EBUSY for a few milliseconds.
   int r = 0;
-  for (const int mode : {XDP_ZEROCOPY, XDP_COPY}) {
+  for (const int mode : {XDP_ZEROCOPY | kXdpUseSg, XDP_ZEROCOPY, XDP_COPY | kXdpUseSg, XDP_COPY}) {
     scfg.bind_flags = static_cast<std::uint16_t>(mode | XDP_USE_NEED_WAKEUP);
     for (int tries = 0; tries < kBusyTries; ++tries) {
       r = xsk_socket__create(&xsk, ifname.c_str(), queue, umem, &rx, &tx, &scfg);
@@ -183,7 +192,8 @@ bool AfXdpNetdev::Xsk::create_socket(const std::string& where, const std::string
       usleep(kBusyWaitUs);
     }
     if (r == 0) {
-      zero_copy = mode == XDP_ZEROCOPY;
+      zero_copy = (mode & XDP_ZEROCOPY) != 0;
+      multi_buffer = (mode & kXdpUseSg) != 0;
       break;
     }
     xsk = nullptr;
@@ -236,8 +246,6 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   }
   if (!read_link(where, ifname, d->link_, error)) return nullptr;
   d->link_.vlan_tci = vlan_tci;
-  d->link_.mtu = std::min<std::uint32_t>(
-      d->link_.mtu, kChunk - wire::kEthernetLen - (vlan_tci ? wire::kVlanTagLen : 0));
   libbpf_set_print(quiet_bpf);
   libxdp_set_print(quiet_xdp);
   Xsk& x = *d->x_;
@@ -247,9 +255,15 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   if (!x.load_program(where, local, vlan_tci, steer, prog, xsks_fd, error)) return nullptr;
 
   if (!x.create_umem(where, error) ||
-      !x.create_socket(where, ifname, queue, d->zero_copy_, error)) {
+      !x.create_socket(where, ifname, queue, d->zero_copy_, d->multi_buffer_, error)) {
     return nullptr;
   }
+  // The largest frame: one chunk, or kFrameChunks of them with multi-buffer.
+  d->max_frame_ = kChunk * (d->multi_buffer_ ? kFrameChunks : 1);
+  const auto tag = static_cast<std::uint32_t>(vlan_tci ? wire::kVlanTagLen : 0);
+  d->link_.mtu = std::min<std::uint32_t>(
+      d->link_.mtu, d->max_frame_ - static_cast<std::uint32_t>(wire::kEthernetLen) - tag);
+  d->rx_frame_.resize(d->max_frame_);
   d->fd_ = xsk_socket__fd(x.xsk);
   if (const int r = xsk_socket__update_xskmap(x.xsk, xsks_fd); r != 0) {
     error = where + ": registering the XDP socket: " + why(-r);
@@ -311,30 +325,51 @@ void AfXdpNetdev::kick() {
 
 std::size_t AfXdpNetdev::push(std::span<const TxFrame> frames) {
   Xsk& x = *x_;
+  const auto chunks_of = [](const TxFrame& f) { return (f.hdr_len + f.len + kChunk - 1) / kChunk; };
+  // Bytes [from, from + n) of the frame (headers, then datagram) to `to`.
+  const auto copy_part = [](const TxFrame& f, std::uint32_t from, std::uint32_t n,
+                            std::uint8_t* to) {
+    if (from < f.hdr_len) {
+      const std::uint32_t k = std::min(n, f.hdr_len - from);
+      std::memcpy(to, f.hdr + from, k);
+      to += k;
+      from += k;
+      n -= k;
+    }
+    if (n > 0) std::memcpy(to, f.data + (from - f.hdr_len), n);
+  };
   std::lock_guard lock(tx_mu_);
   reclaim();
   std::size_t i = 0;
   while (i < frames.size()) {
-    if (tx_free_.empty()) kick();
-    std::uint32_t idx = 0;
-    const std::uint32_t want =
-        static_cast<std::uint32_t>(std::min(frames.size() - i, tx_free_.size()));
-    const std::uint32_t got = want == 0 ? 0 : xsk_ring_prod__reserve(&x.tx, want, &idx);
-    if (got == 0) break;  // no free chunk or ring slot even after a kick: the rest is lost
-    for (std::uint32_t k = 0; k < got; ++k, ++i) {
-      const TxFrame& f = frames[i];
-      const std::uint64_t addr = tx_free_.back();
-      tx_free_.pop_back();
-      auto* p = static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
-      std::memcpy(p, f.hdr, f.hdr_len);
-      if (f.len > 0) std::memcpy(p + f.hdr_len, f.data, f.len);
-      xdp_desc* desc = xsk_ring_prod__tx_desc(&x.tx, idx + k);
-      desc->addr = addr;
-      desc->len = f.hdr_len + f.len;
-      desc->options = 0;
+    if (tx_free_.size() < chunks_of(frames[i])) kick();
+    // The frames whose chunks are free, one descriptor a chunk.
+    std::size_t end = i;
+    std::uint32_t descs = 0;
+    while (end < frames.size() && descs + chunks_of(frames[end]) <= tx_free_.size()) {
+      descs += chunks_of(frames[end++]);
     }
-    xsk_ring_prod__submit(&x.tx, got);
-    tx_outstanding_ += got;
+    std::uint32_t idx = 0;
+    if (descs == 0 || xsk_ring_prod__reserve(&x.tx, descs, &idx) != descs) {
+      break;  // no free chunk or ring slot even after a kick: the rest is lost
+    }
+    for (std::uint32_t k = 0; i < end; ++i) {
+      const TxFrame& f = frames[i];
+      const std::uint32_t total = f.hdr_len + f.len;
+      for (std::uint32_t done = 0; done < total; ++k) {
+        const std::uint64_t addr = tx_free_.back();
+        tx_free_.pop_back();
+        const std::uint32_t n = std::min(kChunk, total - done);
+        copy_part(f, done, n, static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr)));
+        done += n;
+        xdp_desc* desc = xsk_ring_prod__tx_desc(&x.tx, idx + k);
+        desc->addr = addr;
+        desc->len = n;
+        desc->options = done < total ? kXdpPktContd : 0;
+      }
+    }
+    xsk_ring_prod__submit(&x.tx, descs);
+    tx_outstanding_ += descs;
     kick();
   }
   return i;
@@ -345,7 +380,7 @@ void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
 }
 
 bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
-  if (len > kChunk) return false;
+  if (len > max_frame_) return false;
   const TxFrame f{frame, static_cast<std::uint32_t>(len), nullptr, 0};
   return push(std::span<const TxFrame>(&f, 1)) == 1;
 }
@@ -371,18 +406,38 @@ std::size_t AfXdpNetdev::drain_rx(std::size_t max,
   Xsk& x = *x_;
   std::uint32_t idx = 0;
   const std::uint32_t got = xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(max), &idx);
+  std::size_t frames = 0;
   for (std::uint32_t i = 0; i < got; ++i) {
     const xdp_desc* desc = xsk_ring_cons__rx_desc(&x.rx, idx + i);
     const std::uint64_t addr = xsk_umem__add_offset_to_addr(desc->addr);
-    take(static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr)), desc->len);
+    auto* data = static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
     fill_pending_.push_back(xsk_umem__extract_addr(desc->addr));  // reserved: no allocation
+    const bool more = (desc->options & kXdpPktContd) != 0;
+    if (!more && rx_frame_len_ == 0) {  // a frame in one chunk: handed up where it lies
+      take(data, desc->len);
+      ++frames;
+      continue;
+    }
+    // A chunk of a multi-buffer frame, gathered (its last chunk may come in a later batch).
+    if (rx_frame_len_ + desc->len <= rx_frame_.size()) {
+      std::memcpy(rx_frame_.data() + rx_frame_len_, data, desc->len);
+    }
+    rx_frame_len_ += desc->len;
+    if (more) continue;
+    if (rx_frame_len_ <= rx_frame_.size()) {
+      take(rx_frame_.data(), static_cast<std::uint32_t>(rx_frame_len_));
+      ++frames;
+    } else {
+      bump(counters_.rx_malformed);  // larger than the MTU we offer: a peer's misconfiguration
+    }
+    rx_frame_len_ = 0;
   }
   if (got > 0) xsk_ring_cons__release(&x.rx, got);
   if (!fill_pending_.empty()) refill();
   if (xsk_ring_prod__needs_wakeup(&x.fq)) {
     (void)!recvfrom(fd_, nullptr, 0, MSG_DONTWAIT, nullptr, nullptr);
   }
-  return got;
+  return frames;
 }
 
 std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
@@ -405,14 +460,21 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   });
 }
 
-std::vector<std::pair<std::string, std::uint64_t>> AfXdpNetdev::frame_counters() {
+std::uint64_t AfXdpNetdev::ring_drops() const {
   xdp_statistics st{};
   socklen_t sl = sizeof st;
-  std::uint64_t dropped = 0;
-  if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &st, &sl) == 0) {
-    dropped = st.rx_dropped + st.rx_ring_full;  // cumulative
-  }
-  return {{"tcp_ring_dropped", dropped}};
+  if (getsockopt(fd_, SOL_XDP, XDP_STATISTICS, &st, &sl) != 0) return 0;
+  return st.rx_dropped + st.rx_ring_full;  // cumulative over the socket's life
+}
+
+Counters AfXdpNetdev::counters() const {
+  Counters c = RawFramePortNetdev::counters();
+  c.rx_dropped += ring_drops();
+  return c;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> AfXdpNetdev::frame_counters() {
+  return {{"tcp_ring_dropped", ring_drops()}};
 }
 
 }  // namespace softrdma::netdev

@@ -7,7 +7,8 @@
 // RawEthNetdev; neighbours come from the kernel's table, the kernel being asked to resolve
 // (netlink NTF_USE) when it has no entry, since ARP replies and advertisements go to it. Needs
 // CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
-// is 4096 bytes: the MTU offered is at most 4096 less the Ethernet header. Built only when libxdp,
+// is 4096 bytes: with multi-buffer sockets (Linux 6.6) a frame spans up to three chunks (the MTU
+// offered is at most 12 KiB less the Ethernet header), otherwise one. Built only when libxdp,
 // libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
 //
 // Steering kTcp opens the link for a userspace TCP (lwtcp/) instead: the XDP program takes TCP
@@ -51,12 +52,16 @@ class AfXdpNetdev : public RawFramePortNetdev {
   int wait_fd() const override { return fd_; }
   // Whether the socket is in zero-copy mode (the driver's own), else copy mode (veth, generic XDP).
   bool zero_copy() const { return zero_copy_; }
+  // Whether frames may span several chunks (XDP_USE_SG), and so the MTU exceed one chunk.
+  bool multi_buffer() const { return multi_buffer_; }
 
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
   // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
+  // rx_dropped includes the frames the kernel dropped for want of room in the RX or fill ring.
+  Counters counters() const override;
 
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
@@ -72,16 +77,23 @@ class AfXdpNetdev : public RawFramePortNetdev {
   void reclaim();
   // Makes the kernel send what the TX ring holds (tx_mu_ held).
   void kick();
+  // Frames the kernel dropped at our socket so far: RX ring full, or no chunk in the fill ring.
+  std::uint64_t ring_drops() const;
   // Gives received chunks back to the fill ring.
   void refill();
-  // Hands up to `max` frames of the RX ring to `take` (frame, length), gives their chunks back
-  // and wakes the kernel when it waits for chunks; returns how many were taken.
+  // Hands the frames of up to `max` RX descriptors to `take` (frame, length; a multi-buffer
+  // frame gathered into rx_frame_ first), gives their chunks back and wakes the kernel when it
+  // waits for chunks; returns how many frames were taken.
   std::size_t drain_rx(std::size_t max,
                        const std::function<void(std::uint8_t*, std::uint32_t)>& take);
 
   std::unique_ptr<Xsk> x_;
   int fd_ = -1;
   bool zero_copy_ = false;
+  bool multi_buffer_ = false;
+  std::uint32_t max_frame_ = 0;              // bytes: one chunk, or three with multi-buffer
+  std::vector<std::uint8_t> rx_frame_;       // a multi-buffer frame being gathered
+  std::size_t rx_frame_len_ = 0;             // its bytes so far (beyond max_frame_: dropped)
   std::mutex tx_mu_;                         // one TX ring: senders take turns
   std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)

@@ -41,7 +41,13 @@ constexpr std::uint32_t kCount = 10;  // datagrams of several sizes, one per sen
 constexpr std::uint32_t kRun = 8;     // then equal ones in one batch (UDP GSO on the UDP backend)
 constexpr std::uint32_t kRunFirst = 50;
 
+// Set by exchange() for a jumbo run (MTU 9000 on the veth), before the sides fork.
+bool g_jumbo = false;
+
+// Datagram i: several sizes, then equal ones; on a jumbo link up to 8 KiB, which an AF_XDP frame
+// carries in three UMEM chunks, and the run in two (an RoCE packet of MTU 4096).
 std::size_t size_of(std::uint32_t i) {
+  if (g_jumbo) return i < kCount ? 16 + 911 * i : 4096 + 28;
   return i < kCount ? 16 + 97 * i : 256;
 }
 std::uint16_t port_of(std::uint32_t i) {
@@ -60,7 +66,9 @@ struct VethPair {
   // wire (DPDK's af_packet PMD cannot split them).
   // `vlan`: also a VLAN interface of that ID over each end (veth0.ID with kVlanAddrA, veth1.ID
   // with kVlanAddrB), the kernel's own 802.1Q.
-  explicit VethPair(bool segment = false, std::optional<std::uint16_t> vlan = {}) {
+  // `mtu`: the veth ends' MTU.
+  explicit VethPair(bool segment = false, std::optional<std::uint16_t> vlan = {},
+                    std::uint32_t mtu = 1500) {
     const std::string prefix = "sr7-raw-" + std::to_string(getpid());
     a = prefix + "-a";
     b = prefix + "-b";
@@ -73,6 +81,8 @@ struct VethPair {
               run("ip -n " + b + " addr add " + kAddrB + "/24 dev veth1") &&
               run("ip -n " + a + " addr add " + kAddr6A + "/64 dev veth0 nodad") &&
               run("ip -n " + b + " addr add " + kAddr6B + "/64 dev veth1 nodad") &&
+              run("ip -n " + a + " link set veth0 mtu " + std::to_string(mtu)) &&
+              run("ip -n " + b + " link set veth1 mtu " + std::to_string(mtu)) &&
               run("ip -n " + a + " link set veth0 up") &&
               run("ip -n " + b + " link set veth1 up") && run("ip -n " + a + " link set lo up") &&
               run("ip -n " + b + " link set lo up");
@@ -181,7 +191,11 @@ std::string side(Kind kind, const std::string& ifname, const IpAddr& me, const I
 #ifdef SOFTRDMA_HAVE_AF_XDP
   // veth has no zero-copy AF_XDP: the socket must have fallen back to copy mode.
   if (kind == Kind::kAfXdp && static_cast<AfXdpNetdev&>(*d).zero_copy()) return "zero-copy on veth";
+  if (g_jumbo && kind == Kind::kAfXdp && !static_cast<AfXdpNetdev&>(*d).multi_buffer()) {
+    return "skip: a kernel without multi-buffer AF_XDP (XDP_USE_SG, Linux 6.6)";
+  }
 #endif
+  if (g_jumbo && d->mtu() < 9000) return "MTU " + std::to_string(d->mtu()) + " on a jumbo link";
   (void)!write(ready_fd, "r", 1);
   char c;
   if (read(go_fd, &c, 1) != 1) return "no go";
@@ -343,6 +357,7 @@ struct Addressing {
   bool kernel_vlan = false;
   bool ipv6 = false;
   bool own_addresses = false;
+  bool jumbo = false;  // MTU 9000 on the veth, datagrams up to 8 KiB
 };
 
 void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, Addressing how = {}) {
@@ -350,9 +365,11 @@ void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, Addressing how = {}
   const bool kernel_vlan = how.kernel_vlan;
   if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
   if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
-  VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk, kernel_vlan ? vlan : std::nullopt);
+  VethPair net(kind_a == Kind::kDpdk || kind_b == Kind::kDpdk, kernel_vlan ? vlan : std::nullopt,
+               how.jumbo ? 9000 : 1500);
   if (!net.error.empty()) GTEST_SKIP() << net.error;
   g_vlan = vlan;
+  g_jumbo = how.jumbo;
   const char* a_addr = !vlan ? kAddrA : kernel_vlan ? kVlanAddrA : kOwnAddrA;
   const char* b_addr = !vlan ? kAddrB : kernel_vlan ? kVlanAddrB : kOwnAddrB;
   if (how.ipv6) {
@@ -370,6 +387,7 @@ void exchange(Kind kind_a, Kind kind_b, bool corrupt_from_a, Addressing how = {}
                     ready, go);
       });
   g_vlan.reset();
+  g_jumbo = false;
   for (const std::string& r : {ra, rb}) {
     if (r.rfind("skip: ", 0) == 0) GTEST_SKIP() << r.substr(6);
   }
@@ -412,6 +430,16 @@ TEST(AfXdp, UdpAndAfXdpInteroperate) {
 
 TEST(AfXdp, AfXdpAndAfPacketInteroperate) {
   exchange(Kind::kAfXdp, Kind::kAfPacket, false);
+}
+
+// On a jumbo link a frame spans several UMEM chunks (multi-buffer AF_XDP) both ways: between two
+// AF_XDP devices, corrupted ones included, and against the kernel's UDP.
+TEST(AfXdp, JumboFramesSpanChunks) {
+  exchange(Kind::kAfXdp, Kind::kAfXdp, true, {.vlan = {}, .jumbo = true});
+}
+
+TEST(AfXdp, JumboFramesToAndFromUdp) {
+  exchange(Kind::kAfXdp, Kind::kUdp, false, {.vlan = {}, .jumbo = true});
 }
 
 // Tagged frames built by softrdma against the kernel's 802.1Q on the other side (a UDP device on
