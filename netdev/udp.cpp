@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <linux/filter.h>
+#include <linux/sock_diag.h>
 #include <linux/udp.h>
 #include <net/if.h>
 #include <netinet/in.h>
@@ -222,6 +223,19 @@ UdpNetdev::~UdpNetdev() {
 
 std::string UdpNetdev::name() const {
   return port_ == kRoceV2Port ? "udp:" + addrs_[0].str() : "udp:" + endpoint(addrs_[0], port_);
+}
+
+Counters UdpNetdev::counters() const {
+  Counters c = Netdev::counters();
+  // The socket's drop count (SK_MEMINFO_DROPS, cumulative): datagrams that found its 16 MiB
+  // receive buffer full.
+  std::uint32_t mem[SK_MEMINFO_VARS] = {};
+  socklen_t len = sizeof mem;
+  if (rx_fd_ >= 0 && getsockopt(rx_fd_, SOL_SOCKET, SO_MEMINFO, mem, &len) == 0 &&
+      len > SK_MEMINFO_DROPS * sizeof mem[0]) {
+    c.rx_dropped += mem[SK_MEMINFO_DROPS];
+  }
+  return c;
 }
 
 std::size_t UdpNetdev::send_sockets() const {

@@ -43,6 +43,8 @@ class UdpNetdev : public Netdev, private Placement {
   // counted in tx_errors but still accepted.
   std::size_t send_batch(std::span<Packet* const> pkts) override;
   std::size_t recv_batch(std::span<Packet* const> pkts) override;
+  // rx_dropped includes the datagrams the kernel dropped at the receive socket (buffer full).
+  Counters counters() const override;
   int wait_fd() const override { return epfd_; }
   int next_timeout_ms() const override;
   void service() override;

@@ -229,6 +229,34 @@ TEST(Udp, RefusesWhatCannotBeSent) {
   EXPECT_EQ(a->counters().tx_errors, 2u);
 }
 
+// A datagram the kernel drops because the receive socket's buffer is full is counted: nothing is
+// lost silently. Each datagram is its own (no run of one source port to coalesce), so every one
+// is either received or counted.
+TEST(Udp, DropsAtAFullReceiveBufferAreCounted) {
+  std::uint16_t pa = 0, pb = 0;
+  auto a = open_at("127.0.0.1", pa);
+  auto b = open_at("127.0.0.2", pb);
+  ASSERT_TRUE(a && b);
+  constexpr std::uint32_t kTotal = 8000;  // 32 MB: twice the 16 MiB buffer, and some
+  for (std::uint32_t first = 0; first < kTotal; first += 50) {
+    std::vector<OwnedPacket> pkts;
+    std::vector<Packet*> ptrs;
+    pkts.reserve(50);
+    for (std::uint32_t s = first; s < first + 50; ++s) {
+      pkts.emplace_back(make_datagram(s, 4000), ip("127.0.0.1"), ip("127.0.0.2"),
+                        static_cast<std::uint16_t>(0xC000 + s % 2));
+      pkts.back().pkt.dst_port = pb;
+    }
+    for (auto& p : pkts) ptrs.push_back(&p.pkt);
+    ASSERT_EQ(a->send_batch(ptrs), 50u);
+  }
+  const std::size_t got = receive(*b, kTotal, [](const Packet&) {});
+  const Counters c = b->counters();
+  EXPECT_GT(c.rx_dropped, 0u);
+  EXPECT_EQ(got + c.rx_dropped, kTotal) << got << " received";
+  EXPECT_EQ(c.rx_packets, got);
+}
+
 TEST(Udp, ManySourcePortsReuseAtMost64Sockets) {
   std::uint16_t pa = 0, pb = 0;
   auto a = open_at("127.0.0.1", pa);
