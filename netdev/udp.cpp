@@ -211,6 +211,7 @@ UdpNetdev::~UdpNetdev() {
   {
     std::lock_guard lock(send_mu_);
     send_socks_.clear();
+    send_order_.clear();
   }
   {
     std::lock_guard lock(group_mu_);
@@ -351,22 +352,18 @@ int UdpNetdev::leave_group(const IpAddr& group) {
   return 0;
 }
 
-std::shared_ptr<UdpNetdev::Sock> UdpNetdev::send_socket(std::uint16_t src_port) {
+UdpNetdev::SendEntry UdpNetdev::send_socket(std::uint16_t src_port) {
   std::lock_guard lock(send_mu_);
   auto it = send_socks_.find(src_port);
-  if (it != send_socks_.end()) {
-    it->second.last_use = ++use_clock_;
-    return it->second.sock;
+  if (it != send_socks_.end()) return it->second;
+  if (send_order_.size() >= kMaxSendSockets) {
+    return send_socks_.at(send_order_[src_port % send_order_.size()]);
   }
-  if (send_socks_.size() >= kMaxSendSockets) {
-    auto lru = std::min_element(send_socks_.begin(), send_socks_.end(), [](auto& a, auto& b) {
-      return a.second.last_use < b.second.last_use;
-    });
-    send_socks_.erase(lru);  // closes when the last sender using it is done
-  }
-  SendEntry e{make_send_socket(src_port), ++use_clock_};
+  SendEntry e{make_send_socket(src_port), src_port};
+  if (!e.sock) e.port = port_;
   send_socks_.emplace(src_port, e);
-  return e.sock;
+  send_order_.push_back(src_port);
+  return e;
 }
 
 std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
@@ -384,8 +381,7 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
       // transmit() settles it for the datagrams that take the kernel's path (a host-local ring
       // needs no socket: with 1,000 QPs, one per source port churned through the 64 kept).
       last_asked = p->src_port;
-      last_used =
-          !faults_ || p->src_port == port_ || send_socket(p->src_port) ? p->src_port : port_;
+      last_used = !faults_ || p->src_port == port_ ? p->src_port : send_socket(p->src_port).port;
       have_last = true;
     }
     p->src_port = last_used;
@@ -436,12 +432,13 @@ void UdpNetdev::transmit(std::span<Packet* const> pkts) {
            !(shm_ && shm.takes(*pkts[j]))) {
       ++j;
     }
-    std::shared_ptr<Sock> sock;
-    if (p.src_port != port_) sock = send_socket(p.src_port);
-    if (!sock && !faults_) {  // no socket could take that port: the receive socket's instead
-      for (std::size_t k = i; k < j; ++k) pkts[k]->src_port = port_;
-    }
-    send_chunk(sock ? sock->fd : rx_fd_, &pkts[i], j - i);
+    // The port may differ from the one asked for: none could be bound (the receive socket's
+    // instead), or all kMaxSendSockets are taken (a shared one's). With faults, send_batch has
+    // settled it already (the ICRC is computed).
+    SendEntry out{nullptr, port_};
+    if (p.src_port != port_) out = send_socket(p.src_port);
+    for (std::size_t k = i; k < j; ++k) pkts[k]->src_port = out.port;
+    send_chunk(out.sock ? out.sock->fd : rx_fd_, &pkts[i], j - i);
     i = j;
   }
 }

@@ -67,7 +67,9 @@ class UdpNetdev : public Netdev, private Placement {
   std::uint16_t port() const { return port_; }
   std::uint16_t roce_port() const override { return port_; }
   bool gro() const { return gro_; }  // the kernel may hand us coalesced datagrams
-  // Send sockets kept open, one per source port; beyond this the least recently used closes.
+  // Send sockets kept open, one per source port; datagrams asking for a port beyond these share
+  // one of them (and carry its port). Closing and making sockets as ports come and go cost a
+  // receiver of 1,024 QPs so much time that it fell behind and its socket buffer overflowed.
   static constexpr std::size_t kMaxSendSockets = 64;
   std::size_t send_sockets() const;
   // The host-local path: null when off (or when its socket could not be set up).
@@ -86,7 +88,7 @@ class UdpNetdev : public Netdev, private Placement {
   };
   struct SendEntry {
     std::shared_ptr<Sock> sock;  // null: binding failed, the receive socket sends instead
-    std::uint64_t last_use = 0;
+    std::uint16_t port = 0;      // the source port it sends from (the receive port when null)
   };
   struct Pending {  // a received segment waiting for room in the caller's batch
     Packet view;
@@ -104,7 +106,10 @@ class UdpNetdev : public Netdev, private Placement {
     std::unique_ptr<Sock> sock;
   };
   UdpNetdev() = default;
-  std::shared_ptr<Sock> send_socket(std::uint16_t src_port);  // null: use the receive socket
+  // Where datagrams asking for source port `src_port` leave from: a socket bound to that port
+  // while fewer than kMaxSendSockets are open, else one of those (src_port modulo their number;
+  // none is ever closed, so a flow keeps its port), whose port the datagrams then carry.
+  SendEntry send_socket(std::uint16_t src_port);
   std::shared_ptr<Sock> make_send_socket(std::uint16_t src_port) const;
   // Sends the packets (ICRCs computed here when no faults are configured, IDs and DF set).
   void transmit(std::span<Packet* const> pkts);
@@ -145,8 +150,8 @@ class UdpNetdev : public Netdev, private Placement {
   bool v4_view_tried_ = false;
 
   mutable std::mutex send_mu_;
-  std::map<std::uint16_t, SendEntry> send_socks_;
-  std::uint64_t use_clock_ = 0;
+  std::map<std::uint16_t, SendEntry> send_socks_;  // by the port asked for when it was made
+  std::vector<std::uint16_t> send_order_;          // those ports, in the order they came
 
   // Multicast groups joined (any thread joins and leaves; recv_batch reads them).
   mutable std::mutex group_mu_;
