@@ -123,12 +123,16 @@ struct Counters {
   std::uint64_t tx_pause = 0, switch_held = 0;
 };
 
-// The live counters a backend updates (relaxed atomics: several threads send).
+// The live counters a backend updates (relaxed atomics: several threads send). The sending and
+// the receiving side's are on cache lines of their own: a program's thread sends while the
+// progress thread receives, and one shared line cost every datagram a cache miss on each side.
 struct AtomicCounters {
-  std::atomic<std::uint64_t> tx_packets{0}, tx_bytes{0}, rx_packets{0}, rx_bytes{0},
-      rx_icrc_errors{0}, rx_malformed{0}, rx_not_ours{0}, tx_errors{0}, tx_dropped{0}, tx_held{0},
-      rx_dropped{0}, fault_dropped{0}, fault_duplicated{0}, fault_reordered{0}, fault_corrupted{0},
-      fault_delayed{0};
+  alignas(64) std::atomic<std::uint64_t> tx_packets{0}, tx_bytes{0}, tx_errors{0},
+      tx_dropped{0}, tx_held{0};
+  alignas(64) std::atomic<std::uint64_t> rx_packets{0}, rx_bytes{0}, rx_icrc_errors{0},
+      rx_malformed{0}, rx_not_ours{0}, rx_dropped{0};
+  alignas(64) std::atomic<std::uint64_t> fault_dropped{0}, fault_duplicated{0}, fault_reordered{0},
+      fault_corrupted{0}, fault_delayed{0};
   Counters snapshot() const;
 };
 inline void bump(std::atomic<std::uint64_t>& c, std::uint64_t n = 1) {

@@ -415,14 +415,15 @@ void UdpNetdev::transmit(std::span<Packet* const> pkts) {
   // Without faults, ICRCs are computed here: for a ring only when tracing needs them (nothing
   // can corrupt a datagram there and the receiver does not check one left out).
   const bool filled = faults_ != nullptr;
+  std::uint64_t ring_packets = 0, ring_bytes = 0;  // counted once, after the loop
   std::size_t i = 0;
   while (i < pkts.size()) {
     Packet& p = *pkts[i];
     if (shm_ && shm.takes(p)) {
       if (!filled && icrc_always_) fill_icrc(p);
       if (shm.send(p, filled || icrc_always_)) {
-        bump(counters_.tx_packets);
-        bump(counters_.tx_bytes, p.len);
+        ++ring_packets;
+        ring_bytes += p.len;
         ++i;
         continue;
       }
@@ -440,6 +441,10 @@ void UdpNetdev::transmit(std::span<Packet* const> pkts) {
     for (std::size_t k = i; k < j; ++k) pkts[k]->src_port = out.port;
     send_chunk(out.sock ? out.sock->fd : rx_fd_, &pkts[i], j - i);
     i = j;
+  }
+  if (ring_packets > 0) {
+    bump(counters_.tx_packets, ring_packets);
+    bump(counters_.tx_bytes, ring_bytes);
   }
 }
 
@@ -529,12 +534,12 @@ void UdpNetdev::send_chunk(int fd, Packet* const* pkts, std::size_t n) {
   while (off < nmsg) {
     const int r = sendmmsg(fd, &msgs[off], static_cast<unsigned>(nmsg - off), 0);
     if (r > 0) {
-      for (std::size_t m = off; m < off + static_cast<std::size_t>(r); ++m) {
-        for (std::size_t k = first[m]; k < first[m + 1]; ++k) {
-          bump(counters_.tx_packets);
-          bump(counters_.tx_bytes, pkts[k]->len);
-        }
+      std::uint64_t bytes = 0;
+      for (std::size_t k = first[off]; k < first[off + static_cast<std::size_t>(r)]; ++k) {
+        bytes += pkts[k]->len;
       }
+      bump(counters_.tx_packets, first[off + static_cast<std::size_t>(r)] - first[off]);
+      bump(counters_.tx_bytes, bytes);
       off += static_cast<std::size_t>(r);
       waited = false;
       continue;
