@@ -379,7 +379,7 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
     if (!have_last || p->src_port != last_asked) {
       // With faults the ICRC is fixed below, so the source port must be final now; otherwise
       // transmit() settles it for the datagrams that take the kernel's path (a host-local ring
-      // needs no socket: with 1,000 QPs, one per source port churned through the 64 kept).
+      // needs no socket, and must not take one of the kMaxSendSockets from the kernel's path).
       last_asked = p->src_port;
       last_used = !faults_ || p->src_port == port_ ? p->src_port : send_socket(p->src_port).port;
       have_last = true;
