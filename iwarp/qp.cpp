@@ -346,6 +346,9 @@ void Qp::peer_closed() {
   }
   const bool was_live = state_ != QpState::kErr;
   to_error(WcStatus::kWrFlushErr);
+  // The connection is over: our FIN follows the peer's at once, as siw closes its socket, so a
+  // peer waiting in rdma_disconnect for our end hears it even if the program never disconnects.
+  close_graceful();
   if (was_live || phase_ == Phase::kDead) {
     QpEvent ev;
     ev.kind = QpEvent::Kind::kDisconnected;
@@ -359,8 +362,9 @@ void Qp::close_graceful() {
     phase_ = Phase::kClosing;
     fin_after_drain_ = true;
     pump_tx();
-  } else if (!fin_after_drain_) {
+  } else if (!fin_sent_) {  // not running (or its drain cut short): the FIN goes now
     fin_after_drain_ = true;
+    fin_sent_ = true;
     stream_->shutdown_send();
     if (trace_) trace_->tx_fin();
   }
