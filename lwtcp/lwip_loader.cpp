@@ -1,7 +1,12 @@
 #include "lwtcp/lwip_loader.h"
 
 #include <dlfcn.h>
+#include <sys/random.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
 #include <mutex>
 
 #include "lwip/etharp.h"
@@ -62,6 +67,7 @@ struct Functions {
 };
 Functions g_lwip;
 tcp_pcb** g_active_pcbs = nullptr;  // the library's tcp_active_pcbs
+u32_t* g_tcp_ticks = nullptr;       // the library's tcp_ticks
 
 }  // namespace
 
@@ -106,12 +112,18 @@ bool load_lwip(std::string& error) {
       failure = prefix + "the library has no tcp_active_pcbs (not lwIP 2.1?)";
       missing = true;
     }
+    auto* ticks = missing ? nullptr : static_cast<u32_t*>(dlsym(lib, "tcp_ticks"));
+    if (!missing && !ticks) {
+      failure = prefix + "the library has no tcp_ticks (not lwIP 2.1?)";
+      missing = true;
+    }
     if (missing) {
       dlclose(lib);
       return;
     }
     g_lwip = f;  // kept loaded for the process's life
     g_active_pcbs = active;
+    g_tcp_ticks = ticks;
   });
   error = failure;
   return failure.empty();
@@ -119,6 +131,23 @@ bool load_lwip(std::string& error) {
 
 tcp_pcb* lwip_active_pcbs() {
   return g_active_pcbs ? *g_active_pcbs : nullptr;
+}
+
+void lwip_init_unpredictably() {
+  std::uint32_t seed[2];
+  if (getrandom(seed, sizeof seed, 0) != static_cast<ssize_t>(sizeof seed)) {
+    const auto t =
+        static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
+    seed[0] = static_cast<std::uint32_t>(t ^ (t >> 32)) ^ static_cast<std::uint32_t>(getpid());
+    seed[1] = seed[0] * 2654435761u;
+  }
+  // glibc's rand() draws from random()'s state: lwIP's draws come from a state of our own, and
+  // the program's sequence resumes untouched.
+  static char state[64];
+  char* program = initstate(seed[0], state, sizeof state);
+  g_lwip.lwip_init();
+  setstate(program);
+  if (g_tcp_ticks) *g_tcp_ticks = seed[1];  // lwIP compares ticks only as differences
 }
 
 }  // namespace softrdma::lwtcp

@@ -22,4 +22,12 @@ bool load_lwip(std::string& error);
 // once load_lwip() has succeeded.
 ::tcp_pcb* lwip_active_pcbs();
 
+// lwip_init(), so that this process's connections neither start from the same local port nor
+// carry the same initial sequence numbers as every other process's. Unseeded, lwIP takes its
+// first port from rand() (the same in each process) and every ISN is 6510 plus tcp_ticks (0 at
+// start): a new process reused the last one's port and ISN, and a peer still holding the old
+// connection (TIME_WAIT) answered its SYN with an ACK rather than a SYN-ACK. Here rand() is
+// seeded for lwIP alone and tcp_ticks starts at a random count.
+void lwip_init_unpredictably();
+
 }  // namespace softrdma::lwtcp

@@ -93,7 +93,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   LwipStack(std::unique_ptr<netdev::FramePort> port, const StackConfig& cfg)
       : port_(std::move(port)), cfg_(cfg) {
     std::lock_guard lock(mu);
-    lwip_init();
+    lwip_init_unpredictably();
     ip4_addr_t ip, mask, gw;
     ip.addr = htonl(cfg_.address);
     mask.addr = 0;  // every peer on the link: ARP for each, no gateway
