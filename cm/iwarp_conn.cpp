@@ -14,7 +14,6 @@
 #include <thread>
 
 #include "cm/agent.h"
-#include "cm/registry.h"
 #include "verbs/iwarp_cm.h"
 
 namespace softrdma::cm {
@@ -219,23 +218,38 @@ void on_accepted(CmId* listener, int fd) {
       });
 }
 
-// A port on this host nobody listens on may be about to be (a server closing one listener
-// and opening the next, as qperf and perftest do between tests): for 250 ms after the
-// first refusal, connect again every 10 ms before reporting REJECTED.
+// A port nobody listens on may be about to be (a server closing one listener and opening the
+// next, as qperf and perftest -R do between their connections; Debian's perftest 4.5 crashes
+// when its own retry follows a REJECTED): for 250 ms after the first refusal, connect again
+// every 10 ms, from a fresh socket on the same address, before reporting REJECTED. On this host
+// and across hosts alike, over kernel TCP and over the userspace TCP.
 bool retry_refused(CmId* id) {
   const sockaddr* dst = &id->id.route.addr.dst_addr;
   const auto now = Clock::now();
   if (id->iw_refused_since == Clock::time_point{}) id->iw_refused_since = now;
   if (now - id->iw_refused_since > std::chrono::milliseconds(250)) return false;
-  const bool local = registry::is_local(dst);
-  if (!local || user_tcp()) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
   close_tcp(id);
-  int fd = new_socket(dst->sa_family);
+  const int fd = new_socket(dst->sa_family);
   if (fd < 0) return false;
-  bind(fd, reinterpret_cast<sockaddr*>(&src), addr_len(dst));
   id->tcp_fd = fd;
+  iwarp::UserTcp* u = user_tcp();
+  if (u) {
+    sockaddr_in src4, dst4;
+    if (!as_v4(reinterpret_cast<const sockaddr*>(&src), src4) || !as_v4(dst, dst4) ||
+        u->bind(fd, reinterpret_cast<const sockaddr*>(&src4)) != 0) {
+      return false;
+    }
+    sockaddr_storage peer{};
+    u->names(fd, id->id.route.addr.src_storage, peer);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    if (u->connect(fd, reinterpret_cast<const sockaddr*>(&dst4)) != 0) return false;
+    id->tcp_connecting = true;
+    watch(fd, EPOLLIN);  // readable once the outcome is known
+    return true;
+  }
+  bind(fd, reinterpret_cast<sockaddr*>(&src), addr_len(dst));
   socklen_t len = sizeof id->id.route.addr.src_storage;
   getsockname(fd, &id->id.route.addr.src_addr, &len);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
