@@ -42,6 +42,10 @@ class Stack {
   // Ends the connection: FIN (close) or RST (abort), frees what it holds, closes the handle
   // (mu held).
   void end(int handle, bool reset);
+  // Data segments lwIP sends between begin_batch and end_batch may leave joined, for the port's
+  // segmentation offload; end_batch sends what is held (mu held for both).
+  virtual void begin_batch() = 0;
+  virtual void end_batch() = 0;
 
  protected:
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;

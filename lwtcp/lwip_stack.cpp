@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -24,6 +25,7 @@
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
 #include "lwtcp/lwip_loader.h"
+#include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
@@ -59,6 +61,18 @@ void linger_at_exit() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
+}
+
+// Debian's lwIP is built with a 64 KiB send buffer (TCP_SND_BUF) and slow-start threshold: a
+// sender that idles for an acknowledgement's round trip after each 64 KiB. Its segment queue
+// allows four times that (TCP_SND_QUEUELEN, a pbuf a segment here), and the buffer is a count on
+// the pcb that acknowledgements only add to: a connection starts with nearly four times the
+// built-in size (a full queue is a short write, as a full buffer is). The receive window stays
+// lwIP's 64 KiB (TCP_WND caps it).
+constexpr tcpwnd_size_t kSendBuffer = 4 * TCP_SND_BUF - 8 * TCP_MSS;
+void widen_send_buffer(tcp_pcb* pcb) {
+  if (pcb->snd_buf < kSendBuffer) pcb->snd_buf = kSendBuffer;
+  if (pcb->ssthresh < kSendBuffer) pcb->ssthresh = kSendBuffer;
 }
 
 // lwIP's error as the errno a socket would report.
@@ -131,6 +145,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   void poll() override {
     std::lock_guard lock(mu);
+    begin_batch();  // what the acknowledgements let out leaves joined
     port_->recv_frames(
         [this](const std::uint8_t* f, std::uint32_t len) {
           trace(f, len, false);
@@ -155,6 +170,13 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         },
         kFramesPerPoll);
     sys_check_timeouts();
+    end_batch();
+  }
+
+  void begin_batch() override { batching_ = segmentation_; }
+  void end_batch() override {
+    flush_batch();
+    batching_ = false;
   }
 
   std::unique_ptr<iwarp::ByteStream> stream(int handle) override {
@@ -274,10 +296,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   std::vector<std::pair<std::string, std::uint64_t>> counters() override {
     std::lock_guard lock(mu);
     std::vector<std::pair<std::string, std::uint64_t>> c = {
-        {"tcp_rx_frames", counts_.rx_frames},   {"tcp_tx_frames", counts_.tx_frames},
-        {"tcp_rx_syn", counts_.rx_syn},         {"tcp_rx_rst", counts_.rx_rst},
-        {"tcp_tx_rst", counts_.tx_rst},         {"tcp_rx_malformed", counts_.rx_malformed},
-        {"tcp_rx_dropped", counts_.rx_dropped}, {"tcp_accept_refused", counts_.accept_refused}};
+        {"tcp_rx_frames", counts_.rx_frames},
+        {"tcp_tx_frames", counts_.tx_frames},
+        {"tcp_rx_syn", counts_.rx_syn},
+        {"tcp_rx_rst", counts_.rx_rst},
+        {"tcp_tx_rst", counts_.tx_rst},
+        {"tcp_rx_malformed", counts_.rx_malformed},
+        {"tcp_rx_dropped", counts_.rx_dropped},
+        {"tcp_accept_refused", counts_.accept_refused},
+        {"tcp_tx_super_segments", counts_.tx_joined}};
     for (auto& f : port_->frame_counters()) c.push_back(std::move(f));
     return c;
   }
@@ -306,6 +333,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     tcp_sent(c->pcb, &LwipStack::on_sent);
     tcp_err(c->pcb, &LwipStack::on_err);
     tcp_nagle_disable(c->pcb);  // as TCP_NODELAY on the kernel's sockets
+    widen_send_buffer(c->pcb);
   }
 
   // ---- lwIP's callbacks (inside poll() or a call above: mu held)
@@ -327,8 +355,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     return ERR_OK;
   }
 
-  static err_t on_connected(void* arg, tcp_pcb*, err_t) {
+  static err_t on_connected(void* arg, tcp_pcb* pcb, err_t) {
     auto* c = static_cast<Conn*>(arg);
+    if (pcb) widen_send_buffer(pcb);  // the handshake set its own threshold
     if (c) {
       c->connecting = false;
       signal(*c);
@@ -395,11 +424,37 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       pbuf_copy_partial(p, self->tx_.data(), p->tot_len, 0);
       frame = self->tx_.data();
     }
-    self->trace(frame, p->tot_len, true);
+    self->trace(frame, p->tot_len, true);  // each segment as lwIP built it, joined or not
     ++self->counts_.tx_frames;
     // lwIP's answer to a segment of no connection (or to one it gave up): a reset.
-    if (classify(frame, p->tot_len) == SegmentKind::kTcpRst) ++self->counts_.tx_rst;
+    if (is_tcp_rst(frame, p->tot_len)) ++self->counts_.tx_rst;
+    if (self->batching_) {
+      if (self->batch_.append(frame, p->tot_len)) return ERR_OK;
+      self->flush_batch();
+      if (self->batch_.append(frame, p->tot_len)) return ERR_OK;
+    }
     return self->port_->send_frame(frame, p->tot_len) ? ERR_OK : ERR_IF;
+  }
+
+  // Sends the joined segments: one as it is, several as a super-segment; where the port refuses
+  // that, cut again and sent one by one, and no more joining (said once).
+  void flush_batch() {
+    if (batch_.empty()) return;
+    if (batch_.segments() == 1) {
+      port_->send_frame(batch_.frame(), batch_.frame_len());
+    } else if (port_->send_tcp_segments(batch_.frame(), batch_.frame_len(), batch_.mss())) {
+      ++counts_.tx_joined;
+    } else {
+      if (segmentation_) {
+        std::fprintf(stderr,
+                     "softrdma: softiwarp0: the link refused a TCP super-segment (%s): "
+                     "segments leave one by one from now on\n",
+                     std::strerror(errno));
+      }
+      segmentation_ = batching_ = false;
+      batch_.segment([this](const std::uint8_t* f, std::size_t len) { port_->send_frame(f, len); });
+    }
+    batch_.clear();
   }
 
   void trace(const std::uint8_t* f, std::uint32_t len, bool tx) {
@@ -416,10 +471,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   // Under mu: frames in and out, connection requests (SYN) and resets received, resets sent,
   // frames dropped before lwIP (malformed) or by it (no memory, refused by its input), and
-  // connections lwIP accepted that we could not take (no handle left: reset).
+  // connections lwIP accepted that we could not take (no handle left: reset), super-segments
+  // sent (each of several of the tx_frames).
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
-                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0;
+                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
@@ -428,6 +484,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   std::array<std::uint8_t, 9216 + 64> tx_{};
+  // Segmentation offload: the port has it (and it has not failed), a batch scope is open, and
+  // the segments held.
+  bool segmentation_ = port_->tcp_segmentation();
+  bool batching_ = false;
+  SegmentBatch batch_;
 };
 
 }  // namespace

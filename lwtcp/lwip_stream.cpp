@@ -26,14 +26,17 @@ class LwipStream final : public iwarp::ByteStream {
     if (!c->pcb) return {0, EPIPE};
     std::size_t sent = 0;
     bool whole = true;
-    for (const iovec& v : batch) {
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      const iovec& v = batch[i];
       std::size_t off = 0;
       while (off < v.iov_len) {
         const std::size_t room = std::min<std::size_t>(tcp_sndbuf(c->pcb), 0xFFFF);
         if (room == 0 || tcp_sndqueuelen(c->pcb) >= TCP_SND_QUEUELEN) break;
         const auto n = static_cast<u16_t>(std::min(room, v.iov_len - off));
+        // PSH on the batch's last segment only, as the kernel pushes a sendmsg's end.
+        const bool last = i + 1 == batch.size() && off + n == v.iov_len;
         const err_t e = tcp_write(c->pcb, static_cast<const std::uint8_t*>(v.iov_base) + off, n,
-                                  TCP_WRITE_FLAG_COPY);
+                                  TCP_WRITE_FLAG_COPY | (last ? 0 : TCP_WRITE_FLAG_MORE));
         if (e != ERR_OK) break;  // ERR_MEM: the queue is full
         off += n;
         sent += n;
@@ -48,7 +51,9 @@ class LwipStream final : public iwarp::ByteStream {
     // EAGAIN armed it).
     c->send_blocked = !whole;
     if (sent == 0) return {0, EAGAIN};
+    stack_.begin_batch();
     tcp_output(c->pcb);
+    stack_.end_batch();
     return {sent, 0};
   }
 

@@ -25,4 +25,12 @@ SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
   return SegmentKind::kTcp;
 }
 
+bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len) {
+  constexpr std::size_t kIp = wire::kEthernetLen;
+  if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return false;
+  const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
+  if (frame[kIp + 9] != 6 || len < kIp + ihl + 20) return false;
+  return (frame[kIp + ihl + 13] & wire::kTcpRst) != 0;
+}
+
 }  // namespace softrdma::lwtcp

@@ -56,6 +56,10 @@ class AfPacketNetdev : public RawFramePortNetdev {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  // Steering kTcp: a virtio_net_hdr asking for TCPv4 segmentation (GSO), through a second
+  // packet socket that goes through the device's queue (the kernel cuts what the device can't).
+  bool tcp_segmentation() const override { return gso_fd_ >= 0; }
+  bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) override;
   // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
@@ -76,6 +80,7 @@ class AfPacketNetdev : public RawFramePortNetdev {
   std::uint32_t frame_ = 0;
   std::uint64_t released_ = 0;
   bool vnet_ = false;  // frames carry a virtio_net_hdr (PACKET_VNET_HDR)
+  int gso_fd_ = -1;    // Steering kTcp: the socket super-segments leave through
 };
 
 }  // namespace softrdma::netdev

@@ -32,6 +32,16 @@ class FramePort {
   virtual std::size_t recv_frames(const FrameSink& sink, std::size_t max) = 0;
   // Sends one whole frame; false when the OS refused it (counted in tx_errors).
   virtual bool send_frame(const std::uint8_t* frame, std::size_t len) = 0;
+  // Whether send_tcp_segments works: segmentation offload for TCP/IPv4 on the port.
+  virtual bool tcp_segmentation() const { return false; }
+  // Sends an untagged TCP/IPv4 super-segment that the kernel or the NIC cuts into segments of
+  // `mss` payload bytes (IPv4 IDs counting up from the frame's, PSH and FIN on the last only):
+  // its TCP checksum field holds the pseudo-header sum over the whole TCP length, not
+  // complemented. False when the OS refused it (counted in tx_errors).
+  virtual bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) {
+    (void)frame, (void)len, (void)mss;
+    return false;
+  }
   virtual wire::MacAddr frame_mac() const = 0;
   virtual std::uint32_t frame_mtu() const = 0;  // the IP MTU
   // Milliseconds until the port has frames of its own to send (held by faults), -1 for none.

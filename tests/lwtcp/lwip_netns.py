@@ -10,6 +10,7 @@ segments are counted and answered.
 usage: lwip_netns.py SOFTRDMA TSHARK CASE [CM_RELISTEN]"""
 import json
 import os
+import signal
 import subprocess
 import sys
 
@@ -327,6 +328,82 @@ def case_fresh_ports():
         for p in pcaps:
             if os.path.exists(p):
                 os.remove(p)
+
+
+def set_offloads(side, on):
+    """Transmit checksum and TCP segmentation offload of `side`'s veth on or off (SIOCETHTOOL
+    ETHTOOL_STXCSUM and ETHTOOL_STSO; no ethtool here). Off, the kernel cuts a super-segment and
+    completes each segment's checksum itself before the veth, as for a NIC without them
+    (gso_max_segs does not: a packet socket's GSO frames carry no segment count)."""
+    code = ("import ctypes, fcntl, socket, struct\n"
+            "for cmd in (0x17, 0x1f):\n"
+            f"    buf = ctypes.create_string_buffer(struct.pack('II', cmd, {1 if on else 0}))\n"
+            f"    ifr = struct.pack('16sP', b'{IFACE[side]}', ctypes.addressof(buf))\n"
+            "    fcntl.ioctl(socket.socket(), 0x8946, ifr)\n")
+    r = subprocess.run(["ip", "netns", "exec", NS[side], sys.executable, "-c", code],
+                       capture_output=True, text=True)
+    expect(r.returncode == 0, f"offloads {'on' if on else 'off'} on {IFACE[side]}", r.stderr)
+
+
+def case_offload():
+    """lwIP's data segments leave af_packet joined, for the link's segmentation offload: with
+    the lwIP side's veth made to cut every super-segment (offloads off) the segments on the wire
+    are, field for field, the ones lwIP built and its trace shows (IPv4 IDs, sequence numbers,
+    lengths, flags, checksums); left whole, frames larger than the MTU cross the veth and the
+    kernel's TCP takes them."""
+    if not tshark:
+        skip("tshark is not installed")
+    tmp = f"/tmp/lwip_netns_{os.getpid()}"
+    data = "tcp.len>0 && ip.src==" + ADDR["lwip"]
+    fields = ["ip.id", "tcp.seq_raw", "tcp.len", "tcp.flags", "tcp.checksum", "ip.checksum"]
+
+    def segments(pcap):
+        args = [tshark, "-n", "-r", pcap, "-Y", data, "-T", "fields"]
+        for f in fields:
+            args += ["-e", f]
+        out = subprocess.run(args, capture_output=True, text=True).stdout
+        return [tuple(line.split("\t")) for line in out.splitlines() if line.strip()]
+
+    def transfer(name, trace, wire):
+        cap = subprocess.Popen(["ip", "netns", "exec", NS["kernel"], "dumpcap", "-q", "-i",
+                                IFACE["kernel"], "-f", f"tcp and src host {ADDR['lwip']}",
+                                "-w", wire], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            expect(wait_for(lambda: os.path.exists(wire), 10, interval=0.1, proc=cap),
+                   f"{name}: dumpcap started", "")
+            # 20000 bytes: 14 segments, the pushed last one joined with the others.
+            args = ["ib_write_bw", "-R", "-p", str(PORT), "-s", "20000", "-n", "300", "-F"]
+            pair(name, "kernel", args, args + [ADDR["kernel"]], opts=("--pcap", trace))
+            traced = segments(trace)
+            expect(len(traced) > 1000, f"{name}: lwIP's data segments traced ({len(traced)})", "")
+            # dumpcap writes as it goes: the capture is whole once it holds as many bytes (or it
+            # ended).
+            def carried(segs):
+                return sum(int(x[2]) for x in segs)
+            wait_for(lambda: carried(segments(wire)) >= carried(traced), 10, interval=0.2,
+                     proc=cap)
+        finally:
+            cap.send_signal(signal.SIGINT)
+            cap.wait(timeout=10)
+        return traced, segments(wire)
+
+    def run():
+        set_offloads("lwip", False)
+        traced, wire = transfer("offload cut on the veth", f"{tmp}_t1.pcapng", f"{tmp}_w1.pcapng")
+        expect(wire == traced, f"offload: the wire's {len(wire)} segments are the trace's "
+               f"{len(traced)}", "first differences: " +
+               str([(a, b) for a, b in zip(traced, wire) if a != b][:3]))
+        set_offloads("lwip", True)
+        _, wire = transfer("offload whole on the veth", f"{tmp}_t2.pcapng", f"{tmp}_w2.pcapng")
+        big = [w for w in wire if int(w[2]) > 1460]
+        expect(len(big) > 0, f"offload: super-segments crossed the veth ({len(big)} of "
+               f"{len(wire)} frames above 1460 bytes of data)", "")
+    try:
+        with_hosts(run)
+    finally:
+        for n in ("t1", "w1", "t2", "w2"):
+            if os.path.exists(f"{tmp}_{n}.pcapng"):
+                os.remove(f"{tmp}_{n}.pcapng")
 
 
 def case_xdp_trace():

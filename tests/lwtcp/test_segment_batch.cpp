@@ -1,0 +1,170 @@
+// lwtcp::SegmentBatch: lwIP's data segments joined for segmentation offload, and cut again into
+// exactly the segments lwIP built; the runs that must not join.
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "lwtcp/segment_batch.h"
+#include "netdev/frame_port.h"
+#include "wire/bytes.h"
+#include "wire/net.h"
+
+namespace softrdma::lwtcp {
+namespace {
+
+using Frame = std::vector<std::uint8_t>;
+
+struct Seg {
+  std::uint16_t id = 100;
+  std::uint32_t seq = 5000;
+  std::size_t payload = 1460;
+  std::uint8_t flags = wire::kTcpAck;
+  std::uint16_t src_port = 40000;
+};
+
+// A whole frame as lwIP sends it: Ethernet, IPv4 (DF), TCP, payload, both checksums complete.
+Frame make(const Seg& s, std::uint8_t fill = 0) {
+  Frame f(14 + 20 + 20 + s.payload);
+  wire::Ethernet e;
+  e.dst = {2, 0, 0, 0, 0, 1};
+  e.src = {2, 0, 0, 0, 0, 2};
+  e.ethertype = wire::kEthertypeIpv4;
+  (void)wire::build_ethernet(wire::MutBytes(f), e);
+  wire::Ipv4 ip;
+  ip.total_len = static_cast<std::uint16_t>(f.size() - 14);
+  ip.id = s.id;
+  ip.protocol = 6;
+  ip.src = 0x0A000001;
+  ip.dst = 0x0A000002;
+  (void)wire::build_ipv4(wire::MutBytes(f).subspan(14), ip);
+  wire::Tcp t;
+  t.src_port = s.src_port;
+  t.dst_port = 18515;
+  t.seq = s.seq;
+  t.ack = 777;
+  t.flags = s.flags;
+  t.window = 4096;
+  (void)wire::build_tcp(wire::MutBytes(f).subspan(34), t);
+  for (std::size_t i = 0; i < s.payload; ++i) f[54 + i] = static_cast<std::uint8_t>(fill + i * 7);
+  wire::store16(f.data() + 50,
+                wire::l4_checksum_ipv4(ip.src, ip.dst, 6, wire::Bytes(f).subspan(34)));
+  return f;
+}
+
+// A run of `n` segments of 1460 bytes, the last `last` bytes long with PSH.
+std::vector<Frame> run(std::size_t n, std::size_t last) {
+  std::vector<Frame> out;
+  Seg s;
+  for (std::size_t i = 0; i < n; ++i) {
+    const bool end = i + 1 == n;
+    s.payload = end ? last : 1460;
+    s.flags = end ? wire::kTcpAck | wire::kTcpPsh : wire::kTcpAck;
+    out.push_back(make(s, static_cast<std::uint8_t>(i)));
+    s.id++;
+    s.seq += static_cast<std::uint32_t>(s.payload);
+  }
+  return out;
+}
+
+TEST(SegmentBatch, JoinedSegmentsCompleteAsOffloadDoesAndCutAgainIntoTheSameFrames) {
+  const std::vector<Frame> segs = run(5, 700);
+  SegmentBatch b;
+  for (const Frame& f : segs) ASSERT_TRUE(b.append(f.data(), f.size()));
+  EXPECT_EQ(b.segments(), 5u);
+  EXPECT_EQ(b.mss(), 1460);
+
+  Frame super(b.frame(), b.frame() + b.frame_len());
+  ASSERT_EQ(super.size(), 54u + 4 * 1460 + 700);
+  EXPECT_EQ(wire::load16(super.data() + 16), super.size() - 14);  // IPv4 total length
+  EXPECT_EQ(wire::ipv4_header_checksum(wire::Bytes(super).subspan(14, 20)), 0);
+  EXPECT_EQ(super[47], wire::kTcpAck | wire::kTcpPsh);  // the last segment's flags
+  // What the offload does with the pseudo-header sum in the field gives a complete checksum.
+  ASSERT_TRUE(
+      netdev::complete_checksum(super.data(), static_cast<std::uint32_t>(super.size()), 34, 16));
+  EXPECT_EQ(wire::l4_checksum_ipv4(0x0A000001, 0x0A000002, 6, wire::Bytes(super).subspan(34)), 0);
+
+  std::vector<Frame> cut;
+  b.segment([&](const std::uint8_t* f, std::size_t len) { cut.emplace_back(f, f + len); });
+  ASSERT_EQ(cut.size(), segs.size());
+  for (std::size_t i = 0; i < segs.size(); ++i) EXPECT_EQ(cut[i], segs[i]) << "segment " << i;
+}
+
+TEST(SegmentBatch, OneSegmentLeavesAsItCame) {
+  const Frame f = run(1, 300)[0];
+  SegmentBatch b;
+  ASSERT_TRUE(b.append(f.data(), f.size()));
+  EXPECT_EQ(Frame(b.frame(), b.frame() + b.frame_len()), f);
+}
+
+TEST(SegmentBatch, OnlyAContinuationOfTheSameConnectionJoins) {
+  const std::vector<Frame> segs = run(3, 1460);
+  const auto refused = [&](const Frame& next) {
+    SegmentBatch b;
+    EXPECT_TRUE(b.append(segs[0].data(), segs[0].size()));
+    return !b.append(next.data(), next.size());
+  };
+  EXPECT_FALSE(refused(segs[1]));  // the real next one joins
+  Seg s;
+  s.id = 101;
+  s.seq = 5000 + 1460;
+  Seg gap = s;
+  gap.seq += 1;
+  EXPECT_TRUE(refused(make(gap)));
+  Seg skipped_id = s;
+  skipped_id.id = 102;
+  EXPECT_TRUE(refused(make(skipped_id)));
+  Seg other_flow = s;
+  other_flow.src_port = 40001;
+  EXPECT_TRUE(refused(make(other_flow)));
+  Seg longer = s;
+  longer.payload = 1461;
+  EXPECT_TRUE(refused(make(longer)));
+  Seg fin = s;
+  fin.flags = wire::kTcpAck | wire::kTcpFin;
+  EXPECT_TRUE(refused(make(fin)));
+
+  // Nothing follows a short or pushed segment; an ACK alone or a SYN never joins.
+  SegmentBatch b;
+  Seg next = s;
+  next.payload = 1000;  // shorter than the first: the run's end
+  const Frame short_one = make(next);
+  ASSERT_TRUE(b.append(segs[0].data(), segs[0].size()));
+  ASSERT_TRUE(b.append(short_one.data(), short_one.size()));
+  next.id++;
+  next.seq += 1000;
+  const Frame after_short = make(next);
+  EXPECT_FALSE(b.append(after_short.data(), after_short.size()));
+  b.clear();
+  const std::vector<Frame> pushed = run(2, 1460);
+  Frame pushed_first = pushed[0];
+  pushed_first[47] |= wire::kTcpPsh;
+  ASSERT_TRUE(b.append(pushed_first.data(), pushed_first.size()));
+  EXPECT_FALSE(b.append(pushed[1].data(), pushed[1].size()));
+  b.clear();
+  Seg ack;
+  ack.payload = 0;
+  const Frame bare_ack = make(ack);
+  EXPECT_FALSE(b.append(bare_ack.data(), bare_ack.size()));
+  Seg syn;
+  syn.flags = wire::kTcpSyn;
+  const Frame syn_frame = make(syn);
+  EXPECT_FALSE(b.append(syn_frame.data(), syn_frame.size()));
+  EXPECT_TRUE(b.empty());
+}
+
+TEST(SegmentBatch, ASuperSegmentStaysWithinAFrameAReceiverTakes) {
+  const std::vector<Frame> segs = run(60, 1460);
+  SegmentBatch b;
+  std::size_t joined = 0;
+  while (joined < segs.size() && b.append(segs[joined].data(), segs[joined].size())) ++joined;
+  EXPECT_LT(joined, segs.size());
+  EXPECT_LE(b.frame_len(), SegmentBatch::kMaxFrame);
+  EXPECT_EQ(b.frame_len() + 1460 > SegmentBatch::kMaxFrame, true);
+  b.clear();  // the refused one starts the next batch
+  EXPECT_TRUE(b.append(segs[joined].data(), segs[joined].size()));
+}
+
+}  // namespace
+}  // namespace softrdma::lwtcp
