@@ -2,8 +2,10 @@
 # softrdma between two hosts as a veth pair between two network namespaces shows them, against
 # kernel TCP (qperf) over the same veth in the same run, at MTU 1500 and 9000 (issue 15).
 # For udp, af_xdp and af_packet: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB), ib_write_bw -q 8,
-# and ib_write_lat 2 B; for softiwarp0 (iWARP over the kernel's TCP) and dpdk (its af_packet PMD)
-# ib_write_bw and ib_write_lat. Prints
+# and ib_write_lat 2 B; for softiwarp0 over the kernel's TCP (iwarp), softiwarp0 over lwIP on
+# af_packet and af_xdp at both ends (lwip_af_packet, lwip_af_xdp: on addresses of their own,
+# 10.97.15.3 and .4, that the kernel does not hold) and dpdk (its af_packet PMD) ib_write_bw and
+# ib_write_lat. Prints
 # MB/s or average µs, the CPU each side used (cores: user + system time over the run), and the
 # ratio to TCP's figure; writes the figures to OUT.tsv and a plot of them to OUT.png.
 # Figures, not assertions. Needs root. The namespaces, veth and addresses (10.97.15.1/24 and
@@ -18,6 +20,7 @@ here=$(dirname "$(realpath "$0")")
 ns=sr15-wire-$$
 a=$ns-a b=$ns-b
 addr_a=10.97.15.1 addr_b=10.97.15.2
+lwip_a=10.97.15.3 lwip_b=10.97.15.4  # the userspace TCP's: no kernel holds them
 work=$(mktemp -d)
 
 if [ "$(id -u)" != 0 ]; then echo "bench/wire.sh: needs root (namespaces)"; exit 1; fi
@@ -49,10 +52,11 @@ gso() {  # gso SEGS: DPDK's af_packet PMD needs the kernel to segment UDP GSO be
 }
 
 netdev() {  # netdev BACKEND SIDE
-  local ifc=veth0 addr=$addr_a
-  [ "$2" = b ] && ifc=veth1 addr=$addr_b
+  local ifc=veth0 addr=$addr_a lw=$lwip_a
+  [ "$2" = b ] && ifc=veth1 addr=$addr_b lw=$lwip_b
   case "$1" in
     udp | iwarp) echo "udp:$addr" ;;
+    lwip_*) echo "${1#lwip_}:$ifc:$lw" ;;
     dpdk) echo "dpdk:net_af_packet$2,iface=$ifc@$addr" ;;
     *) echo "$1:$ifc" ;;
   esac
@@ -95,14 +99,15 @@ perftest_run() {  # perftest_run BACKEND PROGRAM SIZE [PERFTEST OPTION...]
   local kind=$1 prog=$2 size=$3
   shift 3
   local port=$((18600 + RANDOM % 1000))
-  local ropts=() popts=()
-  [ "$kind" = iwarp ] && ropts=(--transport iwarp) && popts=(-R)
+  local ropts=() popts=() server=$addr_a
+  case "$kind" in iwarp | lwip_*) ropts=(--transport iwarp) popts=(-R) ;; esac
+  [[ "$kind" = lwip_* ]] && server=$lwip_a
   side "$a" "$work/cpu_a" "$work/out_a" "$softrdma" run "${ropts[@]}" --netdev "$(netdev "$kind" a)" -- \
     timeout 120 "$prog" "${popts[@]}" -p $port -s "$size" -D "$secs" "$@" &
   local srv=$!
   sleep 1
   side "$b" "$work/cpu_b" "$work/out_b" "$softrdma" run "${ropts[@]}" --netdev "$(netdev "$kind" b)" -- \
-    timeout 120 "$prog" "${popts[@]}" -p $port -s "$size" -D "$secs" "$@" $addr_a
+    timeout 120 "$prog" "${popts[@]}" -p $port -s "$size" -D "$secs" "$@" $server
   wait $srv 2>/dev/null || true
   local v
   case "$prog" in
@@ -113,10 +118,11 @@ perftest_run() {  # perftest_run BACKEND PROGRAM SIZE [PERFTEST OPTION...]
 }
 
 can_start() {  # can_start BACKEND: both sides' devices open (the reason on stdout if not)
-  local k=$1 n o
-  [ "$k" = iwarp ] && k=udp
+  local k=$1 n o t=roce
+  case "$k" in iwarp | lwip_*) t=iwarp ;; esac
   for n in a b; do
-    if ! o=$(SOFTRDMA_NETDEV=$(netdev "$k" $n) ip netns exec "$ns-$n" "$softrdma" devices 2>&1); then
+    if ! o=$(SOFTRDMA_TRANSPORT=$t SOFTRDMA_NETDEV=$(netdev "$k" $n) \
+      ip netns exec "$ns-$n" "$softrdma" devices 2>&1); then
       echo "${o#softrdma: }"
       return 1
     fi
@@ -130,7 +136,7 @@ row() {  # row MTU PATH TEST UNIT TCP_VALUE
   local v ca cb r
   read -r v ca cb <<<"$result"
   r=$(ratio "$v" "$5")
-  printf '%-10s %-16s %10s %-5s %5s %5s %6s\n' "$2" "$3" "$v" "$4" "$ca" "$cb" "$r"
+  printf '%-14s %-12s %10s %-5s %5s %5s %6s\n' "$2" "$3" "$v" "$4" "$ca" "$cb" "$r"
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$v" "$4" "$ca" "$cb" "$r" >>"$tsv"
 }
 
@@ -138,21 +144,21 @@ echo "softrdma across a veth pair ($(date -u +%F), $(nproc) cores, $(uname -r));
 for m in 1500 9000; do
   mtu $m
   echo
-  printf '%-10s %-16s %10s %-5s %5s %5s %6s\n' "MTU $m" "test" "value" "unit" "cpu_a" "cpu_b" "ratio"
+  printf '%-14s %-12s %10s %-5s %5s %5s %6s\n' "MTU $m" "test" "value" "unit" "cpu_a" "cpu_b" "ratio"
   qperf_run tcp_bw 65536
   tcp_bw=${result%% *}
   row $m tcp tcp_bw MB/s "$tcp_bw"
   qperf_run tcp_lat 2
   tcp_lat=${result%% *}
   row $m tcp tcp_lat us "$tcp_lat"
-  for k in udp af_xdp af_packet iwarp; do
+  for k in udp af_xdp af_packet iwarp lwip_af_packet lwip_af_xdp; do
     if ! why=$(can_start $k); then
       printf '%-10s skipped (%s)\n' "$k" "$why"
       continue
     fi
     perftest_run $k ib_write_bw 65536
     row $m $k write_bw MB/s "$tcp_bw"
-    if [ $k != iwarp ]; then
+    if [ $k = udp ] || [ $k = af_xdp ] || [ $k = af_packet ]; then
       perftest_run $k ib_read_bw 65536
       row $m $k read_bw MB/s "$tcp_bw"
       perftest_run $k ib_send_bw 65536
