@@ -229,6 +229,25 @@ void on_message(const wire::CmRtu& m, const wire::Gid16& /*src*/, std::uint64_t 
   deliver(ev);
 }
 
+// Another host had no listener for our REQ (REJ reason 8), but may have one a moment later: a
+// server closing one listener and opening the next, as qperf and perftest -R do between their
+// connections (Debian's perftest 4.5 crashes in its own retry after a REJECTED). For 250 ms
+// after the first such REJ the same REQ goes again every 10 ms, as the iWARP CM connects again
+// (cm/iwarp_conn.cpp). On this host rdma_connect has waited for a listener already.
+bool retry_no_listener(CmId* id, const wire::CmRej& m) {
+  if (id->state != State::kReqSent || m.reason != wire::rej_reason::kInvalidServiceId ||
+      id->peer_gid == agent().gsi.gid()) {
+    return false;
+  }
+  const auto now = Clock::now();
+  if (id->no_listener_since == Clock::time_point{}) id->no_listener_since = now;
+  if (now - id->no_listener_since > std::chrono::milliseconds(250)) return false;
+  id->resend_req = true;
+  id->deadline = now + std::chrono::milliseconds(10);
+  wake();
+  return true;
+}
+
 void on_message(const wire::CmRej& m, const wire::Gid16& /*src*/, std::uint64_t /*tid*/) {
   CmId* id = find_by_local(m.remote_comm_id);
   if (!id) return;
@@ -236,6 +255,7 @@ void on_message(const wire::CmRej& m, const wire::Gid16& /*src*/, std::uint64_t 
       id->state != State::kRepRcvd) {
     return;
   }
+  if (id->waiting && retry_no_listener(id, m)) return;
   id->waiting = false;
   id->state = State::kClosed;
   if (id->destroyed) return;

@@ -22,6 +22,12 @@ std::size_t unread_completions(const CmId* id) {
 }
 
 void on_timeout(CmId* id) {
+  if (id->resend_req) {  // the REQ again after a REJ for want of a listener (cm_handlers.cpp)
+    id->resend_req = false;
+    id->deadline = Clock::now() + id->resp_timeout;
+    send_mad(id, id->peer_gid);
+    return;
+  }
   if (id->retries_left > 0) {
     id->retries_left--;
     id->deadline = Clock::now() + id->resp_timeout;

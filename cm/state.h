@@ -122,6 +122,9 @@ struct CmId {
   bool tcp_connecting = false;
   std::vector<std::uint8_t> mpa_private;
   Clock::time_point iw_refused_since{};  // first ECONNREFUSED of this connect
+  // IB CM: the first REJ for want of a listener on another host, and the REQ due again.
+  Clock::time_point no_listener_since{};
+  bool resend_req = false;
 
   // Passive ids remember the REP/SIDR_REP they sent, to answer a duplicate request.
   bool answer_sent = false;

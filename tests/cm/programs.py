@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Acceptance: unmodified Debian rdma_cm programs over softrdma's librdmacm.so.1.
 
-usage: programs.py SOFTRDMA TSHARK CASE
+usage: programs.py SOFTRDMA TSHARK CASE [CM_RELISTEN]
 Each CASE runs servers and clients on this host through `softrdma run` and checks exit
 codes and what they print (and, for `trace`, what tshark and `softrdma lint` make of the
 capture)."""
@@ -20,6 +20,7 @@ from testlib import (expect, finish, in_netns, low_port as port, rdma_cm_listeni
                      run_case, skip, tcp_listening, wait_connected, wait_for)
 
 softrdma, tshark, case = sys.argv[1:4]
+relisten_helper = sys.argv[4] if len(sys.argv) > 4 else None  # tests/lwtcp/cm_relisten.c
 
 
 # Options every `softrdma run` of the case gets (the iWARP cases set the transport).
@@ -391,6 +392,29 @@ def case_namespaces():
             return p
 
         p = rping_across("namespaces")
+        if relisten_helper:
+            # perftest -R's pattern across hosts: the server closes its listener for 50 ms
+            # between two connects; the REQ that meets no listener (REJ 8) goes again until it
+            # finds the new one.
+            pr = str(port())
+            srv = subprocess.Popen(["ip", "netns", "exec", a, softrdma, "run", "--netdev",
+                                    f"udp:{addr_a}", "--", relisten_helper, "server", addr_a, pr,
+                                    "50"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                   text=True)
+            expect(wait_for(lambda: in_netns(a, "rdma_cm_listening", pr), 15, interval=0.1,
+                            proc=srv), "namespaces, relisten: server up")
+            cli = subprocess.run(["ip", "netns", "exec", b, softrdma, "run", "--netdev",
+                                  f"udp:{addr_b}", "--", relisten_helper, "client", addr_a, pr],
+                                 capture_output=True, text=True, timeout=60)
+            src, sout = finish(srv, 30)
+            gap = [float(line.split()[1]) for line in sout.splitlines() if line.startswith("gap ")]
+            expect(gap != [], "namespaces, relisten: the server's gap", sout)
+            # Beyond 200 ms of a 50 ms sleep the machine stalled past the window: not the CM's.
+            if gap and gap[0] < 200:
+                expect(cli.returncode == 0 and "connected twice" in cli.stdout,
+                       f"namespaces, relisten: connected twice (exit {cli.returncode}, gap "
+                       f"{gap[0]:.0f} ms)", cli.stdout + cli.stderr + sout)
+                expect(src == 0, f"namespaces, relisten: server exit {src}", sout)
         # The same two hosts on a partition of their own (index 0 is 0x8001 on both).
         rping_across("namespaces, partition 0x8001", ["--pkeys", "0x8001,0xffff"])
         # XRC through rdma_cm between the two hosts.
