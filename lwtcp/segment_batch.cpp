@@ -10,8 +10,8 @@ namespace {
 
 // Offsets in an untagged Ethernet frame carrying IPv4 without options.
 constexpr std::size_t kIp = 14, kTcp = 34;
-constexpr std::size_t kIpLen = kIp + 2, kIpId = kIp + 4, kIpFrag = kIp + 6, kIpTtl = kIp + 8,
-                      kIpProto = kIp + 9, kIpSum = kIp + 10, kIpAddrs = kIp + 12;
+constexpr std::size_t kIpLen = kIp + 2, kIpId = kIp + 4, kIpFrag = kIp + 6, kIpProto = kIp + 9,
+                      kIpSum = kIp + 10, kIpAddrs = kIp + 12;
 constexpr std::size_t kSeq = kTcp + 4, kAck = kTcp + 8, kOff = kTcp + 12, kFlags = kTcp + 13,
                       kWin = kTcp + 14, kSum = kTcp + 16, kUrg = kTcp + 18;
 constexpr std::uint8_t kAckFlag = 0x10, kPshFlag = 0x08;
