@@ -218,49 +218,43 @@ void on_accepted(CmId* listener, int fd) {
       });
 }
 
+// Opens the TCP connection of the bound id->tcp_fd to the id's destination: over the userspace
+// TCP the handle turns readable once the outcome is known, over the kernel's writable (or the
+// MPA request goes at once). 0 or an errno.
+int start_tcp_connect(CmId* id) {
+  const sockaddr* dst = &id->id.route.addr.dst_addr;
+  if (iwarp::UserTcp* u = user_tcp()) {
+    sockaddr_in v4;
+    if (!as_v4(dst, v4)) return EAFNOSUPPORT;
+    if (const int rc = u->connect(id->tcp_fd, reinterpret_cast<const sockaddr*>(&v4))) return rc;
+    id->tcp_connecting = true;
+    watch(id->tcp_fd, EPOLLIN);
+    return 0;
+  }
+  if (connect(id->tcp_fd, dst, addr_len(dst)) == 0) {
+    start_mpa(id);
+    return 0;
+  }
+  if (errno != EINPROGRESS) return errno;
+  id->tcp_connecting = true;
+  watch(id->tcp_fd, EPOLLOUT);
+  return 0;
+}
+
 // A port nobody listens on may be about to be (a server closing one listener and opening the
 // next, as qperf and perftest -R do between their connections; Debian's perftest 4.5 crashes
 // when its own retry follows a REJECTED): for 250 ms after the first refusal, connect again
 // every 10 ms, from a fresh socket on the same address, before reporting REJECTED. On this host
 // and across hosts alike, over kernel TCP and over the userspace TCP.
 bool retry_refused(CmId* id) {
-  const sockaddr* dst = &id->id.route.addr.dst_addr;
   const auto now = Clock::now();
   if (id->iw_refused_since == Clock::time_point{}) id->iw_refused_since = now;
   if (now - id->iw_refused_since > std::chrono::milliseconds(250)) return false;
   sockaddr_storage src = id->id.route.addr.src_storage;
   reinterpret_cast<sockaddr_in*>(&src)->sin_port = 0;
   close_tcp(id);
-  const int fd = new_socket(dst->sa_family);
-  if (fd < 0) return false;
-  id->tcp_fd = fd;
-  iwarp::UserTcp* u = user_tcp();
-  if (u) {
-    sockaddr_in src4, dst4;
-    if (!as_v4(reinterpret_cast<const sockaddr*>(&src), src4) || !as_v4(dst, dst4) ||
-        u->bind(fd, reinterpret_cast<const sockaddr*>(&src4)) != 0) {
-      return false;
-    }
-    sockaddr_storage peer{};
-    u->names(fd, id->id.route.addr.src_storage, peer);
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    if (u->connect(fd, reinterpret_cast<const sockaddr*>(&dst4)) != 0) return false;
-    id->tcp_connecting = true;
-    watch(fd, EPOLLIN);  // readable once the outcome is known
-    return true;
-  }
-  bind(fd, reinterpret_cast<sockaddr*>(&src), addr_len(dst));
-  socklen_t len = sizeof id->id.route.addr.src_storage;
-  getsockname(fd, &id->id.route.addr.src_addr, &len);
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  if (connect(fd, dst, addr_len(dst)) == 0) {
-    start_mpa(id);
-    return true;
-  }
-  if (errno != EINPROGRESS) return false;
-  id->tcp_connecting = true;
-  watch(fd, EPOLLOUT);
-  return true;
+  return iw_bind(id, reinterpret_cast<const sockaddr*>(&src)) == 0 && start_tcp_connect(id) == 0;
 }
 
 }  // namespace
@@ -331,26 +325,11 @@ int iw_connect(CmId* id, const rdma_conn_param* param) {
   const auto* pd = param ? static_cast<const std::uint8_t*>(param->private_data) : nullptr;
   const std::size_t plen = param && pd ? param->private_data_len : 0;
   id->mpa_private.assign(pd, pd + plen);
-  const sockaddr* dst = &id->id.route.addr.dst_addr;
-  if (iwarp::UserTcp* u = user_tcp()) {  // the handle turns readable when the outcome is known
-    sockaddr_in v4;
-    if (!as_v4(dst, v4)) return EAFNOSUPPORT;
-    if (const int rc = u->connect(id->tcp_fd, reinterpret_cast<const sockaddr*>(&v4))) return rc;
-    id->state = State::kReqSent;
-    id->tcp_connecting = true;
-    watch(id->tcp_fd, EPOLLIN);
-    return 0;
-  }
-  int rc = connect(id->tcp_fd, dst, addr_len(dst));
+  const State before = id->state;
   id->state = State::kReqSent;
-  if (rc == 0) {
-    start_mpa(id);
-    return 0;
-  }
-  if (errno != EINPROGRESS) return errno;
-  id->tcp_connecting = true;
-  watch(id->tcp_fd, EPOLLOUT);
-  return 0;
+  const int rc = start_tcp_connect(id);
+  if (rc != 0 && user_tcp()) id->state = before;  // lwIP refused before sending anything
+  return rc;
 }
 
 int iw_accept(CmId* id, const rdma_conn_param* param) {

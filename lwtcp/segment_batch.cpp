@@ -76,10 +76,9 @@ const std::uint8_t* SegmentBatch::frame() {
     wire::store16(f + kIpLen, static_cast<std::uint16_t>(len_ - kIp));
     put_ip_checksum(f);
     f[kFlags] = last_flags_;
-    const std::uint32_t tcp_len = static_cast<std::uint32_t>(len_ - kTcp);
-    std::uint32_t sum = wire::checksum_add(0, wire::Bytes(f + kIpAddrs, 8));
-    sum += 6 + tcp_len;
-    wire::store16(f + kSum, static_cast<std::uint16_t>(~wire::checksum_fold(sum)));
+    wire::store16(f + kSum, wire::l4_partial_checksum_ipv4(
+                                wire::load32(f + kIpAddrs), wire::load32(f + kIpAddrs + 4), 6,
+                                static_cast<std::uint32_t>(len_ - kTcp)));
   }
   return f;
 }

@@ -35,11 +35,8 @@ bool complete_partial_tcp4(std::uint8_t* frame, std::uint32_t len) {
   const std::uint32_t total = wire::load16(frame + l3 + 2);
   if (ihl < wire::kIpv4MinLen || total < ihl + wire::kTcpMinLen || l3 + total > len) return false;
   const std::uint32_t src = wire::load32(frame + l3 + 12), dst = wire::load32(frame + l3 + 16);
-  const std::uint32_t pseudo =
-      (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF) + 6 + (total - ihl);
-  const auto partial = static_cast<std::uint16_t>(~wire::checksum_fold(pseudo));
   const std::uint8_t* seg = frame + l3 + ihl;
-  if (wire::load16(seg + 16) != partial ||
+  if (wire::load16(seg + 16) != wire::l4_partial_checksum_ipv4(src, dst, 6, total - ihl) ||
       wire::l4_checksum_ipv4(src, dst, 6, wire::Bytes(seg, total - ihl)) == 0) {
     return false;
   }

@@ -154,6 +154,19 @@ def finish(p, timeout=60):
     return p.returncode, out
 
 
+def expect_relisten(name, client_rc, client_out, server_rc, server_out, client_err=""):
+    """The verdict on a tests/lwtcp/cm_relisten.c pair: the client connected twice, though the
+    server listened again only after the gap it prints ("gap N ms"). Beyond 200 ms of its 50 ms
+    sleep the machine stalled past the CM's 250 ms of retries: no verdict then."""
+    gap = [float(line.split()[1]) for line in server_out.splitlines() if line.startswith("gap ")]
+    expect(gap != [], f"{name}: the server's gap", server_out)
+    if gap and gap[0] < 200:
+        expect(client_rc == 0 and "connected twice" in client_out,
+               f"{name}: connected twice (exit {client_rc}, gap {gap[0]:.0f} ms)",
+               client_out + client_err + server_out)
+        expect(server_rc == 0, f"{name}: server exits 0 (got {server_rc})", server_out)
+
+
 def lint_json(softrdma, capture):
     """`softrdma lint --json CAPTURE`: (exit status, the report as a dict or None, output)."""
     r = subprocess.run([softrdma, "lint", "--json", capture], capture_output=True, text=True)

@@ -175,12 +175,23 @@ Expected<std::size_t> build_tcp(MutBytes out, const Tcp& h) {
   return kTcpMinLen;
 }
 
+namespace {
+std::uint32_t ipv4_pseudo_header_sum(std::uint32_t src, std::uint32_t dst, std::uint8_t proto,
+                                     std::uint32_t len) {
+  return (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF) + proto + len;
+}
+}  // namespace
+
 std::uint16_t l4_checksum_ipv4(std::uint32_t src, std::uint32_t dst, std::uint8_t proto,
                                Bytes segment) {
-  std::uint32_t sum = (src >> 16) + (src & 0xFFFF) + (dst >> 16) + (dst & 0xFFFF);
-  sum += proto;
-  sum += static_cast<std::uint32_t>(segment.size());
+  const std::uint32_t sum =
+      ipv4_pseudo_header_sum(src, dst, proto, static_cast<std::uint32_t>(segment.size()));
   return checksum_fold(checksum_add(sum, segment));
+}
+
+std::uint16_t l4_partial_checksum_ipv4(std::uint32_t src, std::uint32_t dst, std::uint8_t proto,
+                                       std::uint32_t len) {
+  return static_cast<std::uint16_t>(~checksum_fold(ipv4_pseudo_header_sum(src, dst, proto, len)));
 }
 
 std::uint16_t l4_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
