@@ -3,9 +3,9 @@
 # kernel TCP (qperf) over the same veth in the same run, at MTU 1500 and 9000 (issue 15).
 # For udp, af_xdp and af_packet: ib_write_bw, ib_read_bw, ib_send_bw (64 KiB), ib_write_bw -q 8,
 # and ib_write_lat 2 B; for softiwarp0 over the kernel's TCP (iwarp), softiwarp0 over lwIP on
-# af_packet and af_xdp at both ends (lwip_af_packet, lwip_af_xdp: on addresses of their own,
-# 10.97.15.3 and .4, that the kernel does not hold) and dpdk (its af_packet PMD) ib_write_bw and
-# ib_write_lat. Prints
+# af_packet, af_xdp and dpdk at both ends (lwip_af_packet, lwip_af_xdp, lwip_dpdk: on addresses of
+# their own, 10.97.15.3 and .4, that the kernel does not hold) and dpdk (its af_packet PMD)
+# ib_write_bw and ib_write_lat. Prints
 # MB/s or average µs, the CPU each side used (cores: user + system time over the run), and the
 # ratio to TCP's figure; writes the figures to OUT.tsv and a plot of them to OUT.png.
 # Figures, not assertions. Needs root. The namespaces, veth and addresses (10.97.15.1/24 and
@@ -56,6 +56,7 @@ netdev() {  # netdev BACKEND SIDE
   [ "$2" = b ] && ifc=veth1 addr=$addr_b lw=$lwip_b
   case "$1" in
     udp | iwarp) echo "udp:$addr" ;;
+    lwip_dpdk) echo "dpdk:net_af_packet$2,iface=$ifc@$lw" ;;
     lwip_*) echo "${1#lwip_}:$ifc:$lw" ;;
     dpdk) echo "dpdk:net_af_packet$2,iface=$ifc@$addr" ;;
     *) echo "$1:$ifc" ;;
@@ -169,16 +170,18 @@ for m in 1500 9000; do
     perftest_run $k ib_write_lat 2
     row $m $k write_lat us "$tcp_lat"
   done
-  if why=$(can_start dpdk); then  # (DPDK's af_packet PMD: the kernel segments for it)
-    gso 1
-    perftest_run dpdk ib_write_bw 65536
-    row $m dpdk write_bw MB/s "$tcp_bw"
-    perftest_run dpdk ib_write_lat 2
-    row $m dpdk write_lat us "$tcp_lat"
-    gso 65535
-  else
-    printf '%-10s skipped (%s)\n' dpdk "$why"
-  fi
+  for k in dpdk lwip_dpdk; do
+    if why=$(can_start $k); then  # (DPDK's af_packet PMD: the kernel segments for it)
+      gso 1
+      perftest_run $k ib_write_bw 65536
+      row $m $k write_bw MB/s "$tcp_bw"
+      perftest_run $k ib_write_lat 2
+      row $m $k write_lat us "$tcp_lat"
+      gso 65535
+    else
+      printf '%-10s skipped (%s)\n' $k "$why"
+    fi
+  done
 done
 mtu 1500
 echo

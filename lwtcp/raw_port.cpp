@@ -14,9 +14,12 @@ bool carries_user_tcp(const std::string& spec, const netdev::IpAddr& address) {
 std::string roce_spec_beside_user_tcp(const std::string& spec) {
   std::string iface, given;
   netdev::IpAddr address;
-  if (netdev::frame_backend(spec) != netdev::FrameBackend::kAfXdp ||
-      !netdev::split_iface_spec(spec, iface, given) || !netdev::IpAddr::parse(given, address) ||
-      !carries_user_tcp(spec, address)) {
+  const auto backend = netdev::frame_backend(spec);
+  const bool parsed = backend == netdev::FrameBackend::kDpdk
+                          ? netdev::split_dpdk_spec(spec, iface, given)
+                          : netdev::split_iface_spec(spec, iface, given);
+  if ((backend != netdev::FrameBackend::kAfXdp && backend != netdev::FrameBackend::kDpdk) ||
+      !parsed || !netdev::IpAddr::parse(given, address) || !carries_user_tcp(spec, address)) {
     return spec;  // a bad spec is reported by netdev::open
   }
   return netdev::with_frame_backend(spec, netdev::FrameBackend::kAfPacket);

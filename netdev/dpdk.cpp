@@ -20,6 +20,8 @@
 #include <sstream>
 #include <vector>
 
+#include "netdev/open.h"
+
 namespace softrdma::netdev {
 
 namespace {
@@ -34,14 +36,6 @@ constexpr auto kIdleSleepMax = std::chrono::microseconds(1000);
 std::mutex eal_mu;
 bool eal_up = false;
 int pool_serial = 0;
-
-// The interface of a vdev's "iface=NAME" argument, or "".
-std::string iface_of(const std::string& device) {
-  const auto at = device.find("iface=");
-  if (at == std::string::npos) return "";
-  const auto end = device.find(',', at);
-  return device.substr(at + 6, end == std::string::npos ? std::string::npos : end - at - 6);
-}
 
 long free_hugepages() {
   std::ifstream in("/proc/meminfo");
@@ -124,11 +118,21 @@ bool find_port(const std::string& device, std::uint16_t& port) {
 std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::optional<IpAddr> local,
                                              std::string& error, FaultConfig faults,
                                              std::optional<std::uint16_t> vlan_tci,
-                                             std::uint32_t expected_qps) {
+                                             std::uint32_t expected_qps, Steering steer) {
   std::unique_ptr<DpdkNetdev> d(new DpdkNetdev());
   d->device_ = device;
+  d->steer_ = steer;
   const std::string where = "dpdk:" + device;
-  const std::string iface = iface_of(device);
+  const std::string iface = dpdk_vdev_iface(device);
+  if (steer == Steering::kTcp &&
+      (!local || !local->is_v4() || !interface_with(*local).empty() || vlan_tci)) {
+    // The kernel would answer our segments with resets: a userspace TCP needs an address of
+    // its own (IPv6 and VLANs are not done yet).
+    error = where + ": a userspace TCP needs an IPv4 address no interface holds, and no VLAN" +
+            (local ? ", not " + local->str() : " (dpdk:DEVICE@ADDRESS)") +
+            (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
+    return nullptr;
+  }
   IpAddr addr;
   if (local) {
     addr = *local;
@@ -218,7 +222,8 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
   nc.answer_arp = iface.empty() || interface_with(addr).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
-  if (!d->start(where, addr, nc, faults, error)) return nullptr;
+  if (steer == Steering::kTcp) d->tcp_addr_ = addr.v4_host();
+  if (!d->start(where, addr, nc, faults, error, steer == Steering::kRoce)) return nullptr;
   d->poller_ = std::thread([p = d.get()] {
     pthread_setname_np(pthread_self(), "softrdma-dpdk");
     p->poll_loop();
@@ -251,14 +256,27 @@ void DpdkNetdev::poll_loop() {
   std::array<rte_mbuf*, kBurst> burst;
   auto idle = std::chrono::microseconds(0);
   while (!stop_.load(std::memory_order_relaxed)) {
-    const std::uint16_t n = rte_eth_rx_burst(port_, 0, burst.data(), kBurst);
-    if (n == 0) {
+    const std::uint16_t got = rte_eth_rx_burst(port_, 0, burst.data(), kBurst);
+    if (got == 0) {
       // Nothing: sleep, longer each time, up to 1 ms (polling mode without a core to burn).
       idle = std::min(kIdleSleepMax, idle + std::chrono::microseconds(20));
       std::this_thread::sleep_for(idle);
       continue;
     }
     idle = std::chrono::microseconds(0);
+    std::uint16_t n = got;
+    if (steer_ == Steering::kTcp) {  // keep ours, free the rest (left to the kernel)
+      n = 0;
+      for (std::uint16_t i = 0; i < got; ++i) {
+        rte_mbuf* m = burst[i];
+        if (keeps_for_tcp(rte_pktmbuf_mtod(m, const std::uint8_t*), m->data_len)) {
+          burst[n++] = m;
+        } else {
+          rte_pktmbuf_free(m);
+        }
+      }
+      if (n == 0) continue;
+    }
     const unsigned put =
         rte_ring_sp_enqueue_burst(ring_, reinterpret_cast<void**>(burst.data()), n, nullptr);
     if (put < n) {
@@ -292,11 +310,58 @@ std::size_t DpdkNetdev::recv_batch(std::span<Packet* const> pkts) {
     rte_pktmbuf_free_bulk(got.data(), k);
     if (k < want) break;
   }
+  signal_if_waiting();
+  return n;
+}
+
+void DpdkNetdev::signal_if_waiting() {
   if (rte_ring_count(ring_) > 0) {
     const std::uint64_t one = 1;
     (void)!write(event_fd_, &one, sizeof one);  // more is waiting: stay readable
   }
+}
+
+bool DpdkNetdev::keeps_for_tcp(const std::uint8_t* f, std::uint32_t len) const {
+  auto be16 = [f](std::size_t at) { return static_cast<std::uint32_t>(f[at] << 8 | f[at + 1]); };
+  auto be32 = [&](std::size_t at) { return be16(at) << 16 | be16(at + 2); };
+  constexpr std::size_t kL3 = wire::kEthernetLen;
+  if (len < kL3 + 28) return false;  // shorter than an ARP packet or an IPv4 header and 8
+  if (be16(12) == 0x0806) return be32(kL3 + 24) == tcp_addr_;  // ARP: its target address
+  return be16(12) == 0x0800 && f[kL3 + 9] == 6 /* TCP */ && be32(kL3 + 16) == tcp_addr_;
+}
+
+std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
+  std::uint64_t ignored;
+  (void)!read(event_fd_, &ignored, sizeof ignored);
+  std::array<rte_mbuf*, kBurst> got;
+  std::size_t n = 0;
+  while (n < max) {
+    const unsigned want = static_cast<unsigned>(std::min<std::size_t>(kBurst, max - n));
+    const unsigned k =
+        rte_ring_sc_dequeue_burst(ring_, reinterpret_cast<void**>(got.data()), want, nullptr);
+    for (unsigned i = 0; i < k; ++i) {
+      rte_mbuf* m = got[i];
+      auto* frame = rte_pktmbuf_mtod(m, std::uint8_t*);
+      if (m->nb_segs != 1 || m->pkt_len != m->data_len) {
+        bump(counters_.rx_malformed);  // longer than an mbuf: the sender's link has a larger MTU
+        continue;
+      }
+      // A kernel TCP on this host (a vdev on a veth) leaves its checksum partial.
+      complete_partial_tcp4(frame, m->data_len);
+      bump(counters_.rx_packets);
+      bump(counters_.rx_bytes, m->data_len);
+      sink(frame, m->data_len);
+      ++n;
+    }
+    rte_pktmbuf_free_bulk(got.data(), k);
+    if (k < want) break;
+  }
+  signal_if_waiting();
   return n;
+}
+
+std::vector<std::pair<std::string, std::uint64_t>> DpdkNetdev::frame_counters() {
+  return {{"tcp_ring_dropped", counters().rx_dropped}};
 }
 
 std::size_t DpdkNetdev::send_mbufs(std::span<const TxFrame> frames) {

@@ -9,6 +9,11 @@
 // idle), hands mbufs over through a single-producer ring and signals an eventfd. The mbuf pool is
 // sized from the number of QPs expected. Built only when pkg-config finds libdpdk
 // (SOFTRDMA_HAVE_DPDK is then defined).
+//
+// Steering kTcp opens the port for a userspace TCP (lwtcp/) instead: the receive thread keeps
+// TCP to `local` (an IPv4 address no interface holds, so the kernel of a vdev's interface neither
+// answers nor resets our connections) and ARP for it, frees every other frame, and the frames go
+// whole through FramePort.
 #pragma once
 
 #include <atomic>
@@ -19,14 +24,14 @@
 #include <string>
 #include <thread>
 
-#include "netdev/raw_eth.h"
+#include "netdev/raw_frame_port.h"
 
 struct rte_mempool;
 struct rte_ring;
 
 namespace softrdma::netdev {
 
-class DpdkNetdev : public RawEthNetdev {
+class DpdkNetdev : public RawFramePortNetdev {
  public:
   static constexpr std::uint32_t kDefaultQps = 64;
   // Opens `device` (devargs of a vdev, or a PCI address) for `local`; without `local`, the first
@@ -36,7 +41,8 @@ class DpdkNetdev : public RawEthNetdev {
   static std::unique_ptr<DpdkNetdev> open(const std::string& device, std::optional<IpAddr> local,
                                           std::string& error, FaultConfig faults = {},
                                           std::optional<std::uint16_t> vlan_tci = {},
-                                          std::uint32_t expected_qps = kDefaultQps);
+                                          std::uint32_t expected_qps = kDefaultQps,
+                                          Steering steer = Steering::kRoce);
   ~DpdkNetdev() override;
   DpdkNetdev(const DpdkNetdev&) = delete;
   DpdkNetdev& operator=(const DpdkNetdev&) = delete;
@@ -49,6 +55,13 @@ class DpdkNetdev : public RawEthNetdev {
   // The number of mbufs in the pool (sized from the expected QP count).
   std::uint32_t pool_size() const { return pool_size_; }
 
+  // FramePort (Steering::kTcp): the eventfd, and the frames the receive thread kept (a chained
+  // mbuf, a frame longer than one, is counted malformed and dropped).
+  int frame_fd() const override { return event_fd_; }
+  std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  // tcp_ring_dropped: frames the hand-over ring had no room for.
+  std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
+
  protected:
   void put_frames(std::span<const TxFrame> frames) override;
   bool put_frame(const std::uint8_t* frame, std::size_t len) override;
@@ -57,6 +70,9 @@ class DpdkNetdev : public RawEthNetdev {
   DpdkNetdev() = default;
   void poll_loop();
   std::size_t send_mbufs(std::span<const TxFrame> frames);
+  // Steering kTcp: whether the receive thread keeps `frame` (TCP or ARP for our address).
+  bool keeps_for_tcp(const std::uint8_t* frame, std::uint32_t len) const;
+  void signal_if_waiting();  // the eventfd stays readable while the ring holds mbufs
 
   std::string device_;
   std::uint16_t port_ = 0;
@@ -68,6 +84,8 @@ class DpdkNetdev : public RawEthNetdev {
   std::atomic<bool> stop_{false};
   std::thread poller_;
   std::mutex tx_mu_;  // one TX queue: senders take turns
+  Steering steer_ = Steering::kRoce;
+  std::uint32_t tcp_addr_ = 0;  // Steering kTcp: our IPv4 address (host order)
 };
 
 }  // namespace softrdma::netdev

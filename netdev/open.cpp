@@ -17,6 +17,7 @@ bool starts_with(const std::string& s, const char* prefix) {
 
 constexpr const char* kAfPacket = "af_packet:";
 constexpr const char* kAfXdp = "af_xdp:";
+constexpr const char* kDpdk = "dpdk:";
 
 // The highest unicast LID (IBTA): the low 16 bits of a loopback address of our own stay in 1..it.
 constexpr std::uint16_t kMaxUnicastLid = 0xBFFF;
@@ -130,14 +131,34 @@ bool split_dpdk_spec(const std::string& spec, std::string& dev, std::string& add
 FrameBackend frame_backend(const std::string& spec) {
   if (starts_with(spec, kAfPacket)) return FrameBackend::kAfPacket;
   if (starts_with(spec, kAfXdp)) return FrameBackend::kAfXdp;
+  if (starts_with(spec, kDpdk)) return FrameBackend::kDpdk;
   return FrameBackend::kNone;
 }
 
 std::string with_frame_backend(const std::string& spec, FrameBackend backend) {
   const FrameBackend was = frame_backend(spec);
   if (was == FrameBackend::kNone || backend == FrameBackend::kNone) return spec;
+  if (was == FrameBackend::kDpdk || backend == FrameBackend::kDpdk) {
+    // A vdev on an interface names it as iface=NAME; a PCI NIC has none.
+    std::string dev, addr;
+    if (!split_dpdk_spec(spec, dev, addr) || backend == FrameBackend::kDpdk) return spec;
+    const std::string iface = dpdk_vdev_iface(dev);
+    if (iface.empty()) return spec;
+    return (backend == FrameBackend::kAfPacket ? kAfPacket : kAfXdp) + iface +
+           (addr.empty() ? "" : ":" + addr);
+  }
   return (backend == FrameBackend::kAfPacket ? kAfPacket : kAfXdp) +
          spec.substr(spec.find(':') + 1);
+}
+
+std::string dpdk_vdev_iface(const std::string& dev) {
+  for (std::size_t at = dev.find(','); at != std::string::npos; at = dev.find(',', at + 1)) {
+    if (dev.compare(at + 1, 6, "iface=") == 0) {
+      const auto end = dev.find(',', at + 1);
+      return dev.substr(at + 7, end == std::string::npos ? std::string::npos : end - at - 7);
+    }
+  }
+  return "";
 }
 
 std::unique_ptr<FramePort> open_frame_port(const std::string& spec, const IpAddr& address,
@@ -146,8 +167,22 @@ std::unique_ptr<FramePort> open_frame_port(const std::string& spec, const IpAddr
   std::string iface, given;
   if (frame_backend(spec) == FrameBackend::kNone) {
     error = options.spec_origin + "unsupported backend '" + spec +
-            "' (expected af_packet:INTERFACE[:ADDRESS] or af_xdp:INTERFACE[:ADDRESS])";
+            "' (expected af_packet:INTERFACE[:ADDRESS], af_xdp:INTERFACE[:ADDRESS] or "
+            "dpdk:DEVICE@ADDRESS)";
     return nullptr;
+  }
+  if (frame_backend(spec) == FrameBackend::kDpdk) {
+    if (!split_dpdk_spec(spec, iface, given)) {
+      error = options.spec_origin + "bad value '" + spec + "'";
+      return nullptr;
+    }
+#ifdef SOFTRDMA_HAVE_DPDK
+    return DpdkNetdev::open(iface, address, error, options.faults, options.vlan, options.dpdk_qps,
+                            steer);
+#else
+    error = "dpdk:" + iface + ": this build has no DPDK backend (it needs libdpdk-dev 22.11)";
+    return nullptr;
+#endif
   }
   if (!split_iface_spec(spec, iface, given)) {
     error = options.spec_origin + "bad value '" + spec + "'";
@@ -162,10 +197,15 @@ std::unique_ptr<Netdev> open(const std::string& spec, const OpenOptions& options
   IpAddr& addr = address ? *address : own;
   if (spec.empty()) return open_own_loopback(options, error, addr);
   if (starts_with(spec, "udp:")) return open_udp(spec, options, error, addr);
-  if (frame_backend(spec) != FrameBackend::kNone) {
-    return open_raw_socket(spec, options, error, addr);
+  switch (frame_backend(spec)) {
+    case FrameBackend::kAfPacket:
+    case FrameBackend::kAfXdp:
+      return open_raw_socket(spec, options, error, addr);
+    case FrameBackend::kDpdk:
+      return open_dpdk(spec, options, error, addr);
+    case FrameBackend::kNone:
+      break;
   }
-  if (starts_with(spec, "dpdk:")) return open_dpdk(spec, options, error, addr);
   if (starts_with(spec, "memory:")) return open_memory(spec, options, error, addr);
   error = options.spec_origin + "unsupported backend '" + spec + "' (expected " + kSpecForms + ")";
   return nullptr;

@@ -29,11 +29,14 @@ bool split_iface_spec(const std::string& spec, std::string& iface, std::string& 
 // and the (maybe empty) address; false when either part that is there is empty.
 bool split_dpdk_spec(const std::string& spec, std::string& dev, std::string& addr);
 
-// The raw Ethernet backend a spec names (af_packet:…, af_xdp:…), kNone for any other; and `spec`
-// naming `backend` instead (its interface and address kept; a kNone spec as it is).
-enum class FrameBackend : std::uint8_t { kNone, kAfPacket, kAfXdp };
+// The raw Ethernet backend a spec names (af_packet:…, af_xdp:…, dpdk:…), kNone for any other; and
+// `spec` naming `backend` instead (its interface and address kept: a dpdk vdev's iface=; a kNone
+// spec, a dpdk spec without an interface, or one made dpdk, as it is).
+enum class FrameBackend : std::uint8_t { kNone, kAfPacket, kAfXdp, kDpdk };
 FrameBackend frame_backend(const std::string& spec);
 std::string with_frame_backend(const std::string& spec, FrameBackend backend);
+// The interface of a dpdk vdev's devargs ("net_af_packet0,iface=veth0" → "veth0"), or "".
+std::string dpdk_vdev_iface(const std::string& dev);
 
 struct OpenOptions {
   FaultConfig faults;
@@ -52,9 +55,10 @@ struct OpenOptions {
 std::unique_ptr<Netdev> open(const std::string& spec, const OpenOptions& options,
                              std::string& error, IpAddr* address = nullptr);
 
-// The frame port of the raw backend `spec` names (af_packet:IFACE[:ADDRESS] or
-// af_xdp:IFACE[:ADDRESS]), on `address` (the spec's own is not read), steered as `steer` says, with
-// options.faults and options.vlan. nullptr with `error` set, as open's.
+// The frame port of the raw backend `spec` names (af_packet:IFACE[:ADDRESS],
+// af_xdp:IFACE[:ADDRESS] or dpdk:DEVICE[@ADDRESS]), on `address` (the spec's own is not read),
+// steered as `steer` says, with options.faults and options.vlan. nullptr with `error` set, as
+// open's.
 std::unique_ptr<FramePort> open_frame_port(const std::string& spec, const IpAddr& address,
                                            Steering steer, const OpenOptions& options,
                                            std::string& error);

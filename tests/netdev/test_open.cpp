@@ -48,8 +48,19 @@ TEST(Open, SplitsInterfaceAndDeviceSpecs) {
 TEST(Open, FramePortsComeFromRawBackendSpecsOnly) {
   EXPECT_EQ(frame_backend("af_packet:veth0:10.0.0.1"), FrameBackend::kAfPacket);
   EXPECT_EQ(frame_backend("af_xdp:veth0"), FrameBackend::kAfXdp);
+  EXPECT_EQ(frame_backend("dpdk:net_af_packet0,iface=veth0@10.0.0.1"), FrameBackend::kDpdk);
   EXPECT_EQ(frame_backend("udp:10.0.0.1"), FrameBackend::kNone);
   EXPECT_EQ(frame_backend(""), FrameBackend::kNone);
+  // A dpdk vdev's interface carries the other backends; a PCI NIC has none.
+  EXPECT_EQ(with_frame_backend("dpdk:net_af_packet0,iface=veth0@10.0.0.1", FrameBackend::kAfPacket),
+            "af_packet:veth0:10.0.0.1");
+  EXPECT_EQ(with_frame_backend("dpdk:net_tap0,iface=tap0,persist", FrameBackend::kAfXdp),
+            "af_xdp:tap0");
+  EXPECT_EQ(with_frame_backend("dpdk:0000:03:00.0@10.0.0.1", FrameBackend::kAfPacket),
+            "dpdk:0000:03:00.0@10.0.0.1");
+  EXPECT_EQ(with_frame_backend("af_packet:veth0", FrameBackend::kDpdk), "af_packet:veth0");
+  EXPECT_EQ(dpdk_vdev_iface("net_af_packet0,qpairs=1,iface=veth0,blocksz=4096"), "veth0");
+  EXPECT_EQ(dpdk_vdev_iface("net_null0"), "");
   EXPECT_EQ(with_frame_backend("af_xdp:veth0:10.0.0.1", FrameBackend::kAfPacket),
             "af_packet:veth0:10.0.0.1");
   EXPECT_EQ(with_frame_backend("af_packet:veth0", FrameBackend::kAfXdp), "af_xdp:veth0");
@@ -59,10 +70,13 @@ TEST(Open, FramePortsComeFromRawBackendSpecsOnly) {
             nullptr);
   EXPECT_EQ(error,
             "SOFTRDMA_NETDEV: unsupported backend 'udp:10.0.0.1' (expected "
-            "af_packet:INTERFACE[:ADDRESS] or af_xdp:INTERFACE[:ADDRESS])");
+            "af_packet:INTERFACE[:ADDRESS], af_xdp:INTERFACE[:ADDRESS] or dpdk:DEVICE@ADDRESS)");
   EXPECT_EQ(open_frame_port("af_packet:", ip("10.0.0.1"), Steering::kTcp, with_origin(), error),
             nullptr);
   EXPECT_EQ(error, "SOFTRDMA_NETDEV: bad value 'af_packet:'");
+  EXPECT_EQ(open_frame_port("dpdk:", ip("10.0.0.1"), Steering::kTcp, with_origin(), error),
+            nullptr);
+  EXPECT_EQ(error, "SOFTRDMA_NETDEV: bad value 'dpdk:'");
 }
 
 TEST(Open, MemoryNeedsAFabricAndAFreeAddress) {
