@@ -26,8 +26,10 @@ struct Conn {
   bool peer_fin = false;
   bool send_blocked = false;  // the last send found no room: tcp_sent signals
   int error = 0;              // the connection failed (errno value)
-  pbuf* rx = nullptr;         // received, not yet read (a chain)
-  std::deque<int> ready;      // a listener's accepted connections, not yet taken
+  // Received, not yet read: lwIP's chains as its receive callback gave them, in order (each
+  // under 64 KiB; joined, a chain's 16-bit length would wrap under a wider window).
+  std::deque<pbuf*> rx;
+  std::deque<int> ready;  // a listener's accepted connections, not yet taken
   iwarp::TcpEndpoint local, remote;
 };
 

@@ -13,6 +13,7 @@
 #include "lwip/init.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
+#include "lwip/priv/tcp_priv.h"  // tcp_abandon
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "netif/ethernet.h"
@@ -39,6 +40,7 @@
   X(err_t, pbuf_take, (struct pbuf * b, const void* d, u16_t len), (b, d, len))                   \
   X(void, sys_check_timeouts, (void), ())                                                         \
   X(u32_t, sys_timeouts_sleeptime, (void), ())                                                    \
+  X(void, tcp_abandon, (struct tcp_pcb * p, int reset), (p, reset))                               \
   X(void, tcp_abort, (struct tcp_pcb * p), (p))                                                   \
   X(void, tcp_accept, (struct tcp_pcb * p, tcp_accept_fn f), (p, f))                              \
   X(void, tcp_arg, (struct tcp_pcb * p, void* a), (p, a))                                         \
@@ -54,6 +56,7 @@
   X(void, tcp_recv, (struct tcp_pcb * p, tcp_recv_fn f), (p, f))                                  \
   X(void, tcp_recved, (struct tcp_pcb * p, u16_t len), (p, len))                                  \
   X(void, tcp_sent, (struct tcp_pcb * p, tcp_sent_fn f), (p, f))                                  \
+  X(u32_t, tcp_update_rcv_ann_wnd, (struct tcp_pcb * p), (p))                                     \
   X(err_t, tcp_shutdown, (struct tcp_pcb * p, int rx, int tx), (p, rx, tx))                       \
   X(err_t, tcp_write, (struct tcp_pcb * p, const void* d, u16_t len, u8_t flags),                 \
     (p, d, len, flags))

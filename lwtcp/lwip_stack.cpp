@@ -7,6 +7,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cerrno>
@@ -21,10 +22,12 @@
 #include "lwip/init.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
+#include "lwip/priv/tcp_priv.h"  // tcp_abandon
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
 #include "lwtcp/lwip_loader.h"
+#include "lwtcp/receive_window.h"
 #include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
 #include "netif/ethernet.h"
@@ -35,6 +38,13 @@ namespace {
 
 std::atomic<bool> g_running{false};  // lwIP's state is global: one stack per process
 constexpr std::size_t kFramesPerPoll = 256;
+// Half-open connections (SYN received, handshake not finished) the stack keeps at most, over all
+// its listeners: lwIP's own backlog is compiled out of Debian's build, and each SYN of a flood
+// from an address that never answers would keep a connection for 20 s (TCP_SYN_RCVD_TIMEOUT),
+// sending SYN-ACKs. A connection request beyond them pushes out the oldest, without a reset (its
+// source may be forged): a real client's request is pushed out only by this many later ones
+// within its round trip.
+constexpr std::size_t kMaxHalfOpen = 256;
 // At exit a process's connections die with it, where the kernel would go on sending what they
 // hold: a closed connection's last data or FIN that a loss made lwIP keep for a retransmission
 // would never reach the peer (which then waits for it forever). The process's exit waits, at
@@ -67,8 +77,8 @@ void linger_at_exit() {
 // sender that idles for an acknowledgement's round trip after each 64 KiB. Its segment queue
 // allows four times that (TCP_SND_QUEUELEN, a pbuf a segment here), and the buffer is a count on
 // the pcb that acknowledgements only add to: a connection starts with nearly four times the
-// built-in size (a full queue is a short write, as a full buffer is). The receive window stays
-// lwIP's 64 KiB (TCP_WND caps it).
+// built-in size (a full queue is a short write, as a full buffer is). The receive window is
+// receive_window.h's.
 constexpr tcpwnd_size_t kSendBuffer = 4 * TCP_SND_BUF - 8 * TCP_MSS;
 void widen_send_buffer(tcp_pcb* pcb) {
   if (pcb->snd_buf < kSendBuffer) pcb->snd_buf = kSendBuffer;
@@ -152,10 +162,13 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
           ++counts_.rx_frames;
           const SegmentKind k = classify(f, len);
           if (k == SegmentKind::kTcpRst) ++counts_.rx_rst;
-          if (k == SegmentKind::kTcpSyn) ++counts_.rx_syn;
           if (k == SegmentKind::kMalformed || len > 0xFFFF) {
             ++counts_.rx_malformed;  // lwIP would drop it too: counted here
             return;
+          }
+          if (k == SegmentKind::kTcpSyn) {
+            ++counts_.rx_syn;
+            make_room_for_syn();
           }
           pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
           if (!p) {
@@ -171,6 +184,22 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         kFramesPerPoll);
     sys_check_timeouts();
     end_batch();
+  }
+
+  // Before a connection request reaches lwIP: at kMaxHalfOpen half-open connections, the oldest
+  // goes (mu held). The list holds the newest first.
+  void make_room_for_syn() {
+    std::size_t half_open = 0;
+    tcp_pcb* oldest = nullptr;
+    for (tcp_pcb* p = lwip_active_pcbs(); p; p = p->next) {
+      if (p->state != SYN_RCVD) continue;
+      ++half_open;
+      oldest = p;
+    }
+    counts_.half_open_peak = std::max<std::uint64_t>(counts_.half_open_peak, half_open);
+    if (half_open < kMaxHalfOpen || !oldest) return;
+    tcp_abandon(oldest, 0);  // no reset; nobody of ours knows it yet (accept comes after)
+    ++counts_.syn_evicted;
   }
 
   void begin_batch() override { batching_ = segmentation_; }
@@ -299,6 +328,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         {"tcp_rx_frames", counts_.rx_frames},
         {"tcp_tx_frames", counts_.tx_frames},
         {"tcp_rx_syn", counts_.rx_syn},
+        {"tcp_half_open_peak", counts_.half_open_peak},
+        {"tcp_syn_evicted", counts_.syn_evicted},
         {"tcp_rx_rst", counts_.rx_rst},
         {"tcp_tx_rst", counts_.tx_rst},
         {"tcp_rx_malformed", counts_.rx_malformed},
@@ -348,6 +379,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       return ERR_ABRT;
     }
     hook(c);
+    widen_receive_window(pcb);
     c->local = endpoint(pcb->local_ip, pcb->local_port);
     c->remote = endpoint(pcb->remote_ip, pcb->remote_port);
     l->ready.push_back(c->fd);
@@ -357,7 +389,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   static err_t on_connected(void* arg, tcp_pcb* pcb, err_t) {
     auto* c = static_cast<Conn*>(arg);
-    if (pcb) widen_send_buffer(pcb);  // the handshake set its own threshold
+    if (pcb) {
+      widen_send_buffer(pcb);  // the handshake set its own threshold
+      widen_receive_window(pcb);
+    }
     if (c) {
       c->connecting = false;
       signal(*c);
@@ -369,17 +404,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     auto* c = static_cast<Conn*>(arg);
     if (!c) {  // closed on our side: nobody reads
       if (p) {
-        tcp_recved(pcb, p->tot_len);
+        open_window(pcb, p->tot_len);
         pbuf_free(p);
       }
       return ERR_OK;
     }
     if (!p) {
       c->peer_fin = true;
-    } else if (c->rx) {
-      pbuf_cat(c->rx, p);
     } else {
-      c->rx = p;
+      c->rx.push_back(p);
     }
     signal(*c);
     return ERR_OK;
@@ -418,12 +451,13 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   static err_t link_output(netif* n, pbuf* p) {
     auto* self = static_cast<LwipStack*>(n->state);
-    const std::uint8_t* frame = static_cast<const std::uint8_t*>(p->payload);
+    auto* frame = static_cast<std::uint8_t*>(p->payload);
     if (p->next) {  // a chain: one frame of it
       if (p->tot_len > self->tx_.size()) return ERR_BUF;
       pbuf_copy_partial(p, self->tx_.data(), p->tot_len, 0);
       frame = self->tx_.data();
     }
+    offer_window_shift(frame, p->tot_len, kWindowShift);  // a SYN's: receive_window.h
     self->trace(frame, p->tot_len, true);  // each segment as lwIP built it, joined or not
     ++self->counts_.tx_frames;
     // lwIP's answer to a segment of no connection (or to one it gave up): a reset.
@@ -472,10 +506,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // Under mu: frames in and out, connection requests (SYN) and resets received, resets sent,
   // frames dropped before lwIP (malformed) or by it (no memory, refused by its input), and
   // connections lwIP accepted that we could not take (no handle left: reset), super-segments
-  // sent (each of several of the tx_frames).
+  // sent (each of several of the tx_frames); the most half-open connections lwIP held when a
+  // request came, and those pushed out for a newer one (kMaxHalfOpen).
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
-                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0;
+                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0,
+                  half_open_peak = 0, syn_evicted = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
@@ -520,7 +556,8 @@ void Stack::end(int handle, bool reset) {
       tcp_abort(c.pcb);  // out of memory for the FIN
     }
   }
-  if (c.rx) pbuf_free(c.rx);
+  for (pbuf* p : c.rx) pbuf_free(p);
+  c.rx.clear();
   for (const int h : c.ready) end(h, true);  // accepted, never taken
   ::close(c.fd);
   conns_.erase(handle);

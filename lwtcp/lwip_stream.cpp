@@ -1,6 +1,7 @@
 // The byte stream over one lwIP TCP connection: send copies into lwIP's send buffer as far as
 // tcp_sndbuf allows (its flow control), recv copies out of the received pbufs and opens the
-// window (tcp_recved); readiness is the connection's eventfd, signalled by lwIP's callbacks.
+// window (open_window, receive_window.h); readiness is the connection's eventfd, signalled by
+// lwIP's callbacks.
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include "lwip/pbuf.h"
 #include "lwip/tcp.h"
 #include "lwtcp/lwip_internal.h"
+#include "lwtcp/receive_window.h"
 
 namespace softrdma::lwtcp {
 namespace {
@@ -61,12 +63,18 @@ class LwipStream final : public iwarp::ByteStream {
     std::lock_guard lock(stack_.mu);
     Conn* c = stack_.find(fd_);
     if (!c) return {0, EBADF};
-    if (c->rx) {
-      const auto n = static_cast<u16_t>(std::min<std::size_t>({into.size(), c->rx->tot_len}));
-      pbuf_copy_partial(c->rx, into.data(), n, 0);
-      c->rx = pbuf_free_header(c->rx, n);
-      if (c->pcb) tcp_recved(c->pcb, n);
-      return {n, 0};
+    if (!c->rx.empty()) {
+      std::size_t got = 0;
+      while (got < into.size() && !c->rx.empty()) {
+        pbuf*& front = c->rx.front();
+        const auto n = static_cast<u16_t>(std::min<std::size_t>(into.size() - got, front->tot_len));
+        pbuf_copy_partial(front, into.data() + got, n, 0);
+        front = pbuf_free_header(front, n);
+        if (!front) c->rx.pop_front();
+        got += n;
+      }
+      if (c->pcb) open_window(c->pcb, static_cast<std::uint32_t>(got));
+      return {got, 0};
     }
     if (c->peer_fin) return {0, 0};
     if (c->error) return {0, c->error};
