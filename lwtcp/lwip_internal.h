@@ -2,6 +2,7 @@
 // one connection's state, and the lock over all of lwIP. Every lwIP call is made with mu held.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -24,8 +25,9 @@ struct Conn {
   bool listener = false;
   bool connecting = false;
   bool peer_fin = false;
-  bool send_blocked = false;  // the last send found no room: tcp_sent signals
-  int error = 0;              // the connection failed (errno value)
+  bool send_blocked = false;    // the last send found no room: tcp_sent signals
+  std::uint16_t held_port = 0;  // a port the stack holds in the kernel for it (PortHolds)
+  int error = 0;                // the connection failed (errno value)
   // Received, not yet read: lwIP's chains as its receive callback gave them, in order (each
   // under 64 KiB; joined, a chain's 16-bit length would wrap under a wider window).
   std::deque<pbuf*> rx;
@@ -48,6 +50,8 @@ class Stack {
   // segmentation offload; end_batch sends what is held (mu held for both).
   virtual void begin_batch() = 0;
   virtual void end_batch() = 0;
+  // The connection no longer uses the port the stack held for it in the kernel (mu held).
+  virtual void release_port(std::uint16_t port) = 0;
 
  protected:
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;

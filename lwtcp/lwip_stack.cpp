@@ -27,6 +27,7 @@
 #include "lwip/timeouts.h"
 #include "lwtcp/lwip_internal.h"
 #include "lwtcp/lwip_loader.h"
+#include "lwtcp/port_hold.h"
 #include "lwtcp/receive_window.h"
 #include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
@@ -166,6 +167,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
             ++counts_.rx_malformed;  // lwIP would drop it too: counted here
             return;
           }
+          if (holds_ && k != SegmentKind::kOther && !holds_->held(tcp_dst_port(f, len))) {
+            ++counts_.rx_kernels;  // a port of the kernel's: its TCP answers, not lwIP
+            return;
+          }
           if (k == SegmentKind::kTcpSyn) {
             ++counts_.rx_syn;
             make_room_for_syn();
@@ -183,6 +188,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         },
         kFramesPerPoll);
     sys_check_timeouts();
+    if (holds_) holds_->expire();
     end_batch();
   }
 
@@ -200,6 +206,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (half_open < kMaxHalfOpen || !oldest) return;
     tcp_abandon(oldest, 0);  // no reset; nobody of ours knows it yet (accept comes after)
     ++counts_.syn_evicted;
+  }
+
+  void release_port(std::uint16_t port) override {
+    if (holds_) holds_->release(port);
   }
 
   void begin_batch() override { batching_ = segmentation_; }
@@ -236,11 +246,26 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->pcb) return EBADF;
-    ip_addr_t ip = IPADDR4_INIT(htonl(a));
-    if (const err_t e = tcp_bind(c->pcb, &ip, ntohs(in->sin_port)); e != ERR_OK) {
+    if (c->held_port != 0) return EINVAL;  // bound already
+    if (const int e = bind_pcb(*c, htonl(a), ntohs(in->sin_port)); e != 0) return e;
+    c->local = {a ? a : cfg_.address, c->pcb->local_port};
+    return 0;
+  }
+
+  // tcp_bind, the port held in the kernel first when the kernel holds the address too (mu
+  // held); 0 or an errno value.
+  int bind_pcb(Conn& c, std::uint32_t addr_be, std::uint16_t port) {
+    if (holds_) {
+      const int got = holds_->hold(port);
+      if (got < 0) return -got;
+      port = static_cast<std::uint16_t>(got);
+    }
+    ip_addr_t ip = IPADDR4_INIT(addr_be);
+    if (const err_t e = tcp_bind(c.pcb, &ip, port); e != ERR_OK) {
+      if (holds_) holds_->release(port);
       return errno_of(e);
     }
-    c->local = {a ? a : cfg_.address, c->pcb->local_port};
+    if (holds_) c.held_port = port;
     return 0;
   }
 
@@ -265,6 +290,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->pcb) return EBADF;
+    // Unbound, lwIP would pick a port the kernel knows nothing of: the kernel picks it.
+    if (holds_ && c->pcb->local_port == 0) {
+      if (const int e = bind_pcb(*c, htonl(cfg_.address), 0); e != 0) return e;
+    }
     ip_addr_t ip = IPADDR4_INIT(in->sin_addr.s_addr);
     hook(c);
     c->connecting = true;
@@ -335,7 +364,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         {"tcp_rx_malformed", counts_.rx_malformed},
         {"tcp_rx_dropped", counts_.rx_dropped},
         {"tcp_accept_refused", counts_.accept_refused},
-        {"tcp_tx_super_segments", counts_.tx_joined}};
+        {"tcp_tx_super_segments", counts_.tx_joined},
+        {"tcp_rx_kernels", counts_.rx_kernels}};
     for (auto& f : port_->frame_counters()) c.push_back(std::move(f));
     return c;
   }
@@ -380,6 +410,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     }
     hook(c);
     widen_receive_window(pcb);
+    if (self->holds_ && self->holds_->hold(pcb->local_port) > 0) c->held_port = pcb->local_port;
     c->local = endpoint(pcb->local_ip, pcb->local_port);
     c->remote = endpoint(pcb->remote_ip, pcb->remote_port);
     l->ready.push_back(c->fd);
@@ -507,16 +538,20 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // frames dropped before lwIP (malformed) or by it (no memory, refused by its input), and
   // connections lwIP accepted that we could not take (no handle left: reset), super-segments
   // sent (each of several of the tx_frames); the most half-open connections lwIP held when a
-  // request came, and those pushed out for a newer one (kMaxHalfOpen).
+  // request came, and those pushed out for a newer one (kMaxHalfOpen); with held ports, TCP
+  // frames to a port of the kernel's (not given to lwIP).
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
                   rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0,
-                  half_open_peak = 0, syn_evicted = 0;
+                  half_open_peak = 0, syn_evicted = 0, rx_kernels = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
   StackConfig cfg_;
   Counts counts_;
+  // The kernel holds the address too: the ports held for our connections (cfg_.hold_ports).
+  std::unique_ptr<PortHolds> holds_ =
+      cfg_.hold_ports ? std::make_unique<PortHolds>(cfg_.address) : nullptr;
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   std::array<std::uint8_t, 9216 + 64> tx_{};
@@ -558,6 +593,7 @@ void Stack::end(int handle, bool reset) {
   }
   for (pbuf* p : c.rx) pbuf_free(p);
   c.rx.clear();
+  if (c.held_port != 0) release_port(c.held_port);
   for (const int h : c.ready) end(h, true);  // accepted, never taken
   ::close(c.fd);
   conns_.erase(handle);

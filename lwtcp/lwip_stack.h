@@ -18,7 +18,12 @@ class PcapngWriter;
 namespace softrdma::lwtcp {
 
 struct StackConfig {
-  std::uint32_t address = 0;                  // IPv4, host order
+  std::uint32_t address = 0;  // IPv4, host order
+  // The kernel holds the address too (steering kTcpShared): each port the stack binds (a
+  // listener's, a connection's own) is held by a kernel TCP socket that listens and drops
+  // everything (a socket filter), so the kernel neither answers nor resets what comes to it nor
+  // gives it to another socket; frames to other ports are the kernel's, not lwIP's.
+  bool hold_ports = false;
   std::string trace_name = "softiwarp0";      // the trace's interface name
   std::shared_ptr<pcap::PcapngWriter> trace;  // null: frames not traced
 };

@@ -1,6 +1,8 @@
-// Which raw backend carries softiwarp0's userspace TCP: af_packet:IFACE[:ADDRESS],
-// af_xdp:IFACE[:ADDRESS] or dpdk:DEVICE@ADDRESS on an IPv4 address no interface holds (the kernel
-// owns the others and would reset our connections); any other spec keeps iWARP on kernel TCP.
+// Which raw backend carries softiwarp0's userspace TCP, and how it is steered there:
+// af_packet:IFACE[:ADDRESS], af_xdp:IFACE[:ADDRESS] or dpdk:DEVICE@ADDRESS on an IPv4 address no
+// interface holds (steering kTcp: the kernel never sees our connections), or with `--tcp user`
+// on af_packet or dpdk on an address the kernel holds too (kTcpShared: the stack holds its
+// ports in the kernel); any other spec or choice keeps iWARP on kernel TCP.
 #pragma once
 
 #include <cstdint>
@@ -14,22 +16,29 @@
 
 namespace softrdma::lwtcp {
 
-// Whether `spec` (the device's --netdev, its address `address`) puts iWARP on the userspace TCP.
-bool carries_user_tcp(const std::string& spec, const netdev::IpAddr& address);
+// softiwarp0's TCP as the user chose it (SOFTRDMA_TCP, `softrdma run --tcp`): kAuto is the
+// userspace TCP on an address no interface holds and the kernel's on any other.
+enum class TcpChoice : std::uint8_t { kAuto, kKernel, kUser };
+// "auto", "kernel" or "user"; false for anything else.
+bool parse_tcp_choice(const std::string& s, TcpChoice& out);
+
+// The steering that puts iWARP on the userspace TCP for `spec` (the device's --netdev, its
+// address `address`) and `choice`, or none (kernel TCP).
+std::optional<netdev::Steering> user_tcp_steering(const std::string& spec,
+                                                  const netdev::IpAddr& address,
+                                                  TcpChoice choice = TcpChoice::kAuto);
 
 // The spec softroce0 opens beside softiwarp0 (--transport iwarp): af_xdp:IFACE:ADDRESS on an
 // IPv4 address no interface holds becomes af_packet:IFACE:ADDRESS, since the XDP program (one an
-// interface) steers to the TCP, and so does dpdk:VDEV,iface=IFACE@ADDRESS, since the port is the
-// TCP's (a PCI NIC's spec stays: softroce0 takes the port, and softiwarp0 stays on kernel TCP);
-// any other spec stays as it is.
-std::string roce_spec_beside_user_tcp(const std::string& spec);
+// interface) steers to the TCP, and so does dpdk:VDEV,iface=IFACE@ADDRESS under the userspace
+// TCP, since the port is the TCP's (a PCI NIC's spec stays: softroce0 takes the port, and
+// softiwarp0 stays on kernel TCP); any other spec stays as it is.
+std::string roce_spec_beside_user_tcp(const std::string& spec, TcpChoice choice = TcpChoice::kAuto);
 
-// The TCP's port (netdev::open_frame_port, steering kTcp), with `faults` on what it sends;
+// The TCP's port (netdev::open_frame_port, steered as `steer`), with `faults` on what it sends;
 // nullptr with `error` set.
-std::unique_ptr<netdev::FramePort> open_raw_port(const std::string& spec,
-                                                 const netdev::IpAddr& address,
-                                                 std::optional<std::uint16_t> vlan,
-                                                 const netdev::FaultConfig& faults,
-                                                 std::string& error);
+std::unique_ptr<netdev::FramePort> open_raw_port(
+    const std::string& spec, const netdev::IpAddr& address, netdev::Steering steer,
+    std::optional<std::uint16_t> vlan, const netdev::FaultConfig& faults, std::string& error);
 
 }  // namespace softrdma::lwtcp

@@ -25,6 +25,14 @@ SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
   return SegmentKind::kTcp;
 }
 
+std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len) {
+  constexpr std::size_t kIp = wire::kEthernetLen;
+  if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return 0;
+  const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
+  if (frame[kIp + 9] != 6 || len < kIp + ihl + 4) return 0;
+  return wire::load16(frame + kIp + ihl + 2);
+}
+
 bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len) {
   constexpr std::size_t kIp = wire::kEthernetLen;
   if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return false;

@@ -12,6 +12,10 @@ enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpSyn, kTcpRst, kMalform
 
 SegmentKind classify(const std::uint8_t* frame, std::uint32_t len);
 
+// The destination port of an untagged TCP/IPv4 frame classify() took for a segment (0 for any
+// other frame).
+std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len);
+
 // Whether a frame lwIP sends is a TCP reset: its headers only, no checksum (lwIP's own frames
 // are well formed; classify() is for what arrives).
 bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len);

@@ -152,10 +152,9 @@ std::vector<sock_filter> filter6(const IpAddr& ip) {
 // untagged when we have none) that filter4 or filter6 takes.
 std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uint16_t> vlan_tci,
                                      AfPacketNetdev::Steering steer) {
-  const std::vector<sock_filter> f = steer == AfPacketNetdev::Steering::kTcp
-                                         ? filter4_tcp(local.v4_host())
-                                     : local.is_v4() ? filter4(local.v4_host())
-                                                     : filter6(local);
+  const std::vector<sock_filter> f = steers_tcp(steer) ? filter4_tcp(local.v4_host())
+                                     : local.is_v4()   ? filter4(local.v4_host())
+                                                       : filter6(local);
   // Before it, the VLAN test; a failed one jumps to the final reject.
   constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
   constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
@@ -186,9 +185,13 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
                                                      Steering steer) {
   std::unique_ptr<AfPacketNetdev> d(new AfPacketNetdev());
   const std::string where = "af_packet:" + ifname;
-  if (steer == Steering::kTcp && (!local.is_v4() || !interface_with(local).empty())) {
-    // The kernel would answer our segments with resets: a userspace TCP needs an address of
-    // its own (and IPv6 is not done yet).
+  if (steers_tcp(steer) && !local.is_v4()) {
+    error = where + ": a userspace TCP needs an IPv4 address, not " + local.str();
+    return nullptr;
+  }
+  if (steer == Steering::kTcp && !interface_with(local).empty()) {
+    // The kernel would answer our segments with resets: without held ports (kTcpShared), a
+    // userspace TCP needs an address of its own.
     error =
         where + ": a userspace TCP needs an IPv4 address no interface holds, not " + local.str();
     return nullptr;
@@ -238,7 +241,7 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   sll.sll_protocol = htons(ETH_P_ALL);
   sll.sll_ifindex = d->link_.ifindex;
   if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) return fail("bind: ");
-  if (steer == Steering::kTcp && d->vnet_) {
+  if (steers_tcp(steer) && d->vnet_) {
     // Super-segments leave through a socket of their own, without the qdisc bypass: the
     // bypass drops a frame the device cannot segment, where the queue's path cuts it in
     // software (a link without TSO). Bound with protocol 0: it receives nothing.

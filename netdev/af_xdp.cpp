@@ -236,6 +236,11 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
                                                std::uint32_t queue, Steering steer) {
   std::unique_ptr<AfXdpNetdev> d(new AfXdpNetdev());
   const std::string where = "af_xdp:" + ifname;
+  if (steer == Steering::kTcpShared) {
+    error = where + ": a userspace TCP on an address the kernel holds (" + local.str() +
+            ") runs on af_packet or dpdk: the XDP program would take the kernel's own TCP";
+    return nullptr;
+  }
   if (steer == Steering::kTcp && (!local.is_v4() || !interface_with(local).empty() || vlan_tci)) {
     // The kernel would answer our segments with resets: a userspace TCP needs an address of
     // its own (IPv6 and VLANs are not done yet).

@@ -124,8 +124,9 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   d->steer_ = steer;
   const std::string where = "dpdk:" + device;
   const std::string iface = dpdk_vdev_iface(device);
-  if (steer == Steering::kTcp &&
-      (!local || !local->is_v4() || !interface_with(*local).empty() || vlan_tci)) {
+  if (steers_tcp(steer) &&
+      (!local || !local->is_v4() || (steer == Steering::kTcp && !interface_with(*local).empty()) ||
+       vlan_tci)) {
     // The kernel would answer our segments with resets: a userspace TCP needs an address of
     // its own (IPv6 and VLANs are not done yet).
     error = where + ": a userspace TCP needs an IPv4 address no interface holds, and no VLAN" +
@@ -222,7 +223,7 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
   nc.answer_arp = iface.empty() || interface_with(addr).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
-  if (steer == Steering::kTcp) d->tcp_addr_ = addr.v4_host();
+  if (steers_tcp(steer)) d->tcp_addr_ = addr.v4_host();
   if (!d->start(where, addr, nc, faults, error, steer == Steering::kRoce)) return nullptr;
   d->poller_ = std::thread([p = d.get()] {
     pthread_setname_np(pthread_self(), "softrdma-dpdk");
@@ -265,7 +266,7 @@ void DpdkNetdev::poll_loop() {
     }
     idle = std::chrono::microseconds(0);
     std::uint16_t n = got;
-    if (steer_ == Steering::kTcp) {  // keep ours, free the rest (left to the kernel)
+    if (steers_tcp(steer_)) {  // keep ours, free the rest (left to the kernel)
       n = 0;
       for (std::uint16_t i = 0; i < got; ++i) {
         rte_mbuf* m = burst[i];

@@ -17,9 +17,15 @@
 namespace softrdma::netdev {
 
 // What a raw backend's filter or XDP program takes from the link: RoCEv2 (UDP 4791) for its
-// RoCE device, or TCP and ARP for a userspace TCP on an IPv4 address no interface holds (so the
-// kernel neither answers nor resets its connections).
-enum class Steering : std::uint8_t { kRoce, kTcp };
+// RoCE device, or TCP and ARP for a userspace TCP: kTcp on an IPv4 address no interface holds
+// (so the kernel neither answers nor resets its connections), kTcpShared on an address the
+// kernel holds too (the stack holds its ports in the kernel, so that the kernel drops what
+// comes to them, and leaves the frames of every other port to the kernel: af_packet and dpdk,
+// whose frames the kernel still sees; not af_xdp, whose program would take them away).
+enum class Steering : std::uint8_t { kRoce, kTcp, kTcpShared };
+inline bool steers_tcp(Steering s) {
+  return s != Steering::kRoce;
+}
 
 class FramePort {
  public:

@@ -45,7 +45,7 @@ class ShmRing {
   // ring so that the consumer can wait for it (writers()).
   void begin_write();
   void end_write();
-  bool closed() const;    // the consumer has gone (or found the ring broken)
+  bool closed() const;  // the consumer has gone (or found the ring broken)
 
   // --- consumer
   // The next datagram as a view into the ring (valid until consume()), or false when the ring

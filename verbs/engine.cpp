@@ -176,6 +176,13 @@ bool apply(Config& cfg, const std::string& key, const std::string& value, std::s
     iwarp::MpaParams m;
     if (!iwarp::parse_mpa_spec(value, m, error)) return false;
     cfg.mpa = value;
+  } else if (key == "tcp") {
+    lwtcp::TcpChoice t;
+    if (!lwtcp::parse_tcp_choice(value, t)) {
+      error = "tcp must be auto, kernel or user, not '" + value + "'";
+      return false;
+    }
+    cfg.tcp = value;
   } else {
     error = "unknown setting '" + key + "'";
     return false;
@@ -245,6 +252,7 @@ bool load_config(Config& cfg, std::string& error) {
                                                       {"SOFTRDMA_PCAP_FILTER", "pcap_filter"},
                                                       {"SOFTRDMA_TRANSPORT", "transport"},
                                                       {"SOFTRDMA_MPA", "mpa"},
+                                                      {"SOFTRDMA_TCP", "tcp"},
                                                       {"SOFTRDMA_VLAN", "vlan"},
                                                       {"SOFTRDMA_DPDK_QPS", "dpdk_qps"},
                                                       {"SOFTRDMA_PKEYS", "pkeys"},
@@ -358,8 +366,10 @@ bool Engine::start(std::string& error) {
   options.dpdk_qps = cfg_.dpdk_qps;
   options.spec_origin = "SOFTRDMA_NETDEV: ";
   // Over af_xdp, softiwarp0's TCP takes the XDP program: softroce0 goes to af_packet.
-  const std::string spec =
-      cfg_.transport == "iwarp" ? lwtcp::roce_spec_beside_user_tcp(cfg_.netdev) : cfg_.netdev;
+  lwtcp::parse_tcp_choice(cfg_.tcp, tcp_choice_);  // checked by load_config
+  const std::string spec = cfg_.transport == "iwarp"
+                               ? lwtcp::roce_spec_beside_user_tcp(cfg_.netdev, tcp_choice_)
+                               : cfg_.netdev;
   std::unique_ptr<netdev::Netdev> nd = netdev::open(spec, options, error, &address_);
   if (!nd) return false;
   if (cfg_.vlan && nd->backend() == "udp") {
@@ -423,20 +433,31 @@ void Engine::print_stats() {
   }
 }
 
-// softiwarp0's userspace TCP: over af_packet or af_xdp on an IPv4 address no interface holds
-// (the kernel owns the others, and would reset our connections), with --faults on what it sends;
-// else none (kernel TCP, as before).
+// softiwarp0's userspace TCP: over af_packet, af_xdp or dpdk on an IPv4 address no interface
+// holds (the kernel owns the others, and would reset our connections), or with --tcp user on an
+// address the kernel holds (its ports held in the kernel), with --faults on what it sends; else
+// none (kernel TCP, as before).
 std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
     const std::shared_ptr<pcap::PcapngWriter>& trace) {
-  if (!lwtcp::carries_user_tcp(cfg_.netdev, address_)) return nullptr;
+  const auto steer = lwtcp::user_tcp_steering(cfg_.netdev, address_, tcp_choice_);
+  if (!steer) {
+    if (tcp_choice_ == lwtcp::TcpChoice::kUser) {
+      std::fprintf(stderr,
+                   "softrdma: --tcp user needs a raw backend (af_packet, af_xdp, dpdk) and an IPv4 "
+                   "address, not '%s': iWARP stays on kernel TCP\n",
+                   cfg_.netdev.c_str());
+    }
+    return nullptr;
+  }
   std::string error;
   netdev::FaultConfig faults;
   netdev::parse_faults(cfg_.faults, faults, error);  // checked at start
-  auto port = lwtcp::open_raw_port(cfg_.netdev, address_, cfg_.vlan, faults, error);
+  auto port = lwtcp::open_raw_port(cfg_.netdev, address_, *steer, cfg_.vlan, faults, error);
   std::shared_ptr<iwarp::UserTcp> tcp;
   if (port) {
     lwtcp::StackConfig sc;
     sc.address = address_.v4_host();
+    sc.hold_ports = *steer == netdev::Steering::kTcpShared;
     sc.trace_name = kIwarpDeviceName;
     sc.trace = trace;
     tcp = lwtcp::open_stack(std::move(port), sc, error);

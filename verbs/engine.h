@@ -11,6 +11,7 @@
 #include <string>
 
 #include "iwarp/device.h"
+#include "lwtcp/raw_port.h"
 #include "netdev/netdev.h"
 #include "rxe/device.h"
 #include "verbs/gid_table.h"
@@ -30,6 +31,7 @@ struct Config {
   std::string pcap_filter;           // trace filter spec, e.g. "qp=0x11;class=send,ack;snaplen=128"
   std::string transport = "roce";    // "iwarp": softiwarp0 is listed first and rdma_cm uses it
   std::string mpa;                   // iWARP MPA settings, see iwarp/mpa_spec.h
+  std::string tcp = "auto";          // softiwarp0's TCP: auto | kernel | user (lwtcp/raw_port.h)
   std::string cc;                    // congestion control: "dcqcn" (default) or "none" (rxe/cc.h)
   std::string switch_port;  // an emulated switch port in front of receives (netdev/switch_port.h)
   std::optional<std::uint16_t> vlan;         // raw backends: tag frames with this 802.1Q VLAN ID
@@ -46,8 +48,8 @@ struct Config {
 };
 
 // Reads SOFTRDMA_* variables, then the file named by SOFTRDMA_CONFIG (key=value lines: device,
-// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, vlan, dpdk_qps, pkeys, local, stats,
-// view, cc, switch); the environment wins. False and a message on a bad value.
+// netdev, faults, mtu, pcap, pcap_filter, transport, mpa, tcp, vlan, dpdk_qps, pkeys, local,
+// stats, view, cc, switch); the environment wins. False and a message on a bad value.
 bool load_config(Config& cfg, std::string& error);
 // What load_config does last: a device named softiwarp0 (the iWARP device's name) selects
 // transport iwarp and leaves the RoCE device its default name; softiwarp0 with transport roce,
@@ -85,6 +87,7 @@ class Engine {
   Engine() = default;
   bool start(std::string& error);
   Config cfg_;
+  lwtcp::TcpChoice tcp_choice_ = lwtcp::TcpChoice::kAuto;  // cfg_.tcp
   netdev::IpAddr address_;
   wire::MacAddr mac_{};
   std::vector<PortGid> gids_;

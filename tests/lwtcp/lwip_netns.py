@@ -11,6 +11,7 @@ segments are counted and answered.
 usage: lwip_netns.py SOFTRDMA TSHARK CASE [CM_RELISTEN]"""
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -44,14 +45,15 @@ def sh(cmd):
 
 def up(kernel_b=False):
     """hl-v0 in hl-a with 10.231.2.1/24; hl-v1 in hl-b up with no IPv4 address of its own, or
-    with KERNEL_B (not the lwIP side's)."""
+    with KERNEL_B (not the lwIP side's), or with the lwIP side's own (kernel_b="shared")."""
+    kernel_b_addr = ADDR["lwip"] if kernel_b == "shared" else KERNEL_B
     down()
     ok = (sh("ip netns add hl-a") and sh("ip netns add hl-b") and
           sh("ip link add hl-v0 netns hl-a type veth peer name hl-v1 netns hl-b") and
           sh("ip -n hl-a addr add 10.231.2.1/24 dev hl-v0") and
           sh("ip -n hl-a link set hl-v0 up") and sh("ip -n hl-b link set hl-v1 up") and
           sh("ip -n hl-a link set lo up") and sh("ip -n hl-b link set lo up") and
-          (not kernel_b or sh(f"ip -n hl-b addr add {KERNEL_B}/24 dev hl-v1")) and
+          (not kernel_b or sh(f"ip -n hl-b addr add {kernel_b_addr}/24 dev hl-v1")) and
           # DPDK's af_packet PMD takes no frame longer than an mbuf: the kernel TCP's TSO frames
           # are cut before the veth, as a NIC would cut them before the wire.
           (backend != "dpdk" or sh("ip -n hl-a link set dev hl-v0 gso_max_segs 1")))
@@ -263,6 +265,66 @@ def case_dpdk_trace():
     global backend
     backend = "dpdk"
     traced(lint=True)
+
+
+def qperf_pair(name, server_side, client_side, server_opts=(), client_opts=()):
+    """qperf -cm1 rc_bw and rc_lat: the server under softrdma run on `server_side`, the client
+    on `client_side`; returns both outputs, the client's first (its control connection is kernel
+    TCP to the server's address)."""
+    srv = start(server_side, ["qperf", "-lp", str(PORT + 3)], server_opts)
+    ctl = f"import socket; socket.create_connection(('{ADDR[server_side]}', {PORT + 3}), 1)"
+    expect(wait_for(lambda: subprocess.run(["ip", "netns", "exec", NS[client_side],
+                                            sys.executable, "-c", ctl],
+                                           capture_output=True).returncode == 0,
+                    30, interval=0.2, proc=srv), f"{name}: qperf server up", "")
+    cli = start(client_side, ["qperf", "-lp", str(PORT + 3), ADDR[server_side], "-cm1", "-t", "1",
+                              "rc_bw", "rc_lat"], client_opts)
+    crc, cout = finish(cli, 90)
+    srv.send_signal(signal.SIGINT)  # qperf exits, and softrdma's counters are printed
+    _, sout = finish(srv, 10)
+    expect(crc == 0, f"{name}: qperf client exits 0 (got {crc})", cout)
+    expect(re.search(r"bw\s+=\s+[\d.]+ [KMG]B/sec", cout) and
+           re.search(r"latency\s+=\s+[\d.]+ [nmu]?s", cout),
+           f"{name}: qperf's bandwidth and latency", cout)
+    return cout, sout
+
+
+def case_shared():
+    """--tcp user on an address hl-b's kernel holds too (10.231.2.2 on hl-v1): lwIP's ports are
+    held in the kernel, which drops their segments rather than resetting them, and every other
+    port stays the kernel's. rping (data checked) each way; qperf -cm1 rc_bw and rc_lat, whose
+    control connection is the kernel's TCP on the same address and whose RDMA connection is
+    lwIP's, lwIP as server and as client; a kernel TCP flow to the address echoed meanwhile."""
+    user = ("--tcp", "user", "--stats")
+
+    def run():
+        for server_side in ("lwip", "kernel"):
+            cout, sout = rping(server_side, opts=user)
+            lwip_out = sout if server_side == "lwip" else cout
+            c = stats(lwip_out)
+            expect(c.get("tcp_rx_frames", 0) >= 20 and c.get("tcp_tx_frames", 0) >= 20,
+                   f"shared, rping server on {server_side}: lwIP carried it ({c})", lwip_out)
+        _, sout = qperf_pair("shared: qperf server on lwIP", "lwip", "kernel", server_opts=user)
+        cout, _ = qperf_pair("shared: qperf client on lwIP", "kernel", "lwip", client_opts=user)
+        for who, out in (("server", sout), ("client", cout)):
+            c = stats(out)
+            # The control connection's frames reach the packet socket too, and are left to the
+            # kernel (tcp_rx_kernels).
+            expect(c.get("tcp_rx_frames", 0) >= 1000 and c.get("tcp_rx_kernels", 0) >= 1,
+                   f"shared: the qperf {who}'s RDMA connection on lwIP, its control connection "
+                   f"the kernel's ({c})", out)
+        # While lwIP listens on the address, a kernel TCP flow to it is the kernel's.
+        global KERNEL_B
+        KERNEL_B = ADDR["lwip"]
+        srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "1"], user)
+        listening("lwip", srv, "shared: kernel flow")
+        got = kernel_tcp_flow()
+        cli = start("kernel", ["rping", "-c", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "1"])
+        finish(cli, 60)
+        finish(srv, 60)
+        expect(got == "kernel flow", f"shared: a kernel TCP flow to the same address ({got!r})",
+               "")
+    with_hosts(run, kernel_b="shared")
 
 
 def check_trace(pcap, lint):

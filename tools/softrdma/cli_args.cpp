@@ -15,6 +15,7 @@ const std::vector<std::pair<std::string, std::string>>& run_options() {
       {"--device", "SOFTRDMA_DEVICE"},
       {"--transport", "SOFTRDMA_TRANSPORT"},
       {"--mpa", "SOFTRDMA_MPA"},
+      {"--tcp", "SOFTRDMA_TCP"},
       {"--vlan", "SOFTRDMA_VLAN"},
       {"--dpdk-qps", "SOFTRDMA_DPDK_QPS"},
       {"--pkeys", "SOFTRDMA_PKEYS"},

@@ -25,6 +25,8 @@ constexpr std::array kCommands = {
         "  --device NAME        SOFTRDMA_DEVICE: the RoCE device's name; softiwarp0 selects iWARP\n"
         "  --transport T        SOFTRDMA_TRANSPORT: roce | iwarp (what rdma_cm connects over)\n"
         "  --mpa SPEC           SOFTRDMA_MPA: rev=1|2,crc,markers,rtr=read|write|send|none,fpdu=N\n"
+        "  --tcp auto|kernel|user SOFTRDMA_TCP: softiwarp0's TCP; user: lwIP on the raw backend\n"
+        "                       (auto: on an address no interface holds)\n"
         "  --pcap FILE          SOFTRDMA_PCAP: trace every packet to pcapng (%p = pid)\n"
         "  --pcap-filter SPEC   SOFTRDMA_PCAP_FILTER: qp=..;class=..;snaplen=N;rotate=SIZE\n"
         "  --vlan ID            SOFTRDMA_VLAN: 802.1Q tag on the raw backends\n"

@@ -1,0 +1,47 @@
+// The ports of an address the kernel holds too, held in the kernel for the userspace TCP
+// (steering kTcpShared): a kernel TCP socket bound to each that listens behind a socket filter
+// dropping everything, so that the kernel drops the segments of lwIP's connections (it neither
+// answers nor resets them) and gives the port to no other socket. A port counts its users (a
+// listener and the connections it accepted share one); after the last release it stays held a
+// while longer for the closing segments still under way. Used under the stack's lock.
+#pragma once
+
+#include <bitset>
+#include <chrono>
+#include <cstdint>
+#include <unordered_map>
+
+namespace softrdma::lwtcp {
+
+class PortHolds {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr auto kLinger = std::chrono::seconds(5);
+
+  explicit PortHolds(std::uint32_t address) : address_(address) {}  // IPv4, host order
+  ~PortHolds();
+  PortHolds(const PortHolds&) = delete;
+  PortHolds& operator=(const PortHolds&) = delete;
+
+  // Holds `port` once more (0: one the kernel picks): the port, or -errno (-EADDRINUSE when a
+  // socket of the kernel's has it).
+  int hold(std::uint16_t port);
+  // One user fewer; the last one starts the linger.
+  void release(std::uint16_t port);
+  // Whether segments to `port` are the stack's (held, lingering included).
+  bool held(std::uint16_t port) const { return held_.test(port); }
+  // Lets go of the ports whose linger has passed.
+  void expire(Clock::time_point now = Clock::now());
+
+ private:
+  struct Hold {
+    int fd = -1;
+    int users = 0;
+    Clock::time_point until{};  // users == 0: held until then
+  };
+  std::uint32_t address_;
+  std::unordered_map<std::uint16_t, Hold> holds_;
+  std::bitset<65536> held_;
+};
+
+}  // namespace softrdma::lwtcp
