@@ -217,9 +217,11 @@ def case_xdp_rping():
     with_hosts(run, kernel_b=True)
 
 
-def case_xdp_perftest():
+def perftest_on(raw):
+    """ib_send_bw, ib_write_bw and ib_read_bw -R with lwIP on `raw`: against kernel TCP both
+    ways and against itself."""
     global backend
-    backend = "af_xdp"
+    backend = raw
 
     def run():
         for tool in ("ib_send_bw", "ib_write_bw", "ib_read_bw"):
@@ -227,6 +229,17 @@ def case_xdp_perftest():
             perftest(tool, "kernel")
             perftest(tool, "lwip", client_side="lwip2")
     with_hosts(run)
+
+
+def case_xdp_perftest():
+    perftest_on("af_xdp")
+
+
+def expect_lwip_carried(name, out):
+    """`out` (a side's output with --stats) shows lwIP sending and receiving the connection."""
+    c = stats(out)
+    expect(c.get("tcp_rx_frames", 0) >= 20 and c.get("tcp_tx_frames", 0) >= 20,
+           f"{name}: lwIP sent and received the connection's frames ({c})", out)
 
 
 def case_dpdk_rping():
@@ -243,22 +256,12 @@ def case_dpdk_rping():
                                               ("lwip", "kernel", "rev=1,crc,markers")):
             cout, sout = rping(server_side, opts=("--stats",), mpa=mpa, client_side=client_side)
             lwip_out = sout if server_side == "lwip" else cout
-            c = stats(lwip_out)
-            expect(c.get("tcp_rx_frames", 0) >= 20 and c.get("tcp_tx_frames", 0) >= 20,
-                   f"dpdk: lwIP sent and received the connection's frames ({c})", lwip_out)
+            expect_lwip_carried("dpdk", lwip_out)
     with_hosts(run)
 
 
 def case_dpdk_perftest():
-    global backend
-    backend = "dpdk"
-
-    def run():
-        for tool in ("ib_send_bw", "ib_write_bw", "ib_read_bw"):
-            perftest(tool, "lwip")
-            perftest(tool, "kernel")
-            perftest(tool, "lwip", client_side="lwip2")
-    with_hosts(run)
+    perftest_on("dpdk")
 
 
 def case_dpdk_trace():
@@ -301,9 +304,7 @@ def case_shared():
         for server_side in ("lwip", "kernel"):
             cout, sout = rping(server_side, opts=user)
             lwip_out = sout if server_side == "lwip" else cout
-            c = stats(lwip_out)
-            expect(c.get("tcp_rx_frames", 0) >= 20 and c.get("tcp_tx_frames", 0) >= 20,
-                   f"shared, rping server on {server_side}: lwIP carried it ({c})", lwip_out)
+            expect_lwip_carried(f"shared, rping server on {server_side}", lwip_out)
         _, sout = qperf_pair("shared: qperf server on lwIP", "lwip", "kernel", server_opts=user)
         cout, _ = qperf_pair("shared: qperf client on lwIP", "kernel", "lwip", client_opts=user)
         for who, out in (("server", sout), ("client", cout)):
