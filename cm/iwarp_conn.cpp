@@ -43,24 +43,6 @@ iwarp::UserTcp* user_tcp() {
   return agent_iwarp() ? agent_iwarp()->user_tcp() : nullptr;
 }
 
-// `a` as IPv4: an AF_INET address, or an IPv4-mapped (or the wildcard) AF_INET6 one, as
-// programs that resolve with AF_INET6 hand them in. False for any other.
-bool as_v4(const sockaddr* a, sockaddr_in& out) {
-  out = {};
-  out.sin_family = AF_INET;
-  if (a->sa_family == AF_INET) {
-    out = *reinterpret_cast<const sockaddr_in*>(a);
-    return true;
-  }
-  if (a->sa_family != AF_INET6) return false;
-  const auto* in6 = reinterpret_cast<const sockaddr_in6*>(a);
-  out.sin_port = in6->sin6_port;
-  if (IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr)) return true;
-  if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) return false;
-  std::memcpy(&out.sin_addr.s_addr, &in6->sin6_addr.s6_addr[12], 4);
-  return true;
-}
-
 void close_socket(int fd) {
   if (iwarp::UserTcp* u = user_tcp()) {
     u->close(fd);
@@ -224,9 +206,7 @@ void on_accepted(CmId* listener, int fd) {
 int start_tcp_connect(CmId* id) {
   const sockaddr* dst = &id->id.route.addr.dst_addr;
   if (iwarp::UserTcp* u = user_tcp()) {
-    sockaddr_in v4;
-    if (!as_v4(dst, v4)) return EAFNOSUPPORT;
-    if (const int rc = u->connect(id->tcp_fd, reinterpret_cast<const sockaddr*>(&v4))) return rc;
+    if (const int rc = u->connect(id->tcp_fd, dst)) return rc;
     id->tcp_connecting = true;
     watch(id->tcp_fd, EPOLLIN);
     return 0;
@@ -267,18 +247,8 @@ bool iw_user_tcp_source(const sockaddr* addr, sockaddr_storage* source) {
   if (!agent_context()) return false;  // started here when rdma_bind_addr comes first
   iwarp::UserTcp* u = iwarp_mode() ? user_tcp() : nullptr;
   if (!u) return false;
-  const std::uint32_t ours = u->address();
-  if (source) {
-    *source = {};
-    auto* in = reinterpret_cast<sockaddr_in*>(source);
-    in->sin_family = AF_INET;
-    in->sin_addr.s_addr = htonl(ours);
-  }
-  if (!addr) return true;
-  sockaddr_in v4;
-  if (!as_v4(addr, v4)) return false;
-  const std::uint32_t a = ntohl(v4.sin_addr.s_addr);
-  return a == 0 || a == ours;
+  if (source) *source = u->address();
+  return !addr || u->owns(addr);
 }
 
 int iw_bind(CmId* id, const sockaddr* addr) {
@@ -286,10 +256,7 @@ int iw_bind(CmId* id, const sockaddr* addr) {
   int fd = new_socket(addr->sa_family);
   if (fd < 0) return -fd;
   if (iwarp::UserTcp* u = user_tcp()) {
-    sockaddr_in v4;
-    const int rc =
-        as_v4(addr, v4) ? u->bind(fd, reinterpret_cast<const sockaddr*>(&v4)) : EADDRNOTAVAIL;
-    if (rc) {
+    if (const int rc = u->bind(fd, addr)) {
       u->close(fd);
       return rc;
     }

@@ -34,10 +34,12 @@ class UserTcp {
   // for EPOLLIN alone and tries both ways when woken (ByteStream::readiness_signalled()).
   virtual std::unique_ptr<ByteStream> stream(int handle) = 0;
 
-  // ---- sockets for the CM (IPv4 only; errno values as the kernel's calls give them)
+  // ---- sockets for the CM, of the stack's one address (IPv4 or IPv6). Addresses come as AF_INET
+  // or AF_INET6 (an IPv4 stack takes an IPv4-mapped one as IPv4; either family's wildcard is
+  // the wildcard); errno values as the kernel's calls give them.
   // A new unbound socket's handle, or -errno.
   virtual int socket() = 0;
-  // 0, EADDRNOTAVAIL (not our address), EADDRINUSE, EINVAL.
+  // 0, EADDRNOTAVAIL (not our address), EAFNOSUPPORT (the other family), EADDRINUSE, EINVAL.
   virtual int bind(int handle, const sockaddr* addr) = 0;
   virtual int listen(int handle, int backlog) = 0;
   // 0 once started (the handle becomes readable when error() tells the outcome).
@@ -46,12 +48,15 @@ class UserTcp {
   virtual int accept(int handle) = 0;
   // A connect's outcome: 0 connected, EINPROGRESS still going, or ECONNREFUSED, ETIMEDOUT, ….
   virtual int error(int handle) = 0;
-  // Local and peer address (sockaddr_in); false for an unknown handle.
+  // Local and peer address (sockaddr_in or sockaddr_in6, the stack's family); false for an
+  // unknown handle.
   virtual bool names(int handle, sockaddr_storage& local, sockaddr_storage& peer) = 0;
   // Ends the connection or listener (FIN, or RST when bytes were not read) and the handle.
   virtual void close(int handle) = 0;
-  // The stack's address (host order).
-  virtual std::uint32_t address() const = 0;
+  // The stack's address (port 0).
+  virtual sockaddr_storage address() const = 0;
+  // Whether `addr` is the stack's address or the wildcard, in either family's form.
+  virtual bool owns(const sockaddr* addr) const = 0;
   // Named counters of its frames and of the bad input it met, for the device's hw_counters.
   virtual std::vector<std::pair<std::string, std::uint64_t>> counters() = 0;
 };

@@ -2,6 +2,8 @@
 // one connection's state, and the lock over all of lwIP. Every lwIP call is made with mu held.
 #pragma once
 
+#include <sys/socket.h>
+
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -31,8 +33,8 @@ struct Conn {
   // Received, not yet read: lwIP's chains as its receive callback gave them, in order (each
   // under 64 KiB; joined, a chain's 16-bit length would wrap under a wider window).
   std::deque<pbuf*> rx;
-  std::deque<int> ready;  // a listener's accepted connections, not yet taken
-  iwarp::TcpEndpoint local, remote;
+  std::deque<int> ready;               // a listener's accepted connections, not yet taken
+  sockaddr_storage local{}, remote{};  // sockaddr_in or sockaddr_in6, the stack's family
 };
 
 // The lwIP stack as the stream sees it.

@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "lwip/etharp.h"
+#include "lwip/ethip6.h"
 #include "lwip/init.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
@@ -22,11 +23,15 @@
 #define SOFTRDMA_LWIP_FUNCTIONS(X)                                                                \
   X(err_t, etharp_output, (struct netif * n, struct pbuf * q, const ip4_addr_t* a), (n, q, a))    \
   X(err_t, ethernet_input, (struct pbuf * p, struct netif * n), (p, n))                           \
+  X(err_t, ethip6_output, (struct netif * n, struct pbuf * q, const ip6_addr_t* a), (n, q, a))    \
   X(void, lwip_init, (void), ())                                                                  \
   X(struct netif*, netif_add,                                                                     \
     (struct netif * n, const ip4_addr_t* ip, const ip4_addr_t* mask, const ip4_addr_t* gw,        \
      void* state, netif_init_fn init, netif_input_fn input),                                      \
     (n, ip, mask, gw, state, init, input))                                                        \
+  X(void, netif_create_ip6_linklocal_address, (struct netif * n, u8_t from_mac), (n, from_mac))   \
+  X(void, netif_ip6_addr_set, (struct netif * n, s8_t i, const ip6_addr_t* a), (n, i, a))         \
+  X(void, netif_ip6_addr_set_state, (struct netif * n, s8_t i, u8_t state), (n, i, state))        \
   X(void, netif_remove, (struct netif * n), (n))                                                  \
   X(void, netif_set_default, (struct netif * n), (n))                                             \
   X(void, netif_set_link_up, (struct netif * n), (n))                                             \

@@ -19,6 +19,7 @@
 #include <thread>
 
 #include "lwip/etharp.h"
+#include "lwip/ethip6.h"
 #include "lwip/init.h"
 #include "lwip/netif.h"
 #include "lwip/pbuf.h"
@@ -31,6 +32,7 @@
 #include "lwtcp/receive_window.h"
 #include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
+#include "lwtcp/tcp_address.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
 
@@ -109,8 +111,26 @@ int errno_of(err_t e) {
   }
 }
 
-iwarp::TcpEndpoint endpoint(const ip_addr_t& a, u16_t port) {
-  return {ntohl(ip_2_ip4(&a)->addr), port};
+// An address between lwIP's form and ours (IPv4 as IPv4-mapped IPv6).
+ip_addr_t to_lwip(const netdev::IpAddr& a) {
+  if (a.is_v4()) {
+    ip_addr_t r = IPADDR4_INIT(htonl(a.v4_host()));
+    return r;
+  }
+  ip_addr_t r = IPADDR6_INIT(0, 0, 0, 0);
+  std::memcpy(ip_2_ip6(&r)->addr, a.bytes.data(), 16);
+  return r;
+}
+
+netdev::IpAddr from_lwip(const ip_addr_t& a) {
+  if (IP_IS_V4_VAL(a)) return netdev::IpAddr::v4(ntohl(ip_2_ip4(&a)->addr));
+  netdev::IpAddr r;
+  std::memcpy(r.bytes.data(), ip_2_ip6(&a)->addr, 16);
+  return r;
+}
+
+sockaddr_storage endpoint(const ip_addr_t& a, u16_t port) {
+  return to_sockaddr(from_lwip(a), port);
 }
 
 class LwipStack final : public Stack, public iwarp::UserTcp {
@@ -120,10 +140,22 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     lwip_init_unpredictably();
     ip4_addr_t ip, mask, gw;
-    ip.addr = htonl(cfg_.address);
+    ip.addr = v4_ ? htonl(cfg_.address.v4_host()) : 0;
     mask.addr = 0;  // every peer on the link: ARP for each, no gateway
     gw.addr = 0;
     netif_add(&netif_, &ip, &mask, &gw, this, &LwipStack::netif_init, ethernet_input);
+    if (!v4_) {
+      // A link-local address (index 0: lwIP's rule) from the MAC, and ours as the first global
+      // one: lwIP takes as on the link every peer in its /64 (no router here). Both preferred at
+      // once, without duplicate address detection: the address is the user's to give.
+      netif_create_ip6_linklocal_address(&netif_, 1);
+      ip6_addr_t ours;
+      std::memcpy(ours.addr, cfg_.address.bytes.data(), 16);
+      ip6_addr_clear_zone(&ours);
+      netif_ip6_addr_set(&netif_, 1, &ours);
+      netif_ip6_addr_set_state(&netif_, 0, IP6_ADDR_PREFERRED);
+      netif_ip6_addr_set_state(&netif_, 1, IP6_ADDR_PREFERRED);
+    }
     netif_set_default(&netif_);
     netif_set_up(&netif_);
     netif_set_link_up(&netif_);
@@ -228,7 +260,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // ---- sockets
   int socket() override {
     std::lock_guard lock(mu);
-    tcp_pcb* pcb = tcp_new_ip_type(IPADDR_TYPE_V4);
+    tcp_pcb* pcb = tcp_new_ip_type(v4_ ? IPADDR_TYPE_V4 : IPADDR_TYPE_V6);
     if (!pcb) return -ENOMEM;
     // As the CM's kernel sockets: a listener on a port whose connections live on (perftest
     // listens again on its port after the first one).
@@ -239,28 +271,26 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   }
 
   int bind(int handle, const sockaddr* addr) override {
-    if (addr->sa_family != AF_INET) return EAFNOSUPPORT;
-    const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
-    const std::uint32_t a = ntohl(in->sin_addr.s_addr);
-    if (a != 0 && a != cfg_.address) return EADDRNOTAVAIL;
+    const auto a = from_sockaddr(addr, v4_);
+    if (!a || (!a->wildcard && a->addr != cfg_.address)) return EADDRNOTAVAIL;
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->pcb) return EBADF;
     if (c->held_port != 0) return EINVAL;  // bound already
-    if (const int e = bind_pcb(*c, htonl(a), ntohs(in->sin_port)); e != 0) return e;
-    c->local = {a ? a : cfg_.address, c->pcb->local_port};
+    if (const int e = bind_pcb(*c, a->wildcard, a->port); e != 0) return e;
+    c->local = to_sockaddr(cfg_.address, c->pcb->local_port);
     return 0;
   }
 
   // tcp_bind, the port held in the kernel first when the kernel holds the address too (mu
   // held); 0 or an errno value.
-  int bind_pcb(Conn& c, std::uint32_t addr_be, std::uint16_t port) {
+  int bind_pcb(Conn& c, bool wildcard, std::uint16_t port) {
     if (holds_) {
       const int got = holds_->hold(port);
       if (got < 0) return -got;
       port = static_cast<std::uint16_t>(got);
     }
-    ip_addr_t ip = IPADDR4_INIT(addr_be);
+    ip_addr_t ip = to_lwip(wildcard ? any_ : cfg_.address);
     if (const err_t e = tcp_bind(c.pcb, &ip, port); e != ERR_OK) {
       if (holds_) holds_->release(port);
       return errno_of(e);
@@ -285,25 +315,26 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   }
 
   int connect(int handle, const sockaddr* dst) override {
-    if (dst->sa_family != AF_INET) return EAFNOSUPPORT;
-    const auto* in = reinterpret_cast<const sockaddr_in*>(dst);
+    const auto to = from_sockaddr(dst, v4_);
+    if (!to || to->wildcard) return EAFNOSUPPORT;
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->pcb) return EBADF;
     // Unbound, lwIP would pick a port the kernel knows nothing of: the kernel picks it.
     if (holds_ && c->pcb->local_port == 0) {
-      if (const int e = bind_pcb(*c, htonl(cfg_.address), 0); e != 0) return e;
+      if (const int e = bind_pcb(*c, false, 0); e != 0) return e;
     }
-    ip_addr_t ip = IPADDR4_INIT(in->sin_addr.s_addr);
+    ip_addr_t ip = to_lwip(to->addr);
+    if (!v4_) ip6_addr_assign_zone(ip_2_ip6(&ip), IP6_UNICAST, &netif_);  // a link-local peer
     hook(c);
     c->connecting = true;
-    const err_t e = tcp_connect(c->pcb, &ip, ntohs(in->sin_port), &LwipStack::on_connected);
+    const err_t e = tcp_connect(c->pcb, &ip, to->port, &LwipStack::on_connected);
     if (e != ERR_OK) {
       c->connecting = false;
       return errno_of(e);
     }
-    c->local = {cfg_.address, c->pcb->local_port};
-    c->remote = {ntohl(in->sin_addr.s_addr), ntohs(in->sin_port)};
+    c->local = to_sockaddr(cfg_.address, c->pcb->local_port);
+    c->remote = to_sockaddr(to->addr, to->port);
     return 0;
   }
 
@@ -332,15 +363,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     const Conn* c = find(handle);
     if (!c) return false;
-    auto fill = [](sockaddr_storage& ss, const iwarp::TcpEndpoint& e) {
-      ss = {};
-      auto* in = reinterpret_cast<sockaddr_in*>(&ss);
-      in->sin_family = AF_INET;
-      in->sin_addr.s_addr = htonl(e.addr);
-      in->sin_port = htons(e.port);
-    };
-    fill(local, c->local);
-    fill(peer, c->remote);
+    local = c->local;
+    peer = c->remote;
     return true;
   }
 
@@ -349,7 +373,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     end(handle, false);
   }
 
-  std::uint32_t address() const override { return cfg_.address; }
+  sockaddr_storage address() const override { return to_sockaddr(cfg_.address, 0); }
+  bool owns(const sockaddr* addr) const override {
+    const auto a = from_sockaddr(addr, v4_);
+    return a && (a->wildcard || a->addr == cfg_.address);
+  }
 
   std::vector<std::pair<std::string, std::uint64_t>> counters() override {
     std::lock_guard lock(mu);
@@ -472,10 +500,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     n->hwaddr_len = ETH_HWADDR_LEN;
     std::memcpy(n->hwaddr, mac.data(), ETH_HWADDR_LEN);
     n->mtu = static_cast<u16_t>(self->port_->frame_mtu());
-    n->flags = NETIF_FLAG_BROADCAST | NETIF_FLAG_ETHARP | NETIF_FLAG_ETHERNET;
+#if LWIP_ND6_ALLOW_RA_UPDATES
+    n->mtu6 = n->mtu;
+#endif
+    // MLD: lwIP takes neighbour solicitations only for the solicited-node groups it joined.
+    n->flags = NETIF_FLAG_BROADCAST | NETIF_FLAG_ETHARP | NETIF_FLAG_ETHERNET | NETIF_FLAG_MLD6;
     n->name[0] = 'i';
     n->name[1] = 'w';
     n->output = etharp_output;
+    n->output_ip6 = ethip6_output;
     n->linkoutput = &LwipStack::link_output;
     return ERR_OK;
   }
@@ -548,6 +581,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   std::unique_ptr<netdev::FramePort> port_;
   StackConfig cfg_;
+  const bool v4_ = cfg_.address.is_v4();
+  const netdev::IpAddr any_ = v4_ ? netdev::IpAddr::v4(0) : netdev::IpAddr{};  // the wildcard
   Counts counts_;
   // The kernel holds the address too: the ports held for our connections (cfg_.hold_ports).
   std::unique_ptr<PortHolds> holds_ =

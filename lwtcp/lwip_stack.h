@@ -1,8 +1,9 @@
 // softiwarp0's userspace TCP: lwIP (Debian's liblwip 2.1, its raw API, no thread of its own)
 // on a raw backend's frames (netdev::FramePort), as an iwarp::UserTcp. lwIP does ARP and TCP
-// itself on one netif with the backend's MAC and MTU and our IPv4 address, every peer on the
-// link; the device's progress thread feeds it frames and runs its timers (poll()).
-// lwIP keeps its state in globals: one stack per process (one softiwarp0).
+// itself on one netif with the backend's MAC and MTU and our address: IPv4 (ARP, every peer on
+// the link) or IPv6 (neighbour discovery, every peer in the address's /64); the device's progress
+// thread feeds it frames and runs its timers (poll()). lwIP keeps its state in globals: one stack
+// per process (one softiwarp0).
 #pragma once
 
 #include <memory>
@@ -10,6 +11,7 @@
 
 #include "iwarp/user_tcp.h"
 #include "netdev/frame_port.h"
+#include "netdev/netdev.h"
 
 namespace softrdma::pcap {
 class PcapngWriter;
@@ -18,7 +20,7 @@ class PcapngWriter;
 namespace softrdma::lwtcp {
 
 struct StackConfig {
-  std::uint32_t address = 0;  // IPv4, host order
+  netdev::IpAddr address;  // IPv4 or IPv6
   // The kernel holds the address too (steering kTcpShared): each port the stack binds (a
   // listener's, a connection's own) is held by a kernel TCP socket that listens and drops
   // everything (a socket filter), so the kernel neither answers nor resets what comes to it nor

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 
 namespace softrdma::lwtcp {
 
@@ -15,8 +16,23 @@ namespace {
 // A kernel TCP socket on address:port that listens and drops every segment (classic BPF
 // "ret #0": the kernel discards a segment its socket filter refuses, without a reset). The
 // port it got, or -errno.
-int open_hold(std::uint32_t address, std::uint16_t port, int& fd) {
-  fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+int open_hold(const netdev::IpAddr& address, std::uint16_t port, int& fd) {
+  sockaddr_storage ss{};
+  socklen_t len = 0;
+  if (address.is_v4()) {
+    auto& in = reinterpret_cast<sockaddr_in&>(ss);
+    in.sin_family = AF_INET;
+    in.sin_addr.s_addr = htonl(address.v4_host());
+    in.sin_port = htons(port);
+    len = sizeof in;
+  } else {
+    auto& in6 = reinterpret_cast<sockaddr_in6&>(ss);
+    in6.sin6_family = AF_INET6;
+    std::memcpy(in6.sin6_addr.s6_addr, address.bytes.data(), 16);
+    in6.sin6_port = htons(port);
+    len = sizeof in6;
+  }
+  fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   auto fail = [&fd] {
     const int e = errno;
@@ -27,18 +43,14 @@ int open_hold(std::uint32_t address, std::uint16_t port, int& fd) {
   const int one = 1;
   sock_filter drop[] = {{BPF_RET | BPF_K, 0, 0, 0}};
   sock_fprog prog{1, drop};
-  sockaddr_in in{};
-  in.sin_family = AF_INET;
-  in.sin_addr.s_addr = htonl(address);
-  in.sin_port = htons(port);
-  socklen_t len = sizeof in;
+  auto* sa = reinterpret_cast<sockaddr*>(&ss);
   if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
       setsockopt(fd, SOL_SOCKET, SO_ATTACH_FILTER, &prog, sizeof prog) != 0 ||
-      ::bind(fd, reinterpret_cast<const sockaddr*>(&in), sizeof in) != 0 || ::listen(fd, 1) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&in), &len) != 0) {
+      ::bind(fd, sa, len) != 0 || ::listen(fd, 1) != 0 || getsockname(fd, sa, &len) != 0) {
     return fail();
   }
-  return ntohs(in.sin_port);
+  return ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in&>(ss).sin_port)
+                                 : ntohs(reinterpret_cast<sockaddr_in6&>(ss).sin6_port);
 }
 
 }  // namespace

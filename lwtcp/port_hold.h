@@ -11,6 +11,8 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "netdev/netdev.h"
+
 namespace softrdma::lwtcp {
 
 class PortHolds {
@@ -18,7 +20,7 @@ class PortHolds {
   using Clock = std::chrono::steady_clock;
   static constexpr auto kLinger = std::chrono::seconds(5);
 
-  explicit PortHolds(std::uint32_t address) : address_(address) {}  // IPv4, host order
+  explicit PortHolds(const netdev::IpAddr& address) : address_(address) {}  // IPv4 or IPv6
   ~PortHolds();
   PortHolds(const PortHolds&) = delete;
   PortHolds& operator=(const PortHolds&) = delete;
@@ -39,7 +41,7 @@ class PortHolds {
     int users = 0;
     Clock::time_point until{};  // users == 0: held until then
   };
-  std::uint32_t address_;
+  netdev::IpAddr address_;
   std::unordered_map<std::uint16_t, Hold> holds_;
   std::bitset<65536> held_;
 };

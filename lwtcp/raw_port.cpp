@@ -21,8 +21,7 @@ bool parse_tcp_choice(const std::string& s, TcpChoice& out) {
 
 std::optional<netdev::Steering> user_tcp_steering(const std::string& spec,
                                                   const netdev::IpAddr& address, TcpChoice choice) {
-  if (netdev::frame_backend(spec) == netdev::FrameBackend::kNone || !address.is_v4() ||
-      choice == TcpChoice::kKernel) {
+  if (netdev::frame_backend(spec) == netdev::FrameBackend::kNone || choice == TcpChoice::kKernel) {
     return std::nullopt;
   }
   if (netdev::interface_with(address).empty()) return netdev::Steering::kTcp;

@@ -4,6 +4,7 @@
 
 #include "lwip/priv/tcp_priv.h"
 #include "lwip/tcp.h"
+#include "lwtcp/segment_check.h"
 #include "wire/bytes.h"
 #include "wire/net.h"
 
@@ -21,13 +22,11 @@ bool widened(const tcp_pcb* pcb) {
 }  // namespace
 
 bool offer_window_shift(std::uint8_t* frame, std::uint32_t len, std::uint8_t shift) {
-  constexpr std::size_t kIp = wire::kEthernetLen;
-  if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return false;
-  const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
-  if (ihl < 20 || frame[kIp + 9] != 6 || len < kIp + ihl + 20) return false;
-  std::uint8_t* tcp = frame + kIp + ihl;
+  const std::size_t l4 = tcp_header_at(frame, len);
+  if (l4 == 0) return false;
+  std::uint8_t* tcp = frame + l4;
   const std::size_t doff = static_cast<std::size_t>(tcp[12] >> 4) * 4;
-  if ((tcp[13] & wire::kTcpSyn) == 0 || doff < 20 || len < kIp + ihl + doff) return false;
+  if ((tcp[13] & wire::kTcpSyn) == 0 || doff < 20 || len < l4 + doff) return false;
   for (std::size_t at = 20; at < doff;) {
     const std::uint8_t kind = tcp[at];
     if (kind == kOptEnd) return false;

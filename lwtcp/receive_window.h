@@ -15,9 +15,10 @@ namespace softrdma::lwtcp {
 inline constexpr std::uint8_t kWindowShift = 7;     // Linux's usual shift
 inline constexpr std::uint32_t kWindow = 1u << 20;  // bytes received and not yet read, at most
 
-// Rewrites the window scale option of an outgoing IPv4 TCP SYN (or SYN-ACK) frame to `shift`,
-// its TCP checksum updated; false (frame untouched) for a frame that is no such SYN or carries no
-// such option. Options are walked as RFC 9293 lays them out; a malformed list is left alone.
+// Rewrites the window scale option of an outgoing TCP SYN or SYN-ACK frame (IPv4 or IPv6) to
+// `shift`, its TCP checksum updated; false (frame untouched) for a frame that is no such SYN or
+// carries no such option. Options are walked as RFC 9293 lays them out; a malformed list is left
+// alone.
 bool offer_window_shift(std::uint8_t* frame, std::uint32_t len, std::uint8_t shift);
 
 // After the handshake (connected or accepted, mu held): when both sides agreed on scaling, the

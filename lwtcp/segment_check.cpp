@@ -5,40 +5,88 @@
 
 namespace softrdma::lwtcp {
 
-SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
-  constexpr std::size_t kIp = wire::kEthernetLen;
-  if (len < kIp || wire::load16(frame + 12) != wire::kEthertypeIpv4) return SegmentKind::kOther;
-  const wire::Bytes packet(frame + kIp, len - kIp);
+namespace {
+
+constexpr std::size_t kIp = wire::kEthernetLen;
+constexpr std::uint8_t kProtoTcp = 6;
+
+SegmentKind kind_of(const wire::Tcp& tcp) {
+  if (tcp.flags & wire::kTcpRst) return SegmentKind::kTcpRst;
+  if ((tcp.flags & (wire::kTcpSyn | wire::kTcpAck)) == wire::kTcpSyn) return SegmentKind::kTcpSyn;
+  return SegmentKind::kTcp;
+}
+
+SegmentKind classify_ipv4(const wire::Bytes packet) {
   const auto ip = wire::parse_ipv4(packet);
   if (!ip || wire::ipv4_header_checksum(packet.first(ip->ihl_bytes)) != 0) {
     return SegmentKind::kMalformed;
   }
-  if (ip->protocol != 6) return SegmentKind::kOther;
+  if (ip->protocol != kProtoTcp) return SegmentKind::kOther;
   if (ip->mf || ip->frag_offset != 0) return SegmentKind::kOther;  // lwIP reassembles first
   const wire::Bytes segment = packet.subspan(ip->ihl_bytes, ip->total_len - ip->ihl_bytes);
   const auto tcp = wire::parse_tcp(segment);
-  if (!tcp || wire::l4_checksum_ipv4(ip->src, ip->dst, 6, segment) != 0) {
+  if (!tcp || wire::l4_checksum_ipv4(ip->src, ip->dst, kProtoTcp, segment) != 0) {
     return SegmentKind::kMalformed;
   }
-  if (tcp->flags & wire::kTcpRst) return SegmentKind::kTcpRst;
-  if ((tcp->flags & (wire::kTcpSyn | wire::kTcpAck)) == wire::kTcpSyn) return SegmentKind::kTcpSyn;
-  return SegmentKind::kTcp;
+  return kind_of(*tcp);
+}
+
+SegmentKind classify_ipv6(const wire::Bytes packet) {
+  const auto ip = wire::parse_ipv6(packet);
+  if (!ip) return SegmentKind::kMalformed;
+  if (ip->next_header != kProtoTcp) return SegmentKind::kOther;  // ND, extension headers: lwIP's
+  const wire::Bytes segment = packet.subspan(wire::kIpv6Len, ip->payload_len);
+  const auto tcp = wire::parse_tcp(segment);
+  if (!tcp || wire::l4_checksum_ipv6(ip->src, ip->dst, kProtoTcp, segment) != 0) {
+    return SegmentKind::kMalformed;
+  }
+  return kind_of(*tcp);
+}
+
+}  // namespace
+
+SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
+  if (len < kIp) return SegmentKind::kOther;
+  const wire::Bytes packet(frame + kIp, len - kIp);
+  switch (wire::load16(frame + 12)) {
+    case wire::kEthertypeIpv4:
+      return classify_ipv4(packet);
+    case wire::kEthertypeIpv6:
+      return classify_ipv6(packet);
+    default:
+      return SegmentKind::kOther;
+  }
+}
+
+std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len) {
+  if (len < kIp + wire::kIpv4MinLen) return 0;
+  std::size_t at = 0;
+  switch (wire::load16(frame + 12)) {
+    case wire::kEthertypeIpv4: {
+      const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
+      const bool fragment = (wire::load16(frame + kIp + 6) & 0x3FFF) != 0;
+      if (ihl < wire::kIpv4MinLen || frame[kIp + 9] != kProtoTcp || fragment) return 0;
+      at = kIp + ihl;
+      break;
+    }
+    case wire::kEthertypeIpv6:
+      if (len < kIp + wire::kIpv6Len || frame[kIp + 6] != kProtoTcp) return 0;
+      at = kIp + wire::kIpv6Len;
+      break;
+    default:
+      return 0;
+  }
+  return len >= at + wire::kTcpMinLen ? at : 0;
 }
 
 std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len) {
-  constexpr std::size_t kIp = wire::kEthernetLen;
-  if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return 0;
-  const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
-  if (frame[kIp + 9] != 6 || len < kIp + ihl + 4) return 0;
-  return wire::load16(frame + kIp + ihl + 2);
+  const std::size_t at = tcp_header_at(frame, len);
+  return at ? wire::load16(frame + at + 2) : 0;
 }
 
 bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len) {
-  constexpr std::size_t kIp = wire::kEthernetLen;
-  if (len < kIp + 20 || wire::load16(frame + 12) != wire::kEthertypeIpv4) return false;
-  const std::size_t ihl = static_cast<std::size_t>(frame[kIp] & 0x0F) * 4;
-  if (frame[kIp + 9] != 6 || len < kIp + ihl + 20) return false;
-  return (frame[kIp + ihl + 13] & wire::kTcpRst) != 0;
+  const std::size_t at = tcp_header_at(frame, len);
+  return at && (frame[at + 13] & wire::kTcpRst) != 0;
 }
 
 }  // namespace softrdma::lwtcp

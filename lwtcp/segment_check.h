@@ -1,9 +1,10 @@
 // What a frame is to the userspace TCP's counters (lwtcp/lwip_stack.cpp): a TCP segment (a
 // connection request, SYN without ACK; a RST; another), a malformed one (bad IPv4 or TCP header,
 // lengths that do not fit the frame, a bad checksum: dropped and counted before lwIP sees it), or
-// something else (ARP, a fragment).
+// something else (ARP, neighbour discovery, a fragment, IPv6 with extension headers).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 namespace softrdma::lwtcp {
@@ -12,8 +13,12 @@ enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpSyn, kTcpRst, kMalform
 
 SegmentKind classify(const std::uint8_t* frame, std::uint32_t len);
 
-// The destination port of an untagged TCP/IPv4 frame classify() took for a segment (0 for any
-// other frame).
+// Where the TCP header of an untagged frame starts (a whole 20-byte header in the frame): after
+// IPv4 (not a fragment) or after IPv6 (TCP its first next header). 0 for any other frame.
+// Headers only, no checksums (classify() checks those).
+std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len);
+
+// The destination port of a frame tcp_header_at() finds a TCP header in (0 for any other).
 std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len);
 
 // Whether a frame lwIP sends is a TCP reset: its headers only, no checksum (lwIP's own frames

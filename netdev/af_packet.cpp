@@ -148,13 +148,50 @@ std::vector<sock_filter> filter6(const IpAddr& ip) {
   return assemble(prog);
 }
 
+// The IPv6 filter of the TCP steering: TCP, fragments and ICMPv6 (neighbour discovery) to `ip`,
+// or ICMPv6 to its solicited-node group. Ends with accept, reject.
+std::vector<sock_filter> filter6_tcp(const IpAddr& ip) {
+  std::array<std::uint32_t, 4> w{};
+  for (std::size_t i = 0; i < 4; ++i) w[i] = wire::load32(ip.bytes.data() + 4 * i);
+  constexpr std::uint8_t kIcmp6 = 58, kFragment = 44;
+  enum : std::uint8_t { kSolicited = 14, kAccept = 23, kReject = 24 };
+  return assemble({
+      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                   // 0: ethertype
+      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, kReject},    // 1
+      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                   // 2: destination
+      {BPF_JMP | BPF_JEQ | BPF_K, w[0], 0, kSolicited},       // 3
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                   // 4
+      {BPF_JMP | BPF_JEQ | BPF_K, w[1], 0, kReject},          // 5
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                   // 6
+      {BPF_JMP | BPF_JEQ | BPF_K, w[2], 0, kReject},          // 7
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                   // 8
+      {BPF_JMP | BPF_JEQ | BPF_K, w[3], 0, kReject},          // 9
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                   // 10: next header
+      {BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, kAccept, 0},   // 11
+      {BPF_JMP | BPF_JEQ | BPF_K, kFragment, kAccept, 0},     // 12
+      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},  // 13
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF020000, 0, kReject},    // 14: ff02::1:ffXX:XXXX
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                   // 15
+      {BPF_JMP | BPF_JEQ | BPF_K, 0, 0, kReject},             // 16
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                   // 17
+      {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, kReject},             // 18
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                   // 19
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF000000 | (w[3] & 0xFFFFFF), 0, kReject},  // 20
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                                     // 21: next header
+      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},                    // 22
+      {BPF_RET | BPF_K, 0x40000, 0, 0},                                         // 23: accept
+      {BPF_RET | BPF_K, 0, 0, 0},                                               // 24: reject
+  });
+}
+
 // The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
 // untagged when we have none) that filter4 or filter6 takes.
 std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uint16_t> vlan_tci,
                                      AfPacketNetdev::Steering steer) {
-  const std::vector<sock_filter> f = steers_tcp(steer) ? filter4_tcp(local.v4_host())
-                                     : local.is_v4()   ? filter4(local.v4_host())
-                                                       : filter6(local);
+  const bool tcp = steers_tcp(steer);
+  const std::vector<sock_filter> f =
+      local.is_v4() ? (tcp ? filter4_tcp(local.v4_host()) : filter4(local.v4_host()))
+                    : (tcp ? filter6_tcp(local) : filter6(local));
   // Before it, the VLAN test; a failed one jumps to the final reject.
   constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
   constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
@@ -185,15 +222,10 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
                                                      Steering steer) {
   std::unique_ptr<AfPacketNetdev> d(new AfPacketNetdev());
   const std::string where = "af_packet:" + ifname;
-  if (steers_tcp(steer) && !local.is_v4()) {
-    error = where + ": a userspace TCP needs an IPv4 address, not " + local.str();
-    return nullptr;
-  }
   if (steer == Steering::kTcp && !interface_with(local).empty()) {
     // The kernel would answer our segments with resets: without held ports (kTcpShared), a
     // userspace TCP needs an address of its own.
-    error =
-        where + ": a userspace TCP needs an IPv4 address no interface holds, not " + local.str();
+    error = where + ": a userspace TCP needs an address no interface holds, not " + local.str();
     return nullptr;
   }
   auto fail = [&](const std::string& what) {

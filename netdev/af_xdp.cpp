@@ -241,11 +241,10 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
             ") runs on af_packet or dpdk: the XDP program would take the kernel's own TCP";
     return nullptr;
   }
-  if (steer == Steering::kTcp && (!local.is_v4() || !interface_with(local).empty() || vlan_tci)) {
+  if (steer == Steering::kTcp && (!interface_with(local).empty() || vlan_tci)) {
     // The kernel would answer our segments with resets: a userspace TCP needs an address of
-    // its own (IPv6 and VLANs are not done yet).
-    error = where +
-            ": a userspace TCP needs an IPv4 address no interface holds, and no VLAN, not " +
+    // its own (VLANs are not done yet).
+    error = where + ": a userspace TCP needs an address no interface holds, and no VLAN, not " +
             local.str() + (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
     return nullptr;
   }
@@ -458,7 +457,7 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   // Whole frames as the sender put them: a kernel TCP on this host (over veth) leaves its
   // checksum partial, to be completed here as its own receive path would.
   return drain_rx(max, [&](std::uint8_t* frame, std::uint32_t len) {
-    complete_partial_tcp4(frame, len);
+    complete_partial_tcp(frame, len);
     bump(counters_.rx_packets);
     bump(counters_.rx_bytes, len);
     sink(frame, len);

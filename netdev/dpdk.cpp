@@ -125,11 +125,10 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   const std::string where = "dpdk:" + device;
   const std::string iface = dpdk_vdev_iface(device);
   if (steers_tcp(steer) &&
-      (!local || !local->is_v4() || (steer == Steering::kTcp && !interface_with(*local).empty()) ||
-       vlan_tci)) {
+      (!local || (steer == Steering::kTcp && !interface_with(*local).empty()) || vlan_tci)) {
     // The kernel would answer our segments with resets: a userspace TCP needs an address of
-    // its own (IPv6 and VLANs are not done yet).
-    error = where + ": a userspace TCP needs an IPv4 address no interface holds, and no VLAN" +
+    // its own (VLANs are not done yet).
+    error = where + ": a userspace TCP needs an address no interface holds, and no VLAN" +
             (local ? ", not " + local->str() : " (dpdk:DEVICE@ADDRESS)") +
             (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
     return nullptr;
@@ -223,7 +222,7 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   // interface over it); on a NIC of DPDK's, or for an address it does not have, we do.
   nc.answer_arp = iface.empty() || interface_with(addr).empty();
   nc.resolver = NeighbourTable::Resolver::kOwnArp;
-  if (steers_tcp(steer)) d->tcp_addr_ = addr.v4_host();
+  if (steers_tcp(steer)) d->tcp_addr_ = addr;
   if (!d->start(where, addr, nc, faults, error, steer == Steering::kRoce)) return nullptr;
   d->poller_ = std::thread([p = d.get()] {
     pthread_setname_np(pthread_self(), "softrdma-dpdk");
@@ -327,8 +326,22 @@ bool DpdkNetdev::keeps_for_tcp(const std::uint8_t* f, std::uint32_t len) const {
   auto be32 = [&](std::size_t at) { return be16(at) << 16 | be16(at + 2); };
   constexpr std::size_t kL3 = wire::kEthernetLen;
   if (len < kL3 + 28) return false;  // shorter than an ARP packet or an IPv4 header and 8
-  if (be16(12) == 0x0806) return be32(kL3 + 24) == tcp_addr_;  // ARP: its target address
-  return be16(12) == 0x0800 && f[kL3 + 9] == 6 /* TCP */ && be32(kL3 + 16) == tcp_addr_;
+  if (tcp_addr_.is_v4()) {
+    const std::uint32_t ours = tcp_addr_.v4_host();
+    if (be16(12) == 0x0806) return be32(kL3 + 24) == ours;  // ARP: its target address
+    return be16(12) == 0x0800 && f[kL3 + 9] == 6 /* TCP */ && be32(kL3 + 16) == ours;
+  }
+  // IPv6: TCP, fragments and ICMPv6 (neighbour discovery) to our address, and ICMPv6 to our
+  // solicited-node group (ff02::1:ffXX:XXXX, the address's last 24 bits).
+  if (be16(12) != 0x86DD || len < kL3 + wire::kIpv6Len) return false;
+  const std::uint8_t next = f[kL3 + 6];
+  const std::uint8_t* dst = f + kL3 + 24;
+  if (std::memcmp(dst, tcp_addr_.bytes.data(), 16) == 0) {
+    return next == 6 || next == 44 || next == 58;
+  }
+  static constexpr std::uint8_t kSolicited[13] = {0xFF, 2, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0xFF};
+  return next == 58 && std::memcmp(dst, kSolicited, 13) == 0 &&
+         std::memcmp(dst + 13, tcp_addr_.bytes.data() + 13, 3) == 0;
 }
 
 std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
@@ -348,7 +361,7 @@ std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
         continue;
       }
       // A kernel TCP on this host (a vdev on a veth) leaves its checksum partial.
-      complete_partial_tcp4(frame, m->data_len);
+      complete_partial_tcp(frame, m->data_len);
       bump(counters_.rx_packets);
       bump(counters_.rx_bytes, m->data_len);
       sink(frame, m->data_len);

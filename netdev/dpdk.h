@@ -11,8 +11,9 @@
 // (SOFTRDMA_HAVE_DPDK is then defined).
 //
 // Steering kTcp opens the port for a userspace TCP (lwtcp/) instead: the receive thread keeps
-// TCP to `local` (an IPv4 address no interface holds, so the kernel of a vdev's interface neither
-// answers nor resets our connections) and ARP for it, frees every other frame, and the frames go
+// TCP to `local` (an IPv4 or IPv6 address no interface holds, so the kernel of a vdev's interface
+// neither answers nor resets our connections) and ARP or neighbour discovery for it, frees every
+// other frame, and the frames go
 // whole through FramePort.
 #pragma once
 
@@ -70,7 +71,8 @@ class DpdkNetdev : public RawFramePortNetdev {
   DpdkNetdev() = default;
   void poll_loop();
   std::size_t send_mbufs(std::span<const TxFrame> frames);
-  // Steering kTcp: whether the receive thread keeps `frame` (TCP or ARP for our address).
+  // Steering kTcp: whether the receive thread keeps `frame` (TCP, and ARP or neighbour
+  // discovery, for our address).
   bool keeps_for_tcp(const std::uint8_t* frame, std::uint32_t len) const;
   void signal_if_waiting();  // the eventfd stays readable while the ring holds mbufs
 
@@ -85,7 +87,7 @@ class DpdkNetdev : public RawFramePortNetdev {
   std::thread poller_;
   std::mutex tx_mu_;  // one TX queue: senders take turns
   Steering steer_ = Steering::kRoce;
-  std::uint32_t tcp_addr_ = 0;  // Steering kTcp: our IPv4 address (host order)
+  IpAddr tcp_addr_;  // Steering kTcp: our address
 };
 
 }  // namespace softrdma::netdev

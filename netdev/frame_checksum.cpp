@@ -1,3 +1,5 @@
+#include <cstring>
+
 #include "netdev/frame_port.h"
 
 namespace softrdma::netdev {
@@ -25,23 +27,44 @@ bool complete_checksum(std::uint8_t* frame, std::uint32_t len, std::uint16_t csu
   return true;
 }
 
-bool complete_partial_tcp4(std::uint8_t* frame, std::uint32_t len) {
+bool complete_partial_tcp(std::uint8_t* frame, std::uint32_t len) {
   constexpr std::size_t l3 = wire::kEthernetLen;
-  if (len < l3 + wire::kIpv4MinLen || wire::load16(frame + 12) != 0x0800 || (frame[l3] >> 4) != 4 ||
-      frame[l3 + 9] != 6 || (wire::load16(frame + l3 + 6) & 0x3FFF)) {
-    return false;  // not IPv4 TCP, or a fragment
-  }
-  const std::uint32_t ihl = std::uint32_t{frame[l3] & 0x0Fu} * 4;
-  const std::uint32_t total = wire::load16(frame + l3 + 2);
-  if (ihl < wire::kIpv4MinLen || total < ihl + wire::kTcpMinLen || l3 + total > len) return false;
-  const std::uint32_t src = wire::load32(frame + l3 + 12), dst = wire::load32(frame + l3 + 16);
-  const std::uint8_t* seg = frame + l3 + ihl;
-  if (wire::load16(seg + 16) != wire::l4_partial_checksum_ipv4(src, dst, 6, total - ihl) ||
-      wire::l4_checksum_ipv4(src, dst, 6, wire::Bytes(seg, total - ihl)) == 0) {
-    return false;
+  if (len < l3 + wire::kIpv4MinLen) return false;
+  std::uint32_t hdr = 0, total = 0;  // the IP header's length, and the packet's
+  std::uint16_t expected = 0;        // the pseudo-header sum an offload leaves in the field
+  std::uint32_t tcp_len = 0;
+  const std::uint16_t type = wire::load16(frame + 12);
+  if (type == 0x0800 && (frame[l3] >> 4) == 4 && frame[l3 + 9] == 6 &&
+      !(wire::load16(frame + l3 + 6) & 0x3FFF)) {
+    hdr = std::uint32_t{frame[l3] & 0x0Fu} * 4;
+    total = wire::load16(frame + l3 + 2);
+    if (hdr < wire::kIpv4MinLen || total < hdr + wire::kTcpMinLen || l3 + total > len) return false;
+    tcp_len = total - hdr;
+    const std::uint32_t src = wire::load32(frame + l3 + 12), dst = wire::load32(frame + l3 + 16);
+    expected = wire::l4_partial_checksum_ipv4(src, dst, 6, tcp_len);
+    if (wire::load16(frame + l3 + hdr + 16) != expected ||
+        wire::l4_checksum_ipv4(src, dst, 6, wire::Bytes(frame + l3 + hdr, tcp_len)) == 0) {
+      return false;
+    }
+  } else if (type == 0x86DD && len >= l3 + wire::kIpv6Len && (frame[l3] >> 4) == 6 &&
+             frame[l3 + 6] == 6) {
+    hdr = wire::kIpv6Len;
+    tcp_len = wire::load16(frame + l3 + 4);
+    total = hdr + tcp_len;
+    if (tcp_len < wire::kTcpMinLen || l3 + total > len) return false;
+    wire::Ipv6Addr src, dst;
+    std::memcpy(src.data(), frame + l3 + 8, 16);
+    std::memcpy(dst.data(), frame + l3 + 24, 16);
+    expected = wire::l4_partial_checksum_ipv6(src, dst, 6, tcp_len);
+    if (wire::load16(frame + l3 + hdr + 16) != expected ||
+        wire::l4_checksum_ipv6(src, dst, 6, wire::Bytes(frame + l3 + hdr, tcp_len)) == 0) {
+      return false;
+    }
+  } else {
+    return false;  // not TCP over IPv4 or IPv6 (or an IPv4 fragment)
   }
   return complete_checksum(frame, static_cast<std::uint32_t>(l3 + total),
-                           static_cast<std::uint16_t>(l3 + ihl), 16);
+                           static_cast<std::uint16_t>(l3 + hdr), 16);
 }
 
 }  // namespace softrdma::netdev

@@ -63,10 +63,11 @@ class FramePort {
 bool complete_checksum(std::uint8_t* frame, std::uint32_t len, std::uint16_t csum_start,
                        std::uint16_t csum_offset);
 
-// Completes the TCP checksum of an untagged IPv4 frame whose field holds just the pseudo-header
-// sum: what a sender on this host leaves to an offload when XDP takes the frame before anything
-// could complete it (veth: the kernel trusts such frames, no wire being between). A field that
-// holds anything else is left to be checked. Returns whether it completed one.
-bool complete_partial_tcp4(std::uint8_t* frame, std::uint32_t len);
+// Completes the TCP checksum of an untagged IPv4 or IPv6 frame whose field holds just the
+// pseudo-header sum: what a sender on this host leaves to an offload when XDP takes the frame
+// before anything could complete it (veth: the kernel trusts such frames, no wire being
+// between). A field that holds anything else is left to be checked. Returns whether it completed
+// one.
+bool complete_partial_tcp(std::uint8_t* frame, std::uint32_t len);
 
 }  // namespace softrdma::netdev

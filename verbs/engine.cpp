@@ -433,18 +433,18 @@ void Engine::print_stats() {
   }
 }
 
-// softiwarp0's userspace TCP: over af_packet, af_xdp or dpdk on an IPv4 address no interface
-// holds (the kernel owns the others, and would reset our connections), or with --tcp user on an
-// address the kernel holds (its ports held in the kernel), with --faults on what it sends; else
-// none (kernel TCP, as before).
+// softiwarp0's userspace TCP: over af_packet, af_xdp or dpdk on an address no interface holds (the
+// kernel owns the others, and would reset our connections), or with --tcp user on an address the
+// kernel holds (its ports held in the kernel), with --faults on what it sends; else none (kernel
+// TCP, as before).
 std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
     const std::shared_ptr<pcap::PcapngWriter>& trace) {
   const auto steer = lwtcp::user_tcp_steering(cfg_.netdev, address_, tcp_choice_);
   if (!steer) {
     if (tcp_choice_ == lwtcp::TcpChoice::kUser) {
       std::fprintf(stderr,
-                   "softrdma: --tcp user needs a raw backend (af_packet, af_xdp, dpdk) and an IPv4 "
-                   "address, not '%s': iWARP stays on kernel TCP\n",
+                   "softrdma: --tcp user needs a raw backend (af_packet, af_xdp, dpdk), not '%s': "
+                   "iWARP stays on kernel TCP\n",
                    cfg_.netdev.c_str());
     }
     return nullptr;
@@ -456,7 +456,7 @@ std::shared_ptr<iwarp::UserTcp> Engine::open_user_tcp(
   std::shared_ptr<iwarp::UserTcp> tcp;
   if (port) {
     lwtcp::StackConfig sc;
-    sc.address = address_.v4_host();
+    sc.address = address_;
     sc.hold_ports = *steer == netdev::Steering::kTcpShared;
     sc.trace_name = kIwarpDeviceName;
     sc.trace = trace;

@@ -194,14 +194,27 @@ std::uint16_t l4_partial_checksum_ipv4(std::uint32_t src, std::uint32_t dst, std
   return static_cast<std::uint16_t>(~checksum_fold(ipv4_pseudo_header_sum(src, dst, proto, len)));
 }
 
-std::uint16_t l4_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
-                               Bytes segment) {
+namespace {
+
+std::uint32_t ipv6_pseudo_header_sum(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
+                                     std::uint32_t len) {
   std::uint32_t sum = checksum_add(0, Bytes(src));
   sum = checksum_add(sum, Bytes(dst));
-  const auto len = static_cast<std::uint32_t>(segment.size());
   sum += (len >> 16) + (len & 0xFFFF);
-  sum += proto;
-  return checksum_fold(checksum_add(sum, segment));
+  return sum + proto;
+}
+
+}  // namespace
+
+std::uint16_t l4_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
+                               Bytes segment) {
+  const auto len = static_cast<std::uint32_t>(segment.size());
+  return checksum_fold(checksum_add(ipv6_pseudo_header_sum(src, dst, proto, len), segment));
+}
+
+std::uint16_t l4_partial_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
+                                       std::uint32_t len) {
+  return static_cast<std::uint16_t>(~checksum_fold(ipv6_pseudo_header_sum(src, dst, proto, len)));
 }
 
 }  // namespace softrdma::wire

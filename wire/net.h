@@ -109,9 +109,11 @@ std::uint16_t l4_checksum_ipv4(std::uint32_t src, std::uint32_t dst, std::uint8_
 std::uint16_t l4_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
                                Bytes segment);
 // What a checksum offload expects in the transport checksum field of a segment it completes
-// (CHECKSUM_PARTIAL): the IPv4 pseudo-header sum over `len` transport bytes, folded and not
-// complemented.
+// (CHECKSUM_PARTIAL): the IPv4 (or IPv6) pseudo-header sum over `len` transport bytes, folded
+// and not complemented.
 std::uint16_t l4_partial_checksum_ipv4(std::uint32_t src, std::uint32_t dst, std::uint8_t proto,
+                                       std::uint32_t len);
+std::uint16_t l4_partial_checksum_ipv6(const Ipv6Addr& src, const Ipv6Addr& dst, std::uint8_t proto,
                                        std::uint32_t len);
 
 }  // namespace softrdma::wire

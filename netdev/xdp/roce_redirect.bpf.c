@@ -2,10 +2,10 @@
 // options; IPv6: no extension headers) and port 4791, in our VLAN (tagged with its ID, or untagged
 // when we have none), go to the AF_XDP socket of the receiving queue; every other frame (ARP,
 // neighbour discovery, other traffic, RoCEv2 for other addresses) passes to the kernel. With
-// `tcp` set (a userspace TCP above the socket, on an IPv4 address no interface holds) it takes
-// TCP to our address instead (fragments and options too: the stack reassembles) and ARP whose
-// target is our address, and the kernel sees neither. Built with clang -target bpf at build time
-// and embedded in the library.
+// `tcp` set (a userspace TCP above the socket, on an address no interface holds) it takes TCP to
+// our address instead (fragments and options too: the stack reassembles) and ARP whose target is
+// our address (IPv4) or neighbour discovery for it (IPv6), and the kernel sees none of them.
+// Built with clang -target bpf at build time and embedded in the library.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
 #include <linux/in.h>
@@ -31,7 +31,7 @@ struct roce_config {
   __u8 addr6[16];
   __u32 port;      // the RoCEv2 UDP port, in its low 16 bits
   __u32 vid;       // our VLAN ID, 0 for none
-  __u32 tcp;       // 1: TCP and ARP for addr4, not RoCEv2
+  __u32 tcp;       // 1: TCP and ARP / neighbour discovery for our address, not RoCEv2
 };
 
 struct {
@@ -57,9 +57,35 @@ struct arp_ipv4 {
   __u8 tpa[4];
 };
 
-// The userspace TCP's frames (cfg->tcp): TCP or ARP for our IPv4 address.
+// The userspace TCP's frames (cfg->tcp) for our IPv6 address: TCP, fragments and ICMPv6
+// (neighbour discovery) to it, and ICMPv6 to its solicited-node group (ff02::1:ffXX:XXXX).
+static __always_inline int tcp6_frame_is_ours(void* l3, void* end,
+                                              const struct roce_config* cfg) {
+  struct ipv6hdr* ip6 = l3;
+  if ((void*)(ip6 + 1) > end) return 0;
+  const __u8* dst = ip6->daddr.in6_u.u6_addr8;
+  int ours = 1;
+  for (int i = 0; i < 16; ++i) {
+    if (dst[i] != cfg->addr6[i]) ours = 0;
+  }
+  if (ours) {
+    return ip6->nexthdr == IPPROTO_TCP || ip6->nexthdr == 44 /* fragment */ ||
+           ip6->nexthdr == 58 /* ICMPv6 */;
+  }
+  if (dst[0] != 0xFF || dst[1] != 2 || dst[11] != 1 || dst[12] != 0xFF) return 0;
+  for (int i = 2; i < 11; ++i) {
+    if (dst[i] != 0) return 0;
+  }
+  for (int i = 13; i < 16; ++i) {
+    if (dst[i] != cfg->addr6[i]) return 0;
+  }
+  return ip6->nexthdr == 58;
+}
+
+// The userspace TCP's frames (cfg->tcp): TCP or ARP for our IPv4 address, or as above for IPv6.
 static __always_inline int tcp_frame_is_ours(__be16 proto, void* l3, void* end,
                                              const struct roce_config* cfg) {
+  if (cfg->ipv6) return proto == bpf_htons(ETH_P_IPV6) && tcp6_frame_is_ours(l3, end, cfg);
   if (proto == bpf_htons(ETH_P_ARP)) {
     struct arp_ipv4* arp = l3;
     if ((void*)(arp + 1) > end) return 0;
