@@ -11,6 +11,8 @@
 # Figures, not assertions. Needs root. The namespaces, veth and addresses (10.97.15.1/24 and
 # 10.97.15.2/24) are its own and always deleted.
 #   bench/wire.sh [BUILD_DIR] [SECONDS] [OUT (default BUILD_DIR/bench-wire)]
+# WIRE_PATHS="lwip_af_xdp iwarp" runs those paths only (and TCP, always); WIRE_MTUS="1500" those
+# MTUs only.
 set -euo pipefail
 build=${1:-build}
 secs=${2:-3}
@@ -130,6 +132,8 @@ can_start() {  # can_start BACKEND: both sides' devices open (the reason on stdo
   done
 }
 
+chosen() { [ -z "${WIRE_PATHS:-}" ] || [[ " $WIRE_PATHS " == *" $1 "* ]]; }
+
 tsv=$out.tsv
 printf 'mtu\tpath\ttest\tvalue\tunit\tcpu_a\tcpu_b\tratio\n' >"$tsv"
 ratio() { awk -v x="$1" -v y="$2" 'BEGIN { if (y > 0 && x + 0 > 0) printf "%.2f", x / y; else print "n/a" }'; }
@@ -142,7 +146,7 @@ row() {  # row MTU PATH TEST UNIT TCP_VALUE
 }
 
 echo "softrdma across a veth pair ($(date -u +%F), $(nproc) cores, $(uname -r)); ratio = / TCP's"
-for m in 1500 9000; do
+for m in ${WIRE_MTUS:-1500 9000}; do
   mtu $m
   echo
   printf '%-14s %-12s %10s %-5s %5s %5s %6s\n' "MTU $m" "test" "value" "unit" "cpu_a" "cpu_b" "ratio"
@@ -153,6 +157,7 @@ for m in 1500 9000; do
   tcp_lat=${result%% *}
   row $m tcp tcp_lat us "$tcp_lat"
   for k in udp af_xdp af_packet iwarp lwip_af_packet lwip_af_xdp; do
+    chosen $k || continue
     if ! why=$(can_start $k); then
       printf '%-10s skipped (%s)\n' "$k" "$why"
       continue
@@ -171,6 +176,7 @@ for m in 1500 9000; do
     row $m $k write_lat us "$tcp_lat"
   done
   for k in dpdk lwip_dpdk; do
+    chosen $k || continue
     if why=$(can_start $k); then  # (DPDK's af_packet PMD: the kernel segments for it)
       gso 1
       perftest_run $k ib_write_bw 65536

@@ -29,6 +29,8 @@ class FaultyPort final : public netdev::FramePort {
     return true;  // a dropped frame is lost on the wire, not refused
   }
 
+  void hold_sends() override { port_->hold_sends(); }
+  void release_sends() override { port_->release_sends(); }
   wire::MacAddr frame_mac() const override { return port_->frame_mac(); }
   std::uint32_t frame_mtu() const override { return port_->frame_mtu(); }
   int frame_timeout_ms() override { return faults_.next_timeout_ms(); }

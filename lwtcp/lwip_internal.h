@@ -49,7 +49,8 @@ class Stack {
   // (mu held).
   void end(int handle, bool reset);
   // Data segments lwIP sends between begin_batch and end_batch may leave joined, for the port's
-  // segmentation offload; end_batch sends what is held (mu held for both).
+  // segmentation offload, or wait in the port (FramePort::hold_sends); end_batch sends what is
+  // held (mu held for both).
   virtual void begin_batch() = 0;
   virtual void end_batch() = 0;
   // The connection no longer uses the port the stack held for it in the kernel (mu held).

@@ -244,10 +244,14 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (holds_) holds_->release(port);
   }
 
-  void begin_batch() override { batching_ = segmentation_; }
+  void begin_batch() override {
+    batching_ = segmentation_;
+    port_->hold_sends();
+  }
   void end_batch() override {
     flush_batch();
     batching_ = false;
+    port_->release_sends();
   }
 
   std::unique_ptr<iwarp::ByteStream> stream(int handle) override {

@@ -374,9 +374,20 @@ std::size_t AfXdpNetdev::push(std::span<const TxFrame> frames) {
     }
     xsk_ring_prod__submit(&x.tx, descs);
     tx_outstanding_ += descs;
-    kick();
+    if (!tx_held_) kick();
   }
   return i;
+}
+
+void AfXdpNetdev::hold_sends() {
+  std::lock_guard lock(tx_mu_);
+  tx_held_ = true;
+}
+
+void AfXdpNetdev::release_sends() {
+  std::lock_guard lock(tx_mu_);
+  tx_held_ = false;
+  kick();
 }
 
 void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {

@@ -58,6 +58,9 @@ class AfXdpNetdev : public RawFramePortNetdev {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  // Between them, frames wait in the TX ring and one kick sends them all (unless the ring fills).
+  void hold_sends() override;
+  void release_sends() override;
   // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
   // rx_dropped includes the frames the kernel dropped for want of room in the RX or fill ring.
@@ -98,6 +101,7 @@ class AfXdpNetdev : public RawFramePortNetdev {
   std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
   std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed
+  bool tx_held_ = false;                     // hold_sends(): no kick until release_sends()
 };
 
 }  // namespace softrdma::netdev

@@ -38,6 +38,11 @@ class FramePort {
   virtual std::size_t recv_frames(const FrameSink& sink, std::size_t max) = 0;
   // Sends one whole frame; false when the OS refused it (counted in tx_errors).
   virtual bool send_frame(const std::uint8_t* frame, std::size_t len) = 0;
+  // Frames sent between hold_sends() and release_sends() may wait in the port and leave together
+  // at release_sends() (one system call for many); a port that sends each at once ignores both.
+  // From the sending thread, one pair at a time.
+  virtual void hold_sends() {}
+  virtual void release_sends() {}
   // Whether send_tcp_segments works: segmentation offload for TCP/IPv4 on the port.
   virtual bool tcp_segmentation() const { return false; }
   // Sends an untagged TCP/IPv4 super-segment that the kernel or the NIC cuts into segments of
