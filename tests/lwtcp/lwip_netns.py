@@ -121,8 +121,8 @@ def perftest(tool, server_side, client_side=None):
     args = [tool, "-R", "-p", str(PORT), "-s", "65536", "-n", "200", "-F"]
     cout, sout = pair(f"{tool} server on {server_side}", server_side, args,
                       args + [ADDR[server_side]], client_side=client_side)
-    expect("BW average" in cout or "BW average" in sout or "#bytes" in cout,
-           f"{tool}: a result line", cout + sout)
+    expect(any(line.split()[:2] == ["65536", "200"] for line in cout.splitlines()),
+           f"{tool} server on {server_side}: the client's 65536 x 200 result", cout + sout)
 
 
 def with_hosts(fn, kernel_b=False):
@@ -159,11 +159,7 @@ def case_rping():
 
 
 def case_perftest():
-    def run():
-        for tool in ("ib_send_bw", "ib_write_bw"):
-            perftest(tool, "lwip")
-            perftest(tool, "kernel")
-    with_hosts(run)
+    perftest_on("af_packet")
 
 
 def case_latency():
@@ -208,6 +204,7 @@ def case_xdp_rping():
         rping("kernel")
         rping("lwip", client_side="lwip2")  # lwIP on both ends
         rping("lwip", mpa="rev=1,crc,markers")
+        ucmatose(("lwip", "kernel"), ("kernel", "lwip"), ("lwip", "lwip2"))
         # While an XDP program steers 10.231.2.2's TCP, hl-b's kernel keeps its own.
         srv = start("lwip", ["rping", "-s", "-a", ADDR["lwip"], "-p", str(PORT), "-C", "1"])
         listening("lwip", srv, "kernel flow")
@@ -220,13 +217,14 @@ def case_xdp_rping():
 
 
 def perftest_on(raw):
-    """ib_send_bw, ib_write_bw and ib_read_bw -R with lwIP on `raw`: against kernel TCP both
-    ways and against itself."""
+    """perftest -R with lwIP on `raw`, bandwidth and latency of send, write and read (64 KiB):
+    against kernel TCP both ways and against itself."""
     global backend
     backend = raw
 
     def run():
-        for tool in ("ib_send_bw", "ib_write_bw", "ib_read_bw"):
+        for tool in ("ib_send_bw", "ib_write_bw", "ib_read_bw", "ib_send_lat", "ib_write_lat",
+                     "ib_read_lat"):
             perftest(tool, "lwip")
             perftest(tool, "kernel")
             perftest(tool, "lwip", client_side="lwip2")
@@ -259,6 +257,7 @@ def case_dpdk_rping():
             cout, sout = rping(server_side, opts=("--stats",), mpa=mpa, client_side=client_side)
             lwip_out = sout if server_side == "lwip" else cout
             expect_lwip_carried("dpdk", lwip_out)
+        ucmatose(("lwip", "kernel"), ("kernel", "lwip"), ("lwip", "lwip2"))
     with_hosts(run)
 
 
@@ -294,12 +293,15 @@ def qperf_pair(name, server_side, client_side, server_opts=(), client_opts=()):
     return cout, sout
 
 
-def case_shared():
-    """--tcp user on an address hl-b's kernel holds too (10.231.2.2 on hl-v1): lwIP's ports are
-    held in the kernel, which drops their segments rather than resetting them, and every other
-    port stays the kernel's. rping (data checked) each way; qperf -cm1 rc_bw and rc_lat, whose
-    control connection is the kernel's TCP on the same address and whose RDMA connection is
-    lwIP's, lwIP as server and as client; a kernel TCP flow to the address echoed meanwhile."""
+def shared_on(raw):
+    """--tcp user on `raw` on an address hl-b's kernel holds too (10.231.2.2 on hl-v1): lwIP's
+    ports are held in the kernel, which drops their segments rather than resetting them, and
+    every other port stays the kernel's. rping (data checked) each way; qperf -cm1 rc_bw and
+    rc_lat, whose control connection is the kernel's TCP on the same address and whose RDMA
+    connection is lwIP's, lwIP as server and as client; a kernel TCP flow to the address echoed
+    meanwhile."""
+    global backend
+    backend = raw
     user = ("--tcp", "user", "--stats")
 
     def run():
@@ -328,6 +330,14 @@ def case_shared():
         expect(got == "kernel flow", f"shared: a kernel TCP flow to the same address ({got!r})",
                "")
     with_hosts(run, kernel_b="shared")
+
+
+def case_shared():
+    shared_on("af_packet")
+
+
+def case_dpdk_shared():
+    shared_on("dpdk")
 
 
 def check_trace(pcap, lint):
