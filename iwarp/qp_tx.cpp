@@ -129,7 +129,13 @@ void Qp::pump_tx(int budget) {
       return;
     }
     complete_sq();
-    if (short_write) return;
+    if (short_write) {
+      // The stream took less than offered: it is full. A write that stopped at an FPDU's end
+      // leaves nothing pending, so only the writable event can bring the progress thread back
+      // (without it the rest waited for the next post: a sender that stops posting stalled).
+      tx_blocked_ = true;
+      return;
+    }
   }
   fin_when_drained();
 }

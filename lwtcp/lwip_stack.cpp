@@ -590,7 +590,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   Counts counts_;
   // The kernel holds the address too: the ports held for our connections (cfg_.hold_ports).
   std::unique_ptr<PortHolds> holds_ =
-      cfg_.hold_ports ? std::make_unique<PortHolds>(cfg_.address) : nullptr;
+      cfg_.hold_ports ? std::make_unique<PortHolds>(cfg_.address,
+                                                    [this](std::uint16_t port, bool held) {
+                                                      return port_->steer_tcp_port(port, held);
+                                                    })
+                      : nullptr;
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   std::array<std::uint8_t, 9216 + 64> tx_{};

@@ -70,6 +70,10 @@ int PortHolds::hold(std::uint16_t port) {
   const int got = open_hold(address_, port, fd);
   if (got < 0) return got;
   const auto p = static_cast<std::uint16_t>(got);
+  if (steer_ && !steer_(p, true)) {
+    ::close(fd);
+    return -EIO;
+  }
   holds_[p] = Hold{fd, 1, {}};
   held_.set(p);
   return p;
@@ -84,6 +88,7 @@ void PortHolds::release(std::uint16_t port) {
 void PortHolds::expire(Clock::time_point now) {
   for (auto it = holds_.begin(); it != holds_.end();) {
     if (it->second.users == 0 && now >= it->second.until) {
+      if (steer_) steer_(it->first, false);
       ::close(it->second.fd);
       held_.reset(it->first);
       it = holds_.erase(it);

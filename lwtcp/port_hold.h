@@ -9,6 +9,7 @@
 #include <bitset>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <unordered_map>
 
 #include "netdev/netdev.h"
@@ -20,13 +21,18 @@ class PortHolds {
   using Clock = std::chrono::steady_clock;
   static constexpr auto kLinger = std::chrono::seconds(5);
 
-  explicit PortHolds(const netdev::IpAddr& address) : address_(address) {}  // IPv4 or IPv6
+  // Called when a port becomes held (true) and when it is let go (false): the link's own
+  // steering of the port (netdev::FramePort::steer_tcp_port); false refuses the hold.
+  using Steer = std::function<bool(std::uint16_t port, bool held)>;
+
+  explicit PortHolds(const netdev::IpAddr& address, Steer steer = {})  // IPv4 or IPv6
+      : address_(address), steer_(std::move(steer)) {}
   ~PortHolds();
   PortHolds(const PortHolds&) = delete;
   PortHolds& operator=(const PortHolds&) = delete;
 
   // Holds `port` once more (0: one the kernel picks): the port, or -errno (-EADDRINUSE when a
-  // socket of the kernel's has it).
+  // socket of the kernel's has it, -EIO when the link could not steer it).
   int hold(std::uint16_t port);
   // One user fewer; the last one starts the linger.
   void release(std::uint16_t port);
@@ -42,6 +48,7 @@ class PortHolds {
     Clock::time_point until{};  // users == 0: held until then
   };
   netdev::IpAddr address_;
+  Steer steer_;
   std::unordered_map<std::uint16_t, Hold> holds_;
   std::bitset<65536> held_;
 };

@@ -1,6 +1,7 @@
 #include "lwtcp/raw_port.h"
 
 #include "lwtcp/faulty_port.h"
+#include "lwtcp/split_port.h"
 #include "netdev/open.h"
 #include "netdev/raw_eth.h"
 
@@ -38,10 +39,7 @@ std::string roce_spec_beside_user_tcp(const std::string& spec, TcpChoice choice)
                           : netdev::split_iface_spec(spec, iface, given);
   if (!parsed || !netdev::IpAddr::parse(given, address)) return spec;  // netdev::open says why
   const auto steer = user_tcp_steering(spec, address, choice);
-  if (!steer || (backend == netdev::FrameBackend::kAfXdp && steer != netdev::Steering::kTcp) ||
-      backend == netdev::FrameBackend::kAfPacket) {
-    return spec;
-  }
+  if (!steer || backend == netdev::FrameBackend::kAfPacket) return spec;
   return netdev::with_frame_backend(spec, netdev::FrameBackend::kAfPacket);
 }
 
@@ -52,6 +50,20 @@ std::unique_ptr<netdev::FramePort> open_raw_port(
   options.vlan = vlan;
   auto port = netdev::open_frame_port(spec, address, steer, options, error);
   if (!port) return nullptr;
+  if (netdev::frame_backend(spec) == netdev::FrameBackend::kAfXdp &&
+      steer == netdev::Steering::kTcpShared) {
+    // The XDP program takes the held ports' segments only; ARP and neighbour discovery stay the
+    // kernel's, and a packet socket beside it shows them to the stack too.
+    auto side =
+        netdev::open_frame_port(netdev::with_frame_backend(spec, netdev::FrameBackend::kAfPacket),
+                                address, steer, options, error);
+    if (!side) return nullptr;
+    port = split_port(std::move(port), std::move(side));
+    if (!port) {
+      error = "af_xdp: epoll_create1 failed";
+      return nullptr;
+    }
+  }
   return with_faults(std::move(port), faults);
 }
 

@@ -1,8 +1,10 @@
 // Which raw backend carries softiwarp0's userspace TCP, and how it is steered there:
 // af_packet:IFACE[:ADDRESS], af_xdp:IFACE[:ADDRESS] or dpdk:DEVICE@ADDRESS on an address (IPv4
 // or IPv6) no interface holds (steering kTcp: the kernel never sees our connections), or with
-// `--tcp user` on af_packet or dpdk on an address the kernel holds too (kTcpShared: the stack holds
-// its ports in the kernel); any other spec or choice keeps iWARP on kernel TCP.
+// `--tcp user` on an address the kernel holds too (kTcpShared: the stack holds its ports in the
+// kernel; on af_xdp the XDP program steers those ports alone, and a packet socket beside it shows
+// the stack ARP and neighbour discovery, lwtcp/split_port.h); any other spec or choice keeps
+// iWARP on kernel TCP.
 #pragma once
 
 #include <cstdint>
@@ -28,8 +30,8 @@ std::optional<netdev::Steering> user_tcp_steering(const std::string& spec,
                                                   const netdev::IpAddr& address,
                                                   TcpChoice choice = TcpChoice::kAuto);
 
-// The spec softroce0 opens beside softiwarp0 (--transport iwarp): af_xdp:IFACE:ADDRESS on an
-// address no interface holds becomes af_packet:IFACE:ADDRESS, since the XDP program (one an
+// The spec softroce0 opens beside softiwarp0 (--transport iwarp): af_xdp:IFACE:ADDRESS under
+// the userspace TCP becomes af_packet:IFACE:ADDRESS, since the XDP program (one an
 // interface) steers to the TCP, and so does dpdk:VDEV,iface=IFACE@ADDRESS under the userspace
 // TCP, since the port is the TCP's (a PCI NIC's spec stays: softroce0 takes the port, and
 // softiwarp0 stays on kernel TCP); any other spec stays as it is.

@@ -10,8 +10,9 @@
 // when it is (the usual case) the kernel answers them.
 //
 // Steering kTcp opens the same link for a userspace TCP (lwtcp/) instead: the filter takes TCP
-// and ARP for `local`, an IPv4 address no interface holds (so the kernel neither answers nor
-// resets our connections), and the frames go whole through FramePort.
+// and ARP (IPv6: TCP, fragments and neighbour discovery) for `local`, an address no interface
+// holds (so the kernel neither answers nor resets our connections), and the frames go whole
+// through FramePort; kTcpShared, the same on an address the kernel holds too.
 #pragma once
 
 #include <linux/if_packet.h>

@@ -57,6 +57,7 @@ struct AfXdpNetdev::Xsk {
   bpf_link* link = nullptr;
   void* umem_area = nullptr;
   std::size_t umem_size = 0;
+  int tcp_ports_fd = -1;  // the program's tcp_ports map (steering kTcpShared)
   xsk_umem* umem = nullptr;
   xsk_socket* xsk = nullptr;
   xsk_ring_prod fq{};
@@ -138,7 +139,8 @@ bool AfXdpNetdev::Xsk::load_program(const std::string& where, const IpAddr& loca
   cfg.addr6 = local.bytes;
   cfg.port = htons(kRoceV2Port);
   cfg.vid = vlan_tci ? *vlan_tci & 0xFFFu : 0;
-  cfg.tcp = steer == Steering::kTcp ? 1 : 0;
+  cfg.tcp = steer == Steering::kTcp ? 1 : steer == Steering::kTcpShared ? 2 : 0;
+  tcp_ports_fd = bpf_object__find_map_fd_by_name(obj, "tcp_ports");
   const std::uint32_t key = 0;
   if (bpf_map_update_elem(config_fd, &key, &cfg, BPF_ANY) != 0) {
     error = where + ": configuring the XDP program: " + why(errno);
@@ -236,16 +238,15 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
                                                std::uint32_t queue, Steering steer) {
   std::unique_ptr<AfXdpNetdev> d(new AfXdpNetdev());
   const std::string where = "af_xdp:" + ifname;
-  if (steer == Steering::kTcpShared) {
-    error = where + ": a userspace TCP on an address the kernel holds (" + local.str() +
-            ") runs on af_packet or dpdk: the XDP program would take the kernel's own TCP";
+  if (steers_tcp(steer) && vlan_tci) {
+    error = where + ": a userspace TCP runs on no VLAN yet, not VLAN " +
+            std::to_string(*vlan_tci & 0xFFFu);
     return nullptr;
   }
-  if (steer == Steering::kTcp && (!interface_with(local).empty() || vlan_tci)) {
-    // The kernel would answer our segments with resets: a userspace TCP needs an address of
-    // its own (VLANs are not done yet).
-    error = where + ": a userspace TCP needs an address no interface holds, and no VLAN, not " +
-            local.str() + (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
+  if (steer == Steering::kTcp && !interface_with(local).empty()) {
+    // The kernel would answer our segments with resets: without held ports (kTcpShared), a
+    // userspace TCP needs an address of its own.
+    error = where + ": a userspace TCP needs an address no interface holds, not " + local.str();
     return nullptr;
   }
   if (!read_link(where, ifname, d->link_, error)) return nullptr;
@@ -377,6 +378,11 @@ std::size_t AfXdpNetdev::push(std::span<const TxFrame> frames) {
     if (!tx_held_) kick();
   }
   return i;
+}
+
+bool AfXdpNetdev::steer_tcp_port(std::uint16_t port, bool ours) {
+  const std::uint32_t key = port, value = ours ? 1 : 0;
+  return x_->tcp_ports_fd >= 0 && bpf_map_update_elem(x_->tcp_ports_fd, &key, &value, BPF_ANY) == 0;
 }
 
 void AfXdpNetdev::hold_sends() {

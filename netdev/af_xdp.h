@@ -12,9 +12,11 @@
 // libbpf and clang are found (SOFTRDMA_HAVE_AF_XDP is then defined).
 //
 // Steering kTcp opens the link for a userspace TCP (lwtcp/) instead: the XDP program takes TCP
-// and ARP for `local`, an IPv4 address no interface holds, and the frames go whole through
-// FramePort; the kernel never sees them, so it neither answers nor resets our connections, and
-// every other flow (TCP to the kernel's own addresses included) stays with it.
+// and ARP (IPv6: neighbour discovery) for `local`, an address no interface holds, and the frames
+// go whole through FramePort; the kernel never sees them, so it neither answers nor resets our
+// connections, and every other flow (TCP to the kernel's own addresses included) stays with it.
+// Steering kTcpShared (an address the kernel holds too): the program takes only TCP to `local`
+// and to the ports steer_tcp_port marked.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +60,9 @@ class AfXdpNetdev : public RawFramePortNetdev {
   // FramePort (Steering::kTcp).
   int frame_fd() const override { return fd_; }
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
+  // Steering kTcpShared: marks `port` in the XDP program's tcp_ports (its segments come here,
+  // the rest of the address's go to the kernel).
+  bool steer_tcp_port(std::uint16_t port, bool ours) override;
   // Between them, frames wait in the TX ring and one kick sends them all (unless the ring fills).
   void hold_sends() override;
   void release_sends() override;

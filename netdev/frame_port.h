@@ -43,6 +43,13 @@ class FramePort {
   // From the sending thread, one pair at a time.
   virtual void hold_sends() {}
   virtual void release_sends() {}
+  // Steering kTcpShared, where the port itself chooses the TCP ports it takes (af_xdp's
+  // program): segments to `port` come to the port (`ours`) or stay the kernel's. True where the
+  // port takes every TCP frame of the address anyway (af_packet, dpdk: the stack sorts them).
+  virtual bool steer_tcp_port(std::uint16_t port, bool ours) {
+    (void)port, (void)ours;
+    return true;
+  }
   // Whether send_tcp_segments works: segmentation offload for TCP/IPv4 on the port.
   virtual bool tcp_segmentation() const { return false; }
   // Sends an untagged TCP/IPv4 super-segment that the kernel or the NIC cuts into segments of

@@ -4,7 +4,8 @@
 // neighbour discovery, other traffic, RoCEv2 for other addresses) passes to the kernel. With
 // `tcp` set (a userspace TCP above the socket, on an address no interface holds) it takes TCP to
 // our address instead (fragments and options too: the stack reassembles) and ARP whose target is
-// our address (IPv4) or neighbour discovery for it (IPv6), and the kernel sees none of them.
+// our address (IPv4) or neighbour discovery for it (IPv6), and the kernel sees none of them;
+// with `tcp` 2 (an address the kernel holds too) only TCP to the ports marked in tcp_ports.
 // Built with clang -target bpf at build time and embedded in the library.
 #include <linux/bpf.h>
 #include <linux/if_ether.h>
@@ -31,7 +32,8 @@ struct roce_config {
   __u8 addr6[16];
   __u32 port;      // the RoCEv2 UDP port, in its low 16 bits
   __u32 vid;       // our VLAN ID, 0 for none
-  __u32 tcp;       // 1: TCP and ARP / neighbour discovery for our address, not RoCEv2
+  __u32 tcp;       // 1: TCP and ARP / neighbour discovery for our address, not RoCEv2;
+                   // 2: TCP to our address and a port marked in tcp_ports only
 };
 
 struct {
@@ -40,6 +42,15 @@ struct {
   __type(key, __u32);
   __type(value, struct roce_config);
 } roce_config SEC(".maps");
+
+// With tcp 2 (an address the kernel holds too): the TCP ports whose segments are the userspace
+// TCP's (value 1), set by AfXdpNetdev::steer_tcp_port; the rest of the address stays the kernel's.
+struct {
+  __uint(type, BPF_MAP_TYPE_ARRAY);
+  __uint(max_entries, 65536);
+  __type(key, __u32);
+  __type(value, __u32);
+} tcp_ports SEC(".maps");
 
 struct vlan_tag {
   __be16 tci;
@@ -82,9 +93,38 @@ static __always_inline int tcp6_frame_is_ours(void* l3, void* end,
   return ip6->nexthdr == 58;
 }
 
+// With tcp 2: TCP to our address (IPv4 without options, or IPv6 with TCP next) whose
+// destination port is marked in tcp_ports.
+static __always_inline int held_port_is_ours(__be16 proto, void* l3, void* end,
+                                             const struct roce_config* cfg) {
+  struct tcphdr_ports {
+    __be16 source, dest;
+  }* tcp;
+  if (cfg->ipv6) {
+    struct ipv6hdr* ip6 = l3;
+    if (proto != bpf_htons(ETH_P_IPV6) || (void*)(ip6 + 1) > end) return 0;
+    if (ip6->nexthdr != IPPROTO_TCP) return 0;
+    for (int i = 0; i < 16; ++i) {
+      if (ip6->daddr.in6_u.u6_addr8[i] != cfg->addr6[i]) return 0;
+    }
+    tcp = (void*)(ip6 + 1);
+  } else {
+    struct iphdr* ip = l3;
+    if (proto != bpf_htons(ETH_P_IP) || (void*)(ip + 1) > end) return 0;
+    if (ip->ihl != 5 || ip->protocol != IPPROTO_TCP || ip->daddr != cfg->addr4) return 0;
+    if (ip->frag_off & bpf_htons(0x3FFF)) return 0;  // a fragment: the kernel's
+    tcp = (void*)(ip + 1);
+  }
+  if ((void*)(tcp + 1) > end) return 0;
+  __u32 port = bpf_ntohs(tcp->dest);
+  __u32* marked = bpf_map_lookup_elem(&tcp_ports, &port);
+  return marked && *marked;
+}
+
 // The userspace TCP's frames (cfg->tcp): TCP or ARP for our IPv4 address, or as above for IPv6.
 static __always_inline int tcp_frame_is_ours(__be16 proto, void* l3, void* end,
                                              const struct roce_config* cfg) {
+  if (cfg->tcp == 2) return held_port_is_ours(proto, l3, end, cfg);
   if (cfg->ipv6) return proto == bpf_htons(ETH_P_IPV6) && tcp6_frame_is_ours(l3, end, cfg);
   if (proto == bpf_htons(ETH_P_ARP)) {
     struct arp_ipv4* arp = l3;

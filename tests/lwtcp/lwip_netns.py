@@ -298,8 +298,8 @@ def shared_on(raw):
     ports are held in the kernel, which drops their segments rather than resetting them, and
     every other port stays the kernel's. rping (data checked) each way; qperf -cm1 rc_bw and
     rc_lat, whose control connection is the kernel's TCP on the same address and whose RDMA
-    connection is lwIP's, lwIP as server and as client; a kernel TCP flow to the address echoed
-    meanwhile."""
+    connection is lwIP's, lwIP as server, as client and at both ends; a kernel TCP flow to the
+    address echoed meanwhile."""
     global backend
     backend = raw
     user = ("--tcp", "user", "--stats")
@@ -309,9 +309,20 @@ def shared_on(raw):
             cout, sout = rping(server_side, opts=user)
             lwip_out = sout if server_side == "lwip" else cout
             expect_lwip_carried(f"shared, rping server on {server_side}", lwip_out)
+            if raw == "af_xdp":  # the connection's segments came through the XDP program
+                c = stats(lwip_out)
+                expect(c.get("tcp_rx_steered", 0) >= 20,
+                       f"shared on af_xdp, rping server on {server_side}: steered ({c})", lwip_out)
         _, sout = qperf_pair("shared: qperf server on lwIP", "lwip", "kernel", server_opts=user)
         cout, _ = qperf_pair("shared: qperf client on lwIP", "kernel", "lwip", client_opts=user)
-        for who, out in (("server", sout), ("client", cout)):
+        # lwIP at both ends: hl-a's kernel holds lwip2's address too.
+        expect(sh(f"ip -n hl-a addr add {ADDR['lwip2']}/24 dev hl-v0"), "shared: lwip2's address",
+               "")
+        both_out = qperf_pair("shared: qperf, lwIP at both ends", "lwip", "lwip2", server_opts=user,
+                              client_opts=user)
+        # (The client's control connection leaves from hl-a's first address, not lwip2's.)
+        expect_lwip_carried("shared: the lwIP-to-lwIP qperf client", both_out[0])
+        for who, out in (("server", sout), ("client", cout), ("lwIP-to-lwIP server", both_out[1])):
             c = stats(out)
             # The control connection's frames reach the packet socket too, and are left to the
             # kernel (tcp_rx_kernels).
@@ -338,6 +349,10 @@ def case_shared():
 
 def case_dpdk_shared():
     shared_on("dpdk")
+
+
+def case_xdp_shared():
+    shared_on("af_xdp")
 
 
 def check_trace(pcap, lint):
@@ -390,7 +405,8 @@ def case_ipv6():
     client, and on both ends, lwIP's counters showing it carried each; on af_packet also
     ucmatose each way, 6 MB of rping, and a trace that tshark decodes with good CRCs and lint
     finds clean (Debian's perftest 4.5 resolves -R addresses as IPv4 only). Then with hl-b's
-    kernel holding ::2 too, --tcp user on af_packet: rping each way, carried by lwIP."""
+    kernel holding ::2 too, --tcp user on af_packet and af_xdp: rping each way, carried by
+    lwIP."""
     global ADDR, backend
     ADDR = dict(V6)
     pcap = f"/tmp/lwip_netns_{os.getpid()}_v6.pcapng"
@@ -420,8 +436,9 @@ def case_ipv6():
         for raw in ("af_packet", "af_xdp", "dpdk"):
             backend = raw
             with_hosts(run)
-        backend = "af_packet"
-        with_hosts(shared)
+        for raw in ("af_packet", "af_xdp"):
+            backend = raw
+            with_hosts(shared)
     finally:
         if os.path.exists(pcap):
             os.remove(pcap)
