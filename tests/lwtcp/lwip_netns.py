@@ -286,6 +286,11 @@ def qperf_pair(name, server_side, client_side, server_opts=(), client_opts=()):
     crc, cout = finish(cli, 90)
     srv.send_signal(signal.SIGINT)  # qperf exits, and softrdma's counters are printed
     _, sout = finish(srv, 10)
+    # The server's per-test children may outlive it by lwIP's exit linger (up to 5 s), holding
+    # the address's RoCE port: the next device on that address waits for them.
+    wait_for(lambda: not subprocess.run(["ip", "netns", "pids", NS[server_side]],
+                                        capture_output=True, text=True).stdout.strip(), 15,
+             interval=0.2)
     expect(crc == 0, f"{name}: qperf client exits 0 (got {crc})", cout)
     expect(re.search(r"bw\s+=\s+[\d.]+ [KMG]B/sec", cout) and
            re.search(r"latency\s+=\s+[\d.]+ [nmu]?s", cout),
