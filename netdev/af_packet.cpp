@@ -110,78 +110,55 @@ std::vector<sock_filter> filter4_tcp(std::uint32_t ip) {
   });
 }
 
-// The IPv6 part: UDP to `ip`:4791 or ICMPv6 (neighbour discovery) to `ip`, or ICMPv6 to its
-// solicited-node group. No extension headers. Ends with accept, reject.
-std::vector<sock_filter> filter6(const IpAddr& ip) {
-  std::array<std::uint32_t, 4> w{};
-  for (std::size_t i = 0; i < 4; ++i) w[i] = wire::load32(ip.bytes.data() + 4 * i);
-  constexpr std::uint8_t kIcmp6 = 58;
-  enum : std::uint8_t { kSolicited = 15, kAccept = 24, kReject = 25 };
-  const std::vector<Insn> prog = {
-      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                        // 0: ethertype
-      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, kReject},         // 1
-      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                        // 2: destination
-      {BPF_JMP | BPF_JEQ | BPF_K, w[0], 0, kSolicited},            // 3
-      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                        // 4
-      {BPF_JMP | BPF_JEQ | BPF_K, w[1], 0, kReject},               // 5
-      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                        // 6
-      {BPF_JMP | BPF_JEQ | BPF_K, w[2], 0, kReject},               // 7
-      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                        // 8
-      {BPF_JMP | BPF_JEQ | BPF_K, w[3], 0, kReject},               // 9
-      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                        // 10: next header
-      {BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, 14},             // 11
-      {BPF_LD | BPF_H | BPF_ABS, 56, 0, 0},                        // 12: UDP destination port
-      {BPF_JMP | BPF_JEQ | BPF_K, kRoceV2Port, kAccept, kReject},  // 13
-      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},       // 14
-      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF020000, 0, kReject},         // 15: ff02::1:ffXX:XXXX
-      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                        // 16
-      {BPF_JMP | BPF_JEQ | BPF_K, 0, 0, kReject},                  // 17
-      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                        // 18
-      {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, kReject},                  // 19
-      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                        // 20
-      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF000000 | (w[3] & 0xFFFFFF), 0, kReject},  // 21
-      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                                     // 22: next header
-      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},                    // 23
-      {BPF_RET | BPF_K, 0x40000, 0, 0},                                         // 24: accept
-      {BPF_RET | BPF_K, 0, 0, 0},                                               // 25: reject
-  };
-  return assemble(prog);
-}
-
-// The IPv6 filter of the TCP steering: TCP, fragments and ICMPv6 (neighbour discovery) to `ip`,
-// or ICMPv6 to its solicited-node group. Ends with accept, reject.
-std::vector<sock_filter> filter6_tcp(const IpAddr& ip) {
+// The IPv6 part, to `ip` (no extension headers before UDP): for RoCE UDP to port 4791 and ICMPv6
+// (neighbour discovery); for the TCP steering (`tcp`) TCP, fragments and ICMPv6. Either way also
+// ICMPv6 to the address's solicited-node group. Ends with accept, reject.
+std::vector<sock_filter> filter6(const IpAddr& ip, bool tcp) {
   std::array<std::uint32_t, 4> w{};
   for (std::size_t i = 0; i < 4; ++i) w[i] = wire::load32(ip.bytes.data() + 4 * i);
   constexpr std::uint8_t kIcmp6 = 58, kFragment = 44;
-  enum : std::uint8_t { kSolicited = 14, kAccept = 23, kReject = 24 };
-  return assemble({
-      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                   // 0: ethertype
-      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, kReject},    // 1
-      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                   // 2: destination
-      {BPF_JMP | BPF_JEQ | BPF_K, w[0], 0, kSolicited},       // 3
-      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                   // 4
-      {BPF_JMP | BPF_JEQ | BPF_K, w[1], 0, kReject},          // 5
-      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                   // 6
-      {BPF_JMP | BPF_JEQ | BPF_K, w[2], 0, kReject},          // 7
-      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                   // 8
-      {BPF_JMP | BPF_JEQ | BPF_K, w[3], 0, kReject},          // 9
-      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                   // 10: next header
-      {BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, kAccept, 0},   // 11
-      {BPF_JMP | BPF_JEQ | BPF_K, kFragment, kAccept, 0},     // 12
-      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},  // 13
-      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF020000, 0, kReject},    // 14: ff02::1:ffXX:XXXX
-      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                   // 15
-      {BPF_JMP | BPF_JEQ | BPF_K, 0, 0, kReject},             // 16
-      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                   // 17
-      {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, kReject},             // 18
-      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                   // 19
-      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF000000 | (w[3] & 0xFFFFFF), 0, kReject},  // 20
-      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                                     // 21: next header
-      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, kAccept, kReject},                    // 22
-      {BPF_RET | BPF_K, 0x40000, 0, 0},                                         // 23: accept
-      {BPF_RET | BPF_K, 0, 0, 0},                                               // 24: reject
-  });
+  constexpr std::uint8_t kOurs = 11;  // the first instruction once the address matched
+  const auto solicited = static_cast<std::uint8_t>(kOurs + (tcp ? 3 : 4));
+  const auto accept = static_cast<std::uint8_t>(solicited + 9);
+  const auto reject = static_cast<std::uint8_t>(accept + 1);
+  std::vector<Insn> prog = {
+      {BPF_LD | BPF_H | BPF_ABS, 12, 0, 0},                // 0: ethertype
+      {BPF_JMP | BPF_JEQ | BPF_K, ETH_P_IPV6, 0, reject},  // 1
+      {BPF_LD | BPF_W | BPF_ABS, 38, 0, 0},                // 2: destination
+      {BPF_JMP | BPF_JEQ | BPF_K, w[0], 0, solicited},     // 3
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},                // 4
+      {BPF_JMP | BPF_JEQ | BPF_K, w[1], 0, reject},        // 5
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},                // 6
+      {BPF_JMP | BPF_JEQ | BPF_K, w[2], 0, reject},        // 7
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},                // 8
+      {BPF_JMP | BPF_JEQ | BPF_K, w[3], 0, reject},        // 9
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},                // 10: next header
+  };
+  if (tcp) {  // 11-13
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_TCP, accept, 0});
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, kFragment, accept, 0});
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, accept, reject});
+  } else {  // 11-14
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, IPPROTO_UDP, 0, kOurs + 3});
+    prog.push_back({BPF_LD | BPF_H | BPF_ABS, 56, 0, 0});  // UDP destination port
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, kRoceV2Port, accept, reject});
+    prog.push_back({BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, accept, reject});
+  }
+  const std::vector<Insn> group = {
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF020000, 0, reject},  // solicited: ff02::1:ffXX:XXXX
+      {BPF_LD | BPF_W | BPF_ABS, 42, 0, 0},
+      {BPF_JMP | BPF_JEQ | BPF_K, 0, 0, reject},
+      {BPF_LD | BPF_W | BPF_ABS, 46, 0, 0},
+      {BPF_JMP | BPF_JEQ | BPF_K, 1, 0, reject},
+      {BPF_LD | BPF_W | BPF_ABS, 50, 0, 0},
+      {BPF_JMP | BPF_JEQ | BPF_K, 0xFF000000 | (w[3] & 0xFFFFFF), 0, reject},
+      {BPF_LD | BPF_B | BPF_ABS, 20, 0, 0},  // next header
+      {BPF_JMP | BPF_JEQ | BPF_K, kIcmp6, accept, reject},
+      {BPF_RET | BPF_K, 0x40000, 0, 0},  // accept
+      {BPF_RET | BPF_K, 0, 0, 0},        // reject
+  };
+  prog.insert(prog.end(), group.begin(), group.end());
+  return assemble(prog);
 }
 
 // The classic BPF program: frames of our VLAN (the kernel has moved the tag out of the frame;
@@ -191,7 +168,7 @@ std::vector<sock_filter> make_filter(const IpAddr& local, std::optional<std::uin
   const bool tcp = steers_tcp(steer);
   const std::vector<sock_filter> f =
       local.is_v4() ? (tcp ? filter4_tcp(local.v4_host()) : filter4(local.v4_host()))
-                    : (tcp ? filter6_tcp(local) : filter6(local));
+                    : filter6(local, tcp);
   // Before it, the VLAN test; a failed one jumps to the final reject.
   constexpr std::uint32_t kTagPresent = SKF_AD_OFF + SKF_AD_VLAN_TAG_PRESENT;
   constexpr std::uint32_t kTag = SKF_AD_OFF + SKF_AD_VLAN_TAG;
