@@ -2,8 +2,6 @@
 // tcp_sndbuf allows (its flow control), recv copies out of the received pbufs and opens the
 // window (open_window, receive_window.h); readiness is the connection's eventfd, signalled by
 // lwIP's callbacks.
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -104,14 +102,7 @@ class LwipStream final : public iwarp::ByteStream {
     const Conn* c = stack_.find(fd_);
     // IPv4 only: a stream trace's synthesized headers and the QP's snapshot are IPv4 (as
     // kernel TCP's streams report them).
-    if (!c || c->local.ss_family != AF_INET || c->remote.ss_family != AF_INET) return false;
-    auto v4 = [](const sockaddr_storage& ss) {
-      const auto& in = reinterpret_cast<const sockaddr_in&>(ss);
-      return iwarp::TcpEndpoint{ntohl(in.sin_addr.s_addr), ntohs(in.sin_port)};
-    };
-    local = v4(c->local);
-    remote = v4(c->remote);
-    return true;
+    return c && iwarp::endpoint_of(c->local, local) && iwarp::endpoint_of(c->remote, remote);
   }
 
   std::uint32_t mss() const override {

@@ -1,13 +1,12 @@
 #include "lwtcp/port_hold.h"
 
-#include <arpa/inet.h>
 #include <linux/filter.h>
-#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
+
+#include "netdev/ip_sockaddr.h"
 
 namespace softrdma::lwtcp {
 
@@ -17,21 +16,8 @@ namespace {
 // "ret #0": the kernel discards a segment its socket filter refuses, without a reset). The
 // port it got, or -errno.
 int open_hold(const netdev::IpAddr& address, std::uint16_t port, int& fd) {
-  sockaddr_storage ss{};
-  socklen_t len = 0;
-  if (address.is_v4()) {
-    auto& in = reinterpret_cast<sockaddr_in&>(ss);
-    in.sin_family = AF_INET;
-    in.sin_addr.s_addr = htonl(address.v4_host());
-    in.sin_port = htons(port);
-    len = sizeof in;
-  } else {
-    auto& in6 = reinterpret_cast<sockaddr_in6&>(ss);
-    in6.sin6_family = AF_INET6;
-    std::memcpy(in6.sin6_addr.s6_addr, address.bytes.data(), 16);
-    in6.sin6_port = htons(port);
-    len = sizeof in6;
-  }
+  sockaddr_storage ss;
+  socklen_t len = netdev::to_sockaddr(address, port, 0, ss);
   fd = ::socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return -errno;
   auto fail = [&fd] {
@@ -49,8 +35,10 @@ int open_hold(const netdev::IpAddr& address, std::uint16_t port, int& fd) {
       ::bind(fd, sa, len) != 0 || ::listen(fd, 1) != 0 || getsockname(fd, sa, &len) != 0) {
     return fail();
   }
-  return ss.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in&>(ss).sin_port)
-                                 : ntohs(reinterpret_cast<sockaddr_in6&>(ss).sin6_port);
+  netdev::IpAddr bound;
+  std::uint16_t got = 0;
+  netdev::from_sockaddr(ss, bound, got);
+  return got;
 }
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "netdev/datagram_bounds.h"
 #include "netdev/icrc_pseudo.h"
 #include "netdev/ip_header.h"
+#include "netdev/ip_sockaddr.h"
 #include "wire/frame.h"
 #include "wire/roce_frame.h"
 
@@ -161,23 +162,12 @@ bool RawEthNetdev::start(const std::string& where, const IpAddr& local,
   sock_filter reject_all = BPF_STMT(BPF_RET | BPF_K, 0);
   sock_fprog reject{1, &reject_all};
   setsockopt(udp_fd_, SOL_SOCKET, SO_ATTACH_FILTER, &reject, sizeof reject);
-  sockaddr_storage ss{};
-  socklen_t ss_len = 0;
-  if (local.is_v4()) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(kRoceV2Port);
-    sin->sin_addr.s_addr = htonl(local4_);
-    ss_len = sizeof(sockaddr_in);
-  } else {
+  if (!local.is_v4()) {
     const int on = 1;
     setsockopt(udp_fd_, IPPROTO_IPV6, IPV6_V6ONLY, &on, sizeof on);
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(kRoceV2Port);
-    std::memcpy(&sin6->sin6_addr, local.bytes.data(), 16);
-    ss_len = sizeof(sockaddr_in6);
   }
+  sockaddr_storage ss;
+  const socklen_t ss_len = to_sockaddr(local, kRoceV2Port, 0, ss);
   if (bind(udp_fd_, reinterpret_cast<sockaddr*>(&ss), ss_len) != 0 && errno != EADDRNOTAVAIL) {
     error = where + ": " + local.str() + ":" + std::to_string(kRoceV2Port) + ": " +
             std::strerror(errno);
