@@ -271,6 +271,31 @@ def case_dpdk_trace():
     traced(lint=True)
 
 
+def roce_port_free(side):
+    """No process left in `side`'s namespace, and UDP 4791 on its address free there (a device
+    holds it while it runs; an address the namespace's kernel lacks is free by definition)."""
+    if subprocess.run(["ip", "netns", "pids", NS[side]], capture_output=True,
+                      text=True).stdout.strip():
+        return False
+    probe = ("import errno, socket, sys\n"
+             f"s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n"
+             f"try: s.bind(('{ADDR[side]}', 4791))\n"
+             "except OSError as e: sys.exit(0 if e.errno == errno.EADDRNOTAVAIL else 1)")
+    return subprocess.run(["ip", "netns", "exec", NS[side], sys.executable, "-c", probe],
+                          capture_output=True).returncode == 0
+
+
+def holders(side):
+    """What still runs in `side`'s namespace and which UDP sockets it has: for a failure."""
+    pids = subprocess.run(["ip", "netns", "pids", NS[side]], capture_output=True,
+                          text=True).stdout.split()
+    ps = subprocess.run(["ps", "-o", "pid,ppid,stat,etime,args", "-p", ",".join(pids)],
+                        capture_output=True, text=True).stdout if pids else "no process\n"
+    ss = subprocess.run(["ip", "netns", "exec", NS[side], "ss", "-uanp"], capture_output=True,
+                        text=True).stdout
+    return ps + ss
+
+
 def qperf_pair(name, server_side, client_side, server_opts=(), client_opts=()):
     """qperf -cm1 rc_bw and rc_lat: the server under softrdma run on `server_side`, the client
     on `client_side`; returns both outputs, the client's first (its control connection is kernel
@@ -288,9 +313,10 @@ def qperf_pair(name, server_side, client_side, server_opts=(), client_opts=()):
     _, sout = finish(srv, 10)
     # The server's per-test children may outlive it by lwIP's exit linger (up to 5 s), holding
     # the address's RoCE port: the next device on that address waits for them.
-    wait_for(lambda: not subprocess.run(["ip", "netns", "pids", NS[server_side]],
-                                        capture_output=True, text=True).stdout.strip(), 15,
-             interval=0.2)
+    for side in (server_side, client_side):
+        if not wait_for(lambda: roce_port_free(side), 30, interval=0.2):
+            expect(False, f"{name}: {side}'s namespace empty and its RoCE port free",
+                   holders(side))
     expect(crc == 0, f"{name}: qperf client exits 0 (got {crc})", cout)
     expect(re.search(r"bw\s+=\s+[\d.]+ [KMG]B/sec", cout) and
            re.search(r"latency\s+=\s+[\d.]+ [nmu]?s", cout),
