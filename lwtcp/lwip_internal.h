@@ -29,6 +29,8 @@ struct Conn {
   bool peer_fin = false;
   bool send_blocked = false;    // the last send found no room: tcp_sent signals
   std::uint16_t held_port = 0;  // a port the stack holds in the kernel for it (PortHolds)
+  std::uint16_t wire_mss = 0;   // large segments: lwIP's are cut at this MSS (0: not large)
+  std::uint64_t large_key = 0;  // its key among the stack's large-segment connections
   int error = 0;                // the connection failed (errno value)
   // Received, not yet read: lwIP's chains as its receive callback gave them, in order (each
   // under 64 KiB; joined, a chain's 16-bit length would wrap under a wider window).
@@ -55,6 +57,8 @@ class Stack {
   virtual void end_batch() = 0;
   // The connection no longer uses the port the stack held for it in the kernel (mu held).
   virtual void release_port(std::uint16_t port) = 0;
+  // The connection ends: the stack forgets what it keeps of it (mu held).
+  virtual void forget(const Conn& c) = 0;
 
  protected:
   std::unordered_map<int, std::unique_ptr<Conn>> conns_;

@@ -18,6 +18,7 @@
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
 #include "netif/ethernet.h"
+#include "wire/inet_sum.h"
 
 // Every lwIP function lwtcp calls: return type, name, parameters, arguments.
 #define SOFTRDMA_LWIP_FUNCTIONS(X)                                                                \
@@ -87,6 +88,15 @@ extern "C" {
   }
 SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_FORWARDER)
 #undef SOFTRDMA_LWIP_FORWARDER
+}
+
+// lwIP sums every segment it sends (as it copies it in) and every one it receives with
+// lwip_standard_chksum, which Debian's build leaves at lwIP's 16-bit loop (no LWIP_CHKSUM of
+// its own). lwIP calls it through its PLT, so this definition, which libibverbs.so.1 exports
+// (libibverbs.map), takes its place in every program linked with libibverbs: the same sum,
+// eight bytes at a time. Where it is not exported (the softrdma tool), lwIP's own runs.
+extern "C" u16_t lwip_standard_chksum(const void* dataptr, int len) {
+  return len > 0 ? softrdma::wire::ones_sum_host(dataptr, static_cast<std::size_t>(len)) : 0;
 }
 
 namespace softrdma::lwtcp {

@@ -35,6 +35,7 @@
 #include "lwtcp/tcp_address.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
+#include "wire/bytes.h"
 
 namespace softrdma::lwtcp {
 namespace {
@@ -87,6 +88,15 @@ void widen_send_buffer(tcp_pcb* pcb) {
   if (pcb->snd_buf < kSendBuffer) pcb->snd_buf = kSendBuffer;
   if (pcb->ssthresh < kSendBuffer) pcb->ssthresh = kSendBuffer;
 }
+
+// Large segments: on a port with TCP segmentation offload, an IPv4 connection's lwIP builds
+// segments of up to kLargeSegment wire segments (its pcb's MSS raised after the handshake, as a
+// kernel with TSO sizes its segments by the offload's limit), and link_output cuts them at the
+// connection's own MSS through the offload (or by hand where that fails). lwIP's segment queue
+// (TCP_SND_QUEUELEN, a pbuf a segment) then holds kLargeSendBuffer, and the QP's FPDUs, sized by
+// the stream's MSS, span wire segments as siw's do under GSO (its try_gso).
+constexpr std::size_t kLargeSegment = 16;
+constexpr tcpwnd_size_t kLargeSendBuffer = tcpwnd_size_t{1} << 20;
 
 // lwIP's error as the errno a socket would report.
 int errno_of(err_t e) {
@@ -155,6 +165,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       netif_ip6_addr_set(&netif_, 1, &ours);
       netif_ip6_addr_set_state(&netif_, 0, IP6_ADDR_PREFERRED);
       netif_ip6_addr_set_state(&netif_, 1, IP6_ADDR_PREFERRED);
+    }
+    if (v4_ && segmentation_ && netif_.mtu >= TCP_MSS + 40) {
+      // Large segments (go_large) leave lwIP's IPv4 whole, to be cut by TCP rather than
+      // fragmented by lwIP: every other IPv4 packet it sends is smaller than the wire's MTU
+      // (the MSS it offers stays TCP_MSS, which the wire's MTU holds).
+      netif_.mtu = static_cast<u16_t>(SegmentBatch::kMaxFrame - 14);
     }
     netif_set_default(&netif_);
     netif_set_up(&netif_);
@@ -442,6 +458,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     }
     hook(c);
     widen_receive_window(pcb);
+    self->go_large(c, pcb);
     if (self->holds_ && self->holds_->hold(pcb->local_port) > 0) c->held_port = pcb->local_port;
     c->local = endpoint(pcb->local_ip, pcb->local_port);
     c->remote = endpoint(pcb->remote_ip, pcb->remote_port);
@@ -455,6 +472,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (pcb) {
       widen_send_buffer(pcb);  // the handshake set its own threshold
       widen_receive_window(pcb);
+      if (c) static_cast<LwipStack*>(c->stack)->go_large(c, pcb);
     }
     if (c) {
       c->connecting = false;
@@ -517,6 +535,81 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     return ERR_OK;
   }
 
+  // Raises the connection's segments to large ones where the port can cut them (above).
+  void go_large(Conn* c, tcp_pcb* pcb) {
+    if (!segmentation_ || !v4_ || c->wire_mss != 0 || pcb->mss == 0) return;
+    const std::size_t k = std::min<std::size_t>(
+        kLargeSegment, (SegmentBatch::kMaxFrame - SegmentBatch::kHeaders) / pcb->mss);
+    if (k < 2) return;
+    c->wire_mss = pcb->mss;
+    pcb->mss = static_cast<u16_t>(k * pcb->mss);
+    if (pcb->cwnd < pcb->mss) pcb->cwnd = pcb->mss;  // one large segment, as TSO sends at once
+    if (pcb->snd_buf < kLargeSendBuffer) pcb->snd_buf = kLargeSendBuffer;
+    if (pcb->ssthresh < kLargeSendBuffer) pcb->ssthresh = kLargeSendBuffer;
+    const std::uint64_t key =
+        large_key(ntohl(ip_2_ip4(&pcb->remote_ip)->addr), pcb->remote_port, pcb->local_port);
+    c->large_key = key;
+    large_[key] = c->wire_mss;
+    min_wire_mss_ = std::min(min_wire_mss_, c->wire_mss);
+  }
+
+  void forget(const Conn& c) override {
+    if (c.wire_mss == 0) return;
+    large_.erase(c.large_key);
+    min_wire_mss_ = 0xFFFF;
+    for (const auto& [key, mss] : large_) min_wire_mss_ = std::min(min_wire_mss_, mss);
+  }
+
+  static std::uint64_t large_key(std::uint32_t remote_ip, std::uint16_t remote_port,
+                                 std::uint16_t local_port) {
+    return std::uint64_t{remote_ip} << 32 | std::uint32_t{remote_port} << 16 | local_port;
+  }
+
+  // The wire MSS that an outgoing frame of a large-segment connection must be cut at, 0 when
+  // it is a wire segment as it is (untagged IPv4 without options, as lwIP builds them).
+  std::uint16_t large_cut(const std::uint8_t* f, std::size_t len) const {
+    constexpr std::size_t kTcp = 14 + 20;
+    if (large_.empty() || len < kTcp + 20 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 ||
+        f[14 + 9] != 6) {
+      return 0;
+    }
+    const std::size_t hdr = kTcp + static_cast<std::size_t>(f[kTcp + 12] >> 4) * 4;
+    if (len <= hdr + min_wire_mss_) return 0;
+    const auto it = large_.find(
+        large_key(wire::load32(f + 14 + 16), wire::load16(f + kTcp + 2), wire::load16(f + kTcp)));
+    return it != large_.end() && len - hdr > it->second ? it->second : 0;
+  }
+
+  // A large segment out: traced and counted as the wire segments it stands for, then joined
+  // with the batch (sent at once outside a batch scope), or cut by hand if it cannot join.
+  err_t send_large(std::uint8_t* frame, std::size_t len, std::uint16_t cut) {
+    const std::size_t payload = len - (34 + static_cast<std::size_t>(frame[34 + 12] >> 4) * 4);
+    const std::size_t pieces = (payload + cut - 1) / cut;
+    // IPv4 IDs count its wire segments (lwIP counts one a frame): this one's first is its own.
+    if (!wire_id_set_) wire_id_ = wire::load16(frame + 14 + 4);
+    wire_id_set_ = true;
+    wire::store16(frame + 14 + 4, wire_id_);
+    wire_id_ = static_cast<std::uint16_t>(wire_id_ + pieces);
+    if (cfg_.trace) {
+      SegmentBatch::cut_frame(frame, len, cut, [this](const std::uint8_t* f, std::size_t l) {
+        trace(f, static_cast<std::uint32_t>(l), true);
+      });
+    }
+    counts_.tx_frames += pieces;
+    const bool scope = batching_;
+    if (!batch_.append(frame, len, cut)) {
+      flush_batch();
+      if (!batch_.append(frame, len, cut)) {
+        SegmentBatch::cut_frame(frame, len, cut, [this](const std::uint8_t* f, std::size_t l) {
+          port_->send_frame(f, l);
+        });
+        return ERR_OK;
+      }
+    }
+    if (!scope) flush_batch();
+    return ERR_OK;
+  }
+
   static err_t link_output(netif* n, pbuf* p) {
     auto* self = static_cast<LwipStack*>(n->state);
     auto* frame = static_cast<std::uint8_t*>(p->payload);
@@ -526,6 +619,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       frame = self->tx_.data();
     }
     offer_window_shift(frame, p->tot_len, kWindowShift);  // a SYN's: receive_window.h
+    if (const std::uint16_t cut = self->large_cut(frame, p->tot_len)) {
+      return self->send_large(frame, p->tot_len, cut);
+    }
     self->trace(frame, p->tot_len, true);  // each segment as lwIP built it, joined or not
     ++self->counts_.tx_frames;
     // lwIP's answer to a segment of no connection (or to one it gave up): a reset.
@@ -542,9 +638,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // that, cut again and sent one by one, and no more joining (said once).
   void flush_batch() {
     if (batch_.empty()) return;
-    if (batch_.segments() == 1) {
+    if (batch_.pieces() == 1) {
       port_->send_frame(batch_.frame(), batch_.frame_len());
-    } else if (port_->send_tcp_segments(batch_.frame(), batch_.frame_len(), batch_.mss())) {
+    } else if (segmentation_ &&
+               port_->send_tcp_segments(batch_.frame(), batch_.frame_len(), batch_.cut())) {
       ++counts_.tx_joined;
     } else {
       if (segmentation_) {
@@ -597,7 +694,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
                       : nullptr;
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
-  std::array<std::uint8_t, 9216 + 64> tx_{};
+  std::array<std::uint8_t, SegmentBatch::kMaxFrame> tx_{};  // a chained frame, joined
+  // Large-segment connections (go_large): their wire MSS by large_key, and the least of them.
+  std::unordered_map<std::uint64_t, std::uint16_t> large_;
+  std::uint16_t min_wire_mss_ = 0xFFFF;
+  std::uint16_t wire_id_ = 0;  // the IPv4 ID of the next large segment's first wire segment
+  bool wire_id_set_ = false;
   // Segmentation offload: the port has it (and it has not failed), a batch scope is open, and
   // the segments held.
   bool segmentation_ = port_->tcp_segmentation();
@@ -637,6 +739,7 @@ void Stack::end(int handle, bool reset) {
   for (pbuf* p : c.rx) pbuf_free(p);
   c.rx.clear();
   if (c.held_port != 0) release_port(c.held_port);
+  forget(c);
   for (const int h : c.ready) end(h, true);  // accepted, never taken
   ::close(c.fd);
   conns_.erase(handle);

@@ -1,6 +1,9 @@
 #include "wire/net.h"
 
 #include <algorithm>
+#include <bit>
+
+#include "wire/inet_sum.h"
 
 namespace softrdma::wire {
 
@@ -34,10 +37,12 @@ Expected<std::size_t> build_ethernet(MutBytes out, const Ethernet& h) {
 }
 
 std::uint32_t checksum_add(std::uint32_t sum, Bytes data) {
-  std::size_t i = 0;
-  for (; i + 1 < data.size(); i += 2) sum += load16(data.data() + i);
-  if (i < data.size()) sum += static_cast<std::uint32_t>(data[i]) << 8;
-  return sum;
+  const std::uint16_t h = ones_sum_host(data.data(), data.size());
+  if constexpr (std::endian::native == std::endian::little) {
+    return sum + static_cast<std::uint16_t>(h << 8 | h >> 8);
+  } else {
+    return sum + h;
+  }
 }
 
 std::uint16_t checksum_fold(std::uint32_t sum) {

@@ -1,5 +1,6 @@
 // lwtcp::SegmentBatch: lwIP's data segments joined for segmentation offload, and cut again into
-// exactly the segments lwIP built; the runs that must not join.
+// exactly the segments lwIP built; the runs that must not join; large segments cut at the wire's
+// MSS.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -121,9 +122,12 @@ TEST(SegmentBatch, OnlyAContinuationOfTheSameConnectionJoins) {
   Seg longer = s;
   longer.payload = 1461;
   EXPECT_TRUE(refused(make(longer)));
-  Seg fin = s;
+  Seg fin = s;  // a FIN ends the run, joined as its last
   fin.flags = wire::kTcpAck | wire::kTcpFin;
-  EXPECT_TRUE(refused(make(fin)));
+  EXPECT_FALSE(refused(make(fin)));
+  Seg urgent = s;
+  urgent.flags = wire::kTcpAck | 0x20;
+  EXPECT_TRUE(refused(make(urgent)));
 
   // Nothing follows a short or pushed segment; an ACK alone or a SYN never joins.
   SegmentBatch b;
@@ -164,6 +168,107 @@ TEST(SegmentBatch, ASuperSegmentStaysWithinAFrameAReceiverTakes) {
   EXPECT_EQ(b.frame_len() + 1460 > SegmentBatch::kMaxFrame, true);
   b.clear();  // the refused one starts the next batch
   EXPECT_TRUE(b.append(segs[joined].data(), segs[joined].size()));
+}
+
+using Frames = std::vector<Frame>;
+
+Frames cut_of(SegmentBatch& b) {
+  Frames out;
+  b.segment([&](const std::uint8_t* f, std::size_t len) { out.emplace_back(f, f + len); });
+  return out;
+}
+
+// Every frame whole and correct: IPv4 and TCP checksums verify, lengths agree; the payloads
+// joined again are `payload`, from sequence number `seq` on, IDs counting up from `id`.
+void expect_wire_segments(const Frames& segs, const Frame& whole, std::uint32_t seq,
+                          std::uint16_t id, std::uint8_t last_flags, std::size_t cut) {
+  Frame joined;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Frame& f = segs[i];
+    ASSERT_GE(f.size(), 54u);
+    EXPECT_LE(f.size() - 54, cut) << "segment " << i;
+    EXPECT_EQ(wire::load16(f.data() + 16), f.size() - 14) << "segment " << i;
+    EXPECT_EQ(wire::ipv4_header_checksum(wire::Bytes(f).subspan(14, 20)), 0) << "segment " << i;
+    EXPECT_EQ(wire::l4_checksum_ipv4(0x0A000001, 0x0A000002, 6, wire::Bytes(f).subspan(34)), 0)
+        << "segment " << i;
+    EXPECT_EQ(wire::load16(f.data() + 18), static_cast<std::uint16_t>(id + i)) << "segment " << i;
+    EXPECT_EQ(wire::load32(f.data() + 38), seq + joined.size()) << "segment " << i;
+    const bool last = i + 1 == segs.size();
+    EXPECT_EQ(f[47], last ? last_flags : wire::kTcpAck) << "segment " << i;
+    joined.insert(joined.end(), f.begin() + 54, f.end());
+  }
+  EXPECT_EQ(joined, Frame(whole.begin() + 54, whole.end()));
+}
+
+TEST(SegmentBatch, ALargeSegmentIsCutAtTheWireMss) {
+  Seg s;
+  s.payload = 16 * 1460;
+  s.flags = wire::kTcpAck | wire::kTcpPsh;
+  const Frame large = make(s, 3);
+  SegmentBatch plain;
+  EXPECT_FALSE(plain.append(large.data(), large.size()));  // beyond any wire segment, no cut
+  SegmentBatch b;
+  ASSERT_TRUE(b.append(large.data(), large.size(), 1460));
+  EXPECT_EQ(b.segments(), 1u);
+  EXPECT_EQ(b.pieces(), 16u);
+  EXPECT_EQ(b.cut(), 1460);
+  // As one frame: the offload's form (pseudo-header sum in the TCP checksum field).
+  Frame super(b.frame(), b.frame() + b.frame_len());
+  ASSERT_TRUE(
+      netdev::complete_checksum(super.data(), static_cast<std::uint32_t>(super.size()), 34, 16));
+  EXPECT_EQ(wire::l4_checksum_ipv4(0x0A000001, 0x0A000002, 6, wire::Bytes(super).subspan(34)), 0);
+  const Frames segs = cut_of(b);
+  ASSERT_EQ(segs.size(), 16u);
+  expect_wire_segments(segs, large, s.seq, s.id, s.flags, 1460);
+  // cut_frame cuts the same frames without a batch.
+  Frames alone;
+  ASSERT_TRUE(SegmentBatch::cut_frame(
+      large.data(), large.size(), 1460,
+      [&](const std::uint8_t* f, std::size_t len) { alone.emplace_back(f, f + len); }));
+  EXPECT_EQ(alone, segs);
+}
+
+TEST(SegmentBatch, LargeSegmentsJoinWhenTheNextIdFollowsTheWireSegments) {
+  Seg a;
+  a.payload = 16 * 1000;
+  const Frame first = make(a, 1);
+  Seg b = a;
+  b.seq += 16 * 1000;
+  b.payload = 3500;
+  b.flags = wire::kTcpAck | wire::kTcpFin;  // FIN: on the last wire segment only
+  b.id = static_cast<std::uint16_t>(a.id + 16);
+  const Frame second = make(b, 2);
+  Seg lwip_id = b;  // lwIP's own count, one a frame: not what the wire carries
+  lwip_id.id = static_cast<std::uint16_t>(a.id + 1);
+  const Frame miscounted = make(lwip_id, 2);
+
+  SegmentBatch batch;
+  ASSERT_TRUE(batch.append(first.data(), first.size(), 1000));
+  EXPECT_FALSE(batch.append(miscounted.data(), miscounted.size(), 1000));
+  EXPECT_FALSE(batch.append(second.data(), second.size(), 0));  // another cut: not joined
+  ASSERT_TRUE(batch.append(second.data(), second.size(), 1000));
+  EXPECT_EQ(batch.pieces(), 20u);
+  Frame whole = first;
+  whole.insert(whole.end(), second.begin() + 54, second.end());
+  expect_wire_segments(cut_of(batch), whole, a.seq, a.id, b.flags, 1000);
+  // Nothing follows a FIN.
+  Seg after = b;
+  after.seq += 3500;
+  after.id = static_cast<std::uint16_t>(b.id + 4);
+  const Frame late = make(after);
+  EXPECT_FALSE(batch.append(late.data(), late.size(), 1000));
+}
+
+TEST(SegmentBatch, CutFrameRefusesWhatIsNoTcpIpv4Segment) {
+  Seg s;
+  s.payload = 3000;
+  Frame f = make(s);
+  const auto none = [](const std::uint8_t*, std::size_t) { ADD_FAILURE() << "a frame out"; };
+  EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size() - 1, 1000, none));  // length
+  EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 0, none));         // no cut
+  EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 60000, none));     // no room
+  f[14] = 0x46;                                                               // IPv4 options
+  EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 1000, none));
 }
 
 }  // namespace
