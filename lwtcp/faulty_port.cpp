@@ -30,6 +30,9 @@ class FaultyPort final : public netdev::FramePort {
   }
 
   void hold_sends() override { port_->hold_sends(); }
+  // Large segments where the port takes them, cut by the stack (no offload here: each wire
+  // segment meets the faults on its own).
+  bool tcp_large_segments() const override { return port_->tcp_large_segments(); }
   void release_sends() override { port_->release_sends(); }
   wire::MacAddr frame_mac() const override { return port_->frame_mac(); }
   std::uint32_t frame_mtu() const override { return port_->frame_mtu(); }

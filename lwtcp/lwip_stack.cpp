@@ -166,7 +166,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       netif_ip6_addr_set_state(&netif_, 0, IP6_ADDR_PREFERRED);
       netif_ip6_addr_set_state(&netif_, 1, IP6_ADDR_PREFERRED);
     }
-    if (v4_ && segmentation_ && netif_.mtu >= TCP_MSS + 40) {
+    if (large_ok_ && netif_.mtu >= TCP_MSS + 40) {
       // Large segments (go_large) leave lwIP's IPv4 whole, to be cut by TCP rather than
       // fragmented by lwIP: every other IPv4 packet it sends is smaller than the wire's MTU
       // (the MSS it offers stays TCP_MSS, which the wire's MTU holds).
@@ -413,6 +413,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         {"tcp_rx_dropped", counts_.rx_dropped},
         {"tcp_accept_refused", counts_.accept_refused},
         {"tcp_tx_super_segments", counts_.tx_joined},
+        {"tcp_tx_large_segments", counts_.tx_large},
         {"tcp_rx_kernels", counts_.rx_kernels}};
     for (auto& f : port_->frame_counters()) c.push_back(std::move(f));
     return c;
@@ -537,7 +538,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   // Raises the connection's segments to large ones where the port can cut them (above).
   void go_large(Conn* c, tcp_pcb* pcb) {
-    if (!segmentation_ || !v4_ || c->wire_mss != 0 || pcb->mss == 0) return;
+    if (!large_ok_ || c->wire_mss != 0 || pcb->mss == 0) return;
     const std::size_t k = std::min<std::size_t>(
         kLargeSegment, (SegmentBatch::kMaxFrame - SegmentBatch::kHeaders) / pcb->mss);
     if (k < 2) return;
@@ -596,6 +597,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       });
     }
     counts_.tx_frames += pieces;
+    ++counts_.tx_large;
     const bool scope = batching_;
     if (!batch_.append(frame, len, cut)) {
       flush_batch();
@@ -671,12 +673,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // Under mu: frames in and out, connection requests (SYN) and resets received, resets sent,
   // frames dropped before lwIP (malformed) or by it (no memory, refused by its input), and
   // connections lwIP accepted that we could not take (no handle left: reset), super-segments
-  // sent (each of several of the tx_frames); the most half-open connections lwIP held when a
-  // request came, and those pushed out for a newer one (kMaxHalfOpen); with held ports, TCP
-  // frames to a port of the kernel's (not given to lwIP).
+  // sent (each of several of the tx_frames), large segments cut (go_large); the most half-open
+  // connections lwIP held when a request came, and those pushed out for a newer one (kMaxHalfOpen);
+  // with held ports, TCP frames to a port of the kernel's (not given to lwIP).
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
-                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0,
+                  rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0, tx_large = 0,
                   half_open_peak = 0, syn_evicted = 0, rx_kernels = 0;
   };
 
@@ -703,6 +705,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // Segmentation offload: the port has it (and it has not failed), a batch scope is open, and
   // the segments held.
   bool segmentation_ = port_->tcp_segmentation();
+  // Large segments (go_large): IPv4, on a port that takes them.
+  const bool large_ok_ = v4_ && port_->tcp_large_segments();
   bool batching_ = false;
   SegmentBatch batch_;
 };

@@ -28,6 +28,7 @@ class SplitPort final : public netdev::FramePort {
     return main_->send_frame(frame, len);
   }
   bool tcp_segmentation() const override { return main_->tcp_segmentation(); }
+  bool tcp_large_segments() const override { return main_->tcp_large_segments(); }
   bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) override {
     return main_->send_tcp_segments(frame, len, mss);
   }

@@ -65,6 +65,7 @@ class AfXdpNetdev : public RawFramePortNetdev {
   bool steer_tcp_port(std::uint16_t port, bool ours) override;
   // Between them, frames wait in the TX ring and one kick sends them all (unless the ring fills).
   void hold_sends() override;
+  bool tcp_large_segments() const override { return true; }
   void release_sends() override;
   // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;

@@ -52,6 +52,11 @@ class FramePort {
   }
   // Whether send_tcp_segments works: segmentation offload for TCP/IPv4 on the port.
   virtual bool tcp_segmentation() const { return false; }
+  // Whether a userspace TCP should build segments larger than the MTU for the port, to be cut
+  // by its segmentation offload or, where it has none, by the stack before send_frame: true
+  // where that was measured to pay (af_xdp's batched sends), not on dpdk (its af_packet PMD
+  // lost the bursts, and bandwidth halved).
+  virtual bool tcp_large_segments() const { return tcp_segmentation(); }
   // Sends an untagged TCP/IPv4 super-segment that the kernel or the NIC cuts into segments of
   // `mss` payload bytes (IPv4 IDs counting up from the frame's, PSH and FIN on the last only):
   // its TCP checksum field holds the pseudo-header sum over the whole TCP length, not

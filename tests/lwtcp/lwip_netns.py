@@ -560,11 +560,11 @@ def set_offloads(side, on):
 
 
 def case_offload():
-    """lwIP's data segments leave af_packet joined, for the link's segmentation offload: with
-    the lwIP side's veth made to cut every super-segment (offloads off) the segments on the wire
-    are, field for field, the ones lwIP built and its trace shows (IPv4 IDs, sequence numbers,
-    lengths, flags, checksums); left whole, frames larger than the MTU cross the veth and the
-    kernel's TCP takes them."""
+    """lwIP's data segments (large ones, of up to 16 wire segments) leave af_packet joined, for
+    the link's segmentation offload: with the lwIP side's veth made to cut every super-segment
+    (offloads off) the segments on the wire are, field for field, the ones its trace shows (IPv4
+    IDs, sequence numbers, lengths, flags, checksums), none beyond the MSS; left whole, frames
+    larger than the MTU cross the veth and the kernel's TCP takes them."""
     if not tshark:
         skip("tshark is not installed")
     tmp = f"/tmp/lwip_netns_{os.getpid()}"
@@ -607,6 +607,9 @@ def case_offload():
         expect(wire == traced, f"offload: the wire's {len(wire)} segments are the trace's "
                f"{len(traced)}", "first differences: " +
                str([(a, b) for a, b in zip(traced, wire) if a != b][:3]))
+        # lwIP's large segments (20000-byte FPDUs) are traced as the wire segments they become.
+        longest = max((int(t[2]) for t in traced), default=0)
+        expect(longest == 1460, f"offload: the trace's segments at most the MSS ({longest})", "")
         set_offloads("lwip", True)
         _, wire = transfer("offload whole on the veth", f"{tmp}_t2.pcapng", f"{tmp}_w2.pcapng")
         big = [w for w in wire if int(w[2]) > 1460]
@@ -674,7 +677,8 @@ def case_faults():
     """--faults on every frame lwIP sends (seeded): the TCPs under MPA recover, rping -V checks
     each ping's data, and --stats counts each kind of fault. lwIP as server and as client
     against kernel TCP on af_packet, and on both ends on af_xdp and dpdk (each side's faults
-    recovered by the other's lwIP)."""
+    recovered by the other's lwIP); on af_packet and af_xdp lwIP's segments are large ones, cut
+    into wire segments before the faults."""
     def run():
         global backend
         counted = {}
@@ -690,6 +694,10 @@ def case_faults():
                     counted[k] = counted.get(k, 0) + v
         for k in ("dropped", "duplicated", "reordered", "corrupted"):
             expect(counted.get(f"tcp_fault_{k}", 0) > 0, f"faults: frames {k} ({counted})", "")
+        # 16000-byte pings leave as large segments, cut before the faults: their wire segments
+        # are lost and resent like any.
+        expect(counted.get("tcp_tx_large_segments", 0) > 0,
+               f"faults: large segments cut ({counted})", "")
     with_hosts(run)
 
 
