@@ -763,6 +763,33 @@ def case_no_lwip():
     with_hosts(run)
 
 
+def case_lwip_checksum():
+    """lwIP's checksum routine is softrdma's (lwtcp/lwip_loader.cpp): in a program linked with
+    libibverbs, the dynamic linker binds lwIP's calls of lwip_standard_chksum to the definition
+    libibverbs.so.1 exports (LD_DEBUG=bindings); and what lwIP sums with it is right both ways
+    (rping -V against kernel TCP, whose checks would drop a bad checksum)."""
+    def run():
+        log = f"/tmp/lwip_netns_{os.getpid()}_ld"
+        env = dict(os.environ, LD_DEBUG="bindings", LD_DEBUG_OUTPUT=log)
+        r = subprocess.run(["ip", "netns", "exec", NS["lwip"], softrdma, "run", "--transport",
+                            "iwarp", "--netdev", netdev("lwip"), "--", "ibv_devinfo"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        bindings = ""
+        for f in os.listdir("/tmp"):
+            if f.startswith(os.path.basename(log) + "."):
+                with open(os.path.join("/tmp", f), errors="replace") as fh:
+                    bindings += "".join(l for l in fh if "lwip_standard_chksum" in l)
+                os.remove(os.path.join("/tmp", f))
+        expect(r.returncode == 0, "lwip_checksum: ibv_devinfo on softiwarp0 over lwIP",
+               r.stdout + r.stderr)
+        expect(re.search(r"binding file \S*liblwip\.so\S* \[0\] to \S*libibverbs\.so\.1 "
+                         r"\[0\]: normal symbol `lwip_standard_chksum'", bindings),
+               "lwip_checksum: lwIP's checksum calls bound to libibverbs.so.1", bindings)
+        rping("lwip", count=10, size=30000)
+        rping("kernel", count=10, size=30000)
+    with_hosts(run)
+
+
 if os.geteuid() != 0:
     skip("needs root for network namespaces and packet sockets")
 for tool in ("rping", "ib_send_bw"):
