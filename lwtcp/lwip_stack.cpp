@@ -26,6 +26,7 @@
 #include "lwip/priv/tcp_priv.h"  // tcp_abandon
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
+#include "lwtcp/jumbo_mss.h"
 #include "lwtcp/lwip_internal.h"
 #include "lwtcp/lwip_loader.h"
 #include "lwtcp/port_hold.h"
@@ -223,6 +224,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
             ++counts_.rx_syn;
             make_room_for_syn();
           }
+          if (jumbo_mss_ != 0 && k != SegmentKind::kOther) peer_mss_.note(f, len);
           pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
           if (!p) {
             ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
@@ -414,6 +416,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         {"tcp_accept_refused", counts_.accept_refused},
         {"tcp_tx_super_segments", counts_.tx_joined},
         {"tcp_tx_large_segments", counts_.tx_large},
+        {"tcp_jumbo_connections", counts_.jumbo},
         {"tcp_rx_kernels", counts_.rx_kernels}};
     for (auto& f : port_->frame_counters()) c.push_back(std::move(f));
     return c;
@@ -459,6 +462,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     }
     hook(c);
     widen_receive_window(pcb);
+    self->go_jumbo(pcb);
     self->go_large(c, pcb);
     if (self->holds_ && self->holds_->hold(pcb->local_port) > 0) c->held_port = pcb->local_port;
     c->local = endpoint(pcb->local_ip, pcb->local_port);
@@ -473,7 +477,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (pcb) {
       widen_send_buffer(pcb);  // the handshake set its own threshold
       widen_receive_window(pcb);
-      if (c) static_cast<LwipStack*>(c->stack)->go_large(c, pcb);
+      if (c) {
+        auto* self = static_cast<LwipStack*>(c->stack);
+        self->go_jumbo(pcb);
+        self->go_large(c, pcb);
+      }
     }
     if (c) {
       c->connecting = false;
@@ -534,6 +542,17 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     n->output_ip6 = ethip6_output;
     n->linkoutput = &LwipStack::link_output;
     return ERR_OK;
+  }
+
+  // On a jumbo link, the connection's MSS raised to what both sides offered (jumbo_mss.h).
+  void go_jumbo(tcp_pcb* pcb) {
+    if (jumbo_mss_ == 0) return;
+    const std::uint16_t peer =
+        peer_mss_.take(from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port);
+    if (peer > TCP_MSS) {
+      raise_mss(pcb, std::min(peer, jumbo_mss_));
+      ++counts_.jumbo;
+    }
   }
 
   // Raises the connection's segments to large ones where the port can cut them (above).
@@ -621,6 +640,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       frame = self->tx_.data();
     }
     offer_window_shift(frame, p->tot_len, kWindowShift);  // a SYN's: receive_window.h
+    if (self->jumbo_mss_ != 0) offer_mss(frame, p->tot_len, self->jumbo_mss_);  // jumbo_mss.h
     if (const std::uint16_t cut = self->large_cut(frame, p->tot_len)) {
       return self->send_large(frame, p->tot_len, cut);
     }
@@ -675,11 +695,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // connections lwIP accepted that we could not take (no handle left: reset), super-segments
   // sent (each of several of the tx_frames), large segments cut (go_large); the most half-open
   // connections lwIP held when a request came, and those pushed out for a newer one (kMaxHalfOpen);
-  // with held ports, TCP frames to a port of the kernel's (not given to lwIP).
+  // with held ports, TCP frames to a port of the kernel's (not given to lwIP); connections whose
+  // MSS go_jumbo raised.
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
                   rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0, tx_large = 0,
-                  half_open_peak = 0, syn_evicted = 0, rx_kernels = 0;
+                  half_open_peak = 0, syn_evicted = 0, rx_kernels = 0, jumbo = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
@@ -707,6 +728,12 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   bool segmentation_ = port_->tcp_segmentation();
   // Large segments (go_large): IPv4, on a port that takes them.
   const bool large_ok_ = v4_ && port_->tcp_large_segments();
+  // A link's MSS above lwIP's (go_jumbo; 0: the link carries no more than TCP_MSS), and the
+  // MSS that peers' SYNs offered.
+  const std::uint16_t jumbo_mss_ = link_mss(port_->frame_mtu(), v4_) > TCP_MSS
+                                       ? link_mss(port_->frame_mtu(), v4_)
+                                       : std::uint16_t{0};
+  PeerMss peer_mss_;
   bool batching_ = false;
   SegmentBatch batch_;
 };

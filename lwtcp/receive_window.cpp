@@ -12,7 +12,7 @@ namespace softrdma::lwtcp {
 
 namespace {
 
-constexpr std::uint8_t kOptEnd = 0, kOptNop = 1, kOptWindowScale = 3;
+constexpr std::uint8_t kOptWindowScale = 3;
 
 // Whether `pcb` receives with this module's window (scaling agreed, and its shift set here).
 bool widened(const tcp_pcb* pcb) {
@@ -22,36 +22,10 @@ bool widened(const tcp_pcb* pcb) {
 }  // namespace
 
 bool offer_window_shift(std::uint8_t* frame, std::uint32_t len, std::uint8_t shift) {
-  const std::size_t l4 = tcp_header_at(frame, len);
-  if (l4 == 0) return false;
-  std::uint8_t* tcp = frame + l4;
-  const std::size_t doff = static_cast<std::size_t>(tcp[12] >> 4) * 4;
-  if ((tcp[13] & wire::kTcpSyn) == 0 || doff < 20 || len < l4 + doff) return false;
-  for (std::size_t at = 20; at < doff;) {
-    const std::uint8_t kind = tcp[at];
-    if (kind == kOptEnd) return false;
-    if (kind == kOptNop) {
-      ++at;
-      continue;
-    }
-    if (at + 1 >= doff || tcp[at + 1] < 2 || at + tcp[at + 1] > doff) return false;
-    if (kind == kOptWindowScale && tcp[at + 1] == 3) {
-      std::uint8_t* byte = tcp + at + 2;
-      if (*byte == shift) return true;
-      // RFC 1624: HC' = ~(~HC + ~m + m') over the 16-bit word holding the byte.
-      const std::size_t word = (at + 2) & ~std::size_t{1};
-      const std::uint32_t old_word = wire::load16(tcp + word);
-      *byte = shift;
-      const std::uint32_t new_word = wire::load16(tcp + word);
-      std::uint32_t sum = (~wire::load16(tcp + 16) & 0xFFFFu) + (~old_word & 0xFFFFu) + new_word;
-      sum = (sum & 0xFFFF) + (sum >> 16);
-      sum = (sum & 0xFFFF) + (sum >> 16);
-      wire::store16(tcp + 16, static_cast<std::uint16_t>(~sum & 0xFFFF));
-      return true;
-    }
-    at += tcp[at + 1];
-  }
-  return false;
+  const std::size_t opt = syn_option_at(frame, len, kOptWindowScale, 3);
+  if (opt == 0) return false;
+  set_tcp_byte(frame, tcp_header_at(frame, len), opt + 2, shift);
+  return true;
 }
 
 void widen_receive_window(tcp_pcb* pcb) {

@@ -84,6 +84,42 @@ std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len) {
   return at ? wire::load16(frame + at + 2) : 0;
 }
 
+std::size_t syn_option_at(const std::uint8_t* frame, std::uint32_t len, std::uint8_t kind,
+                          std::uint8_t optlen) {
+  constexpr std::uint8_t kOptEnd = 0, kOptNop = 1;
+  const std::size_t l4 = tcp_header_at(frame, len);
+  if (l4 == 0) return 0;
+  const std::uint8_t* tcp = frame + l4;
+  const std::size_t doff = static_cast<std::size_t>(tcp[12] >> 4) * 4;
+  if ((tcp[13] & wire::kTcpSyn) == 0 || doff < wire::kTcpMinLen || len < l4 + doff) return 0;
+  for (std::size_t at = wire::kTcpMinLen; at < doff;) {
+    const std::uint8_t k = tcp[at];
+    if (k == kOptEnd) return 0;
+    if (k == kOptNop) {
+      ++at;
+      continue;
+    }
+    if (at + 1 >= doff || tcp[at + 1] < 2 || at + tcp[at + 1] > doff) return 0;
+    if (k == kind && tcp[at + 1] == optlen) return l4 + at;
+    at += tcp[at + 1];
+  }
+  return 0;
+}
+
+void set_tcp_byte(std::uint8_t* frame, std::size_t tcp, std::size_t at, std::uint8_t v) {
+  if (frame[at] == v) return;
+  // HC' = ~(~HC + ~m + m') over the 16-bit word of the segment that holds the byte.
+  const std::size_t word = tcp + ((at - tcp) & ~std::size_t{1});
+  const std::uint32_t old_word = wire::load16(frame + word);
+  frame[at] = v;
+  const std::uint32_t new_word = wire::load16(frame + word);
+  std::uint32_t sum =
+      (~wire::load16(frame + tcp + 16) & 0xFFFFu) + (~old_word & 0xFFFFu) + new_word;
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  sum = (sum & 0xFFFF) + (sum >> 16);
+  wire::store16(frame + tcp + 16, static_cast<std::uint16_t>(~sum & 0xFFFF));
+}
+
 bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len) {
   const std::size_t at = tcp_header_at(frame, len);
   return at && (frame[at + 13] & wire::kTcpRst) != 0;

@@ -21,6 +21,16 @@ std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len);
 // The destination port of a frame tcp_header_at() finds a TCP header in (0 for any other).
 std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len);
 
+// Where option `kind` of `optlen` bytes starts in a TCP SYN or SYN-ACK frame that
+// tcp_header_at() finds a header in (its offset in the frame); 0 when it has none. Options are
+// walked as RFC 9293 lays them out: a malformed list has none.
+std::size_t syn_option_at(const std::uint8_t* frame, std::uint32_t len, std::uint8_t kind,
+                          std::uint8_t optlen);
+
+// Sets byte `at` of a frame, inside the TCP segment whose header starts at `tcp`, to `v`, the
+// segment's checksum updated to match (RFC 1624).
+void set_tcp_byte(std::uint8_t* frame, std::size_t tcp, std::size_t at, std::uint8_t v);
+
 // Whether a frame lwIP sends is a TCP reset: its headers only, no checksum (lwIP's own frames
 // are well formed; classify() is for what arrives).
 bool is_tcp_rst(const std::uint8_t* frame, std::uint32_t len);

@@ -9,6 +9,7 @@ and softrdma lint finds clean; under --faults the data still arrives whole, and 
 segments are counted and answered.
 
 usage: lwip_netns.py SOFTRDMA TSHARK CASE [CM_RELISTEN]"""
+import glob
 import json
 import os
 import re
@@ -699,6 +700,63 @@ def case_faults():
         expect(counted.get("tcp_tx_large_segments", 0) > 0,
                f"faults: large segments cut ({counted})", "")
     with_hosts(run)
+
+
+def case_jumbo():
+    """On an MTU 9000 link the lwIP side's SYNs offer an MSS of 8960 (lwIP is built with 1460)
+    and its connections take the smaller of both offers: lwIP against kernel TCP (as server and
+    as client) on af_packet, and against lwIP on af_xdp; rping checks the data, the traces show
+    each lwIP side's offer and its data segments above 1460 bytes and none above 8960. (dpdk:
+    the af_packet PMD's port keeps a 1500-byte MTU.)"""
+    if not tshark:
+        skip("tshark is not installed")
+    stem = f"/tmp/lwip_netns_{os.getpid()}_jumbo"
+
+    def traces():
+        return glob.glob(stem + "_*.pcapng")
+
+    def fields(filt, field):
+        got = []
+        for pcap in traces():
+            out = subprocess.run([tshark, "-n", "-r", pcap, "-Y", filt, "-T", "fields", "-e",
+                                  field], capture_output=True, text=True).stdout
+            got += [int(x) for x in out.split() if x.strip()]
+        return got
+
+    def clean():
+        for pcap in traces():
+            os.remove(pcap)
+
+    def run():
+        global backend
+        for ns, iface in (("hl-a", "hl-v0"), ("hl-b", "hl-v1")):
+            expect(sh(f"ip -n {ns} link set {iface} mtu 9000"), f"jumbo: {iface} at MTU 9000", "")
+        for server_side, client_side, raw in (("lwip", "kernel", "af_packet"),
+                                              ("kernel", "lwip", "af_packet"),
+                                              ("lwip", "lwip2", "af_xdp")):
+            backend = raw
+            what = f"jumbo {raw}, {server_side} server, {client_side} client"
+            clean()
+            cout, sout = rping(server_side, opts=("--stats", "--pcap", stem + "_%p.pcapng"),
+                               mpa="rev=2,crc", client_side=client_side, count=10, size=30000)
+            for side, out in ((server_side, sout), (client_side, cout)):
+                if not side.startswith("lwip"):
+                    continue
+                c = stats(out)
+                expect(c.get("tcp_jumbo_connections", 0) >= 1,
+                       f"{what}: {side} made a jumbo connection ({c})", out)
+                mine = f"ip.src=={ADDR[side]}"
+                offers = fields(f"{mine} && tcp.flags.syn==1", "tcp.options.mss_val")
+                expect(offers and all(m == 8960 for m in offers),
+                       f"{what}: {side} offers 8960 ({offers})", "")
+                sizes = fields(f"{mine} && tcp.len>0", "tcp.len")
+                expect(sizes and max(sizes) == 8960,
+                       f"{what}: {side}'s data segments up to 8960 bytes (longest "
+                       f"{max(sizes, default=0)} of {len(sizes)})", "")
+    try:
+        with_hosts(run)
+    finally:
+        clean()
 
 
 def case_syn_flood():

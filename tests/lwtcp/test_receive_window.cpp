@@ -6,46 +6,12 @@
 #include <vector>
 
 #include "lwtcp/receive_window.h"
-#include "wire/bytes.h"
-#include "wire/net.h"
+#include "syn_frame.h"
 
 namespace softrdma::lwtcp {
 namespace {
 
-using Frame = std::vector<std::uint8_t>;
-constexpr std::size_t kTcpAt = 14 + 20;
-constexpr std::uint32_t kSrc = 0x0A000001, kDst = 0x0A000002;
-
-// Ethernet, IPv4, TCP with `options` (a multiple of 4 bytes) and both checksums complete.
-Frame syn(const std::vector<std::uint8_t>& options, std::uint8_t flags = wire::kTcpSyn) {
-  Frame f(kTcpAt + 20 + options.size());
-  wire::Ethernet e;
-  e.ethertype = wire::kEthertypeIpv4;
-  (void)wire::build_ethernet(wire::MutBytes(f), e);
-  wire::Ipv4 ip;
-  ip.total_len = static_cast<std::uint16_t>(f.size() - 14);
-  ip.protocol = 6;
-  ip.src = kSrc;
-  ip.dst = kDst;
-  (void)wire::build_ipv4(wire::MutBytes(f).subspan(14), ip);
-  wire::Tcp t;
-  t.src_port = 49152;
-  t.dst_port = 18515;
-  t.seq = 0x12345678;
-  t.flags = flags;
-  t.window = 65535;
-  (void)wire::build_tcp(wire::MutBytes(f).subspan(kTcpAt), t);
-  f[kTcpAt + 12] = static_cast<std::uint8_t>((20 + options.size()) / 4 << 4);
-  std::copy(options.begin(), options.end(), f.begin() + kTcpAt + 20);
-  wire::store16(f.data() + kTcpAt + 16, 0);
-  wire::store16(f.data() + kTcpAt + 16,
-                wire::l4_checksum_ipv4(kSrc, kDst, 6, wire::Bytes(f).subspan(kTcpAt)));
-  return f;
-}
-
-bool checksum_good(const Frame& f) {
-  return wire::l4_checksum_ipv4(kSrc, kDst, 6, wire::Bytes(f).subspan(kTcpAt)) == 0;
-}
+using namespace test;
 
 // Byte for byte the same but at `at` (an offset in the frame).
 void same_but(const Frame& before, const Frame& after, std::size_t at) {
