@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "iwarp/user_tcp.h"
+#include "netdev/netdev.h"
 
 struct tcp_pcb;
 struct pbuf;
@@ -18,6 +19,13 @@ struct pbuf;
 namespace softrdma::lwtcp {
 
 class Stack;
+
+// A connection by its peer's address and port and its own port.
+struct PeerKey {
+  netdev::IpAddr peer;
+  std::uint16_t peer_port = 0, port = 0;
+  auto operator<=>(const PeerKey&) const = default;
+};
 
 // One socket: a listener, or a connection (connecting, established or closed by the peer).
 struct Conn {
@@ -30,7 +38,7 @@ struct Conn {
   bool send_blocked = false;    // the last send found no room: tcp_sent signals
   std::uint16_t held_port = 0;  // a port the stack holds in the kernel for it (PortHolds)
   std::uint16_t wire_mss = 0;   // large segments: lwIP's are cut at this MSS (0: not large)
-  std::uint64_t large_key = 0;  // its key among the stack's large-segment connections
+  PeerKey large_key;            // its key among the stack's large-segment connections
   int error = 0;                // the connection failed (errno value)
   // Received, not yet read: lwIP's chains as its receive callback gave them, in order (each
   // under 64 KiB; joined, a chain's 16-bit length would wrap under a wider window).

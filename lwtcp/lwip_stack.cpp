@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -167,11 +168,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       netif_ip6_addr_set_state(&netif_, 0, IP6_ADDR_PREFERRED);
       netif_ip6_addr_set_state(&netif_, 1, IP6_ADDR_PREFERRED);
     }
-    if (large_ok_ && netif_.mtu >= TCP_MSS + 40) {
-      // Large segments (go_large) leave lwIP's IPv4 whole, to be cut by TCP rather than
-      // fragmented by lwIP: every other IPv4 packet it sends is smaller than the wire's MTU
-      // (the MSS it offers stays TCP_MSS, which the wire's MTU holds).
+    if (large_ok_ && link_mss_ >= 536) {
+      // Large segments (go_large) leave lwIP's IP whole, to be cut by TCP rather than
+      // fragmented by lwIP: every other packet it sends is smaller than the wire's MTU (the MSS
+      // its SYNs offer is the link's, rewritten as they leave, and settle_mss keeps every
+      // connection's at or below it).
       netif_.mtu = static_cast<u16_t>(SegmentBatch::kMaxFrame - 14);
+#if LWIP_ND6_ALLOW_RA_UPDATES
+      netif_.mtu6 = netif_.mtu;
+#endif
     }
     netif_set_default(&netif_);
     netif_set_up(&netif_);
@@ -191,7 +196,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   }
 
   // ---- the progress loop
-  int wait_fd() const override { return port_->frame_fd(); }
+  int wait_fd() const override {
+    return port_->frame_fd();
+  }
 
   int next_timeout_ms() override {
     std::lock_guard lock(mu);
@@ -224,7 +231,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
             ++counts_.rx_syn;
             make_room_for_syn();
           }
-          if (jumbo_mss_ != 0 && k != SegmentKind::kOther) peer_mss_.note(f, len);
+          if (link_mss_ > TCP_MSS && k != SegmentKind::kOther) peer_mss_.note(f, len);
           pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
           if (!p) {
             ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
@@ -395,7 +402,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     end(handle, false);
   }
 
-  sockaddr_storage address() const override { return to_sockaddr(cfg_.address, 0); }
+  sockaddr_storage address() const override {
+    return to_sockaddr(cfg_.address, 0);
+  }
   bool owns(const sockaddr* addr) const override {
     const auto a = from_sockaddr(addr, v4_);
     return a && (a->wildcard || a->addr == cfg_.address);
@@ -462,7 +471,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     }
     hook(c);
     widen_receive_window(pcb);
-    self->go_jumbo(pcb);
+    self->settle_mss(pcb);
     self->go_large(c, pcb);
     if (self->holds_ && self->holds_->hold(pcb->local_port) > 0) c->held_port = pcb->local_port;
     c->local = endpoint(pcb->local_ip, pcb->local_port);
@@ -479,7 +488,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       widen_receive_window(pcb);
       if (c) {
         auto* self = static_cast<LwipStack*>(c->stack);
-        self->go_jumbo(pcb);
+        self->settle_mss(pcb);
         self->go_large(c, pcb);
       }
     }
@@ -544,13 +553,16 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     return ERR_OK;
   }
 
-  // On a jumbo link, the connection's MSS raised to what both sides offered (jumbo_mss.h).
-  void go_jumbo(tcp_pcb* pcb) {
-    if (jumbo_mss_ == 0) return;
+  // After the handshake: the connection's MSS at most the link's (lwIP's own reckoning goes by
+  // its netif's MTU, raised for large segments), and on a jumbo link raised to what both sides
+  // offered (jumbo_mss.h).
+  void settle_mss(tcp_pcb* pcb) {
+    if (pcb->mss > link_mss_) pcb->mss = link_mss_;
+    if (link_mss_ <= TCP_MSS) return;
     const std::uint16_t peer =
         peer_mss_.take(from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port);
     if (peer > TCP_MSS) {
-      raise_mss(pcb, std::min(peer, jumbo_mss_));
+      raise_mss(pcb, std::min(peer, link_mss_));
       ++counts_.jumbo;
     }
   }
@@ -566,10 +578,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (pcb->cwnd < pcb->mss) pcb->cwnd = pcb->mss;  // one large segment, as TSO sends at once
     if (pcb->snd_buf < kLargeSendBuffer) pcb->snd_buf = kLargeSendBuffer;
     if (pcb->ssthresh < kLargeSendBuffer) pcb->ssthresh = kLargeSendBuffer;
-    const std::uint64_t key =
-        large_key(ntohl(ip_2_ip4(&pcb->remote_ip)->addr), pcb->remote_port, pcb->local_port);
-    c->large_key = key;
-    large_[key] = c->wire_mss;
+    c->large_key = PeerKey{from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port};
+    large_[c->large_key] = c->wire_mss;
     min_wire_mss_ = std::min(min_wire_mss_, c->wire_mss);
   }
 
@@ -580,36 +590,38 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     for (const auto& [key, mss] : large_) min_wire_mss_ = std::min(min_wire_mss_, mss);
   }
 
-  static std::uint64_t large_key(std::uint32_t remote_ip, std::uint16_t remote_port,
-                                 std::uint16_t local_port) {
-    return std::uint64_t{remote_ip} << 32 | std::uint32_t{remote_port} << 16 | local_port;
-  }
-
   // The wire MSS that an outgoing frame of a large-segment connection must be cut at, 0 when
-  // it is a wire segment as it is (untagged IPv4 without options, as lwIP builds them).
+  // it is a wire segment as it is (untagged, IPv4 without options or IPv6 without extension
+  // headers, as lwIP builds them).
   std::uint16_t large_cut(const std::uint8_t* f, std::size_t len) const {
-    constexpr std::size_t kTcp = 14 + 20;
-    if (large_.empty() || len < kTcp + 20 || f[12] != 0x08 || f[13] != 0x00 || f[14] != 0x45 ||
-        f[14 + 9] != 6) {
-      return 0;
-    }
-    const std::size_t hdr = kTcp + static_cast<std::size_t>(f[kTcp + 12] >> 4) * 4;
+    if (large_.empty()) return 0;
+    const std::size_t tcp = SegmentBatch::tcp_at(f, len);
+    if (tcp == 0) return 0;
+    const std::size_t hdr = tcp + static_cast<std::size_t>(f[tcp + 12] >> 4) * 4;
     if (len <= hdr + min_wire_mss_) return 0;
-    const auto it = large_.find(
-        large_key(wire::load32(f + 14 + 16), wire::load16(f + kTcp + 2), wire::load16(f + kTcp)));
+    PeerKey key{{}, wire::load16(f + tcp + 2), wire::load16(f + tcp)};
+    if (tcp == 14 + 20) {
+      key.peer = netdev::IpAddr::v4(wire::load32(f + 14 + 16));
+    } else {
+      std::memcpy(key.peer.bytes.data(), f + 14 + 24, 16);
+    }
+    const auto it = large_.find(key);
     return it != large_.end() && len - hdr > it->second ? it->second : 0;
   }
 
   // A large segment out: traced and counted as the wire segments it stands for, then joined
   // with the batch (sent at once outside a batch scope), or cut by hand if it cannot join.
   err_t send_large(std::uint8_t* frame, std::size_t len, std::uint16_t cut) {
-    const std::size_t payload = len - (34 + static_cast<std::size_t>(frame[34 + 12] >> 4) * 4);
+    const std::size_t tcp = SegmentBatch::tcp_at(frame, len);
+    const std::size_t payload = len - (tcp + static_cast<std::size_t>(frame[tcp + 12] >> 4) * 4);
     const std::size_t pieces = (payload + cut - 1) / cut;
     // IPv4 IDs count its wire segments (lwIP counts one a frame): this one's first is its own.
-    if (!wire_id_set_) wire_id_ = wire::load16(frame + 14 + 4);
-    wire_id_set_ = true;
-    wire::store16(frame + 14 + 4, wire_id_);
-    wire_id_ = static_cast<std::uint16_t>(wire_id_ + pieces);
+    if (tcp == 14 + 20) {
+      if (!wire_id_set_) wire_id_ = wire::load16(frame + 14 + 4);
+      wire_id_set_ = true;
+      wire::store16(frame + 14 + 4, wire_id_);
+      wire_id_ = static_cast<std::uint16_t>(wire_id_ + pieces);
+    }
     if (cfg_.trace) {
       SegmentBatch::cut_frame(frame, len, cut, [this](const std::uint8_t* f, std::size_t l) {
         trace(f, static_cast<std::uint32_t>(l), true);
@@ -640,7 +652,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       frame = self->tx_.data();
     }
     offer_window_shift(frame, p->tot_len, kWindowShift);  // a SYN's: receive_window.h
-    if (self->jumbo_mss_ != 0) offer_mss(frame, p->tot_len, self->jumbo_mss_);  // jumbo_mss.h
+    offer_mss(frame, p->tot_len, self->link_mss_);        // a SYN's: the link's MSS (jumbo_mss.h)
     if (const std::uint16_t cut = self->large_cut(frame, p->tot_len)) {
       return self->send_large(frame, p->tot_len, cut);
     }
@@ -718,21 +730,20 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   std::array<std::uint8_t, SegmentBatch::kMaxFrame> tx_{};  // a chained frame, joined
-  // Large-segment connections (go_large): their wire MSS by large_key, and the least of them.
-  std::unordered_map<std::uint64_t, std::uint16_t> large_;
+  // Large-segment connections (go_large): their wire MSS by peer address and ports, and the
+  // least of them.
+  std::map<PeerKey, std::uint16_t> large_;
   std::uint16_t min_wire_mss_ = 0xFFFF;
   std::uint16_t wire_id_ = 0;  // the IPv4 ID of the next large segment's first wire segment
   bool wire_id_set_ = false;
   // Segmentation offload: the port has it (and it has not failed), a batch scope is open, and
   // the segments held.
   bool segmentation_ = port_->tcp_segmentation();
-  // Large segments (go_large): IPv4, on a port that takes them.
-  const bool large_ok_ = v4_ && port_->tcp_large_segments();
-  // A link's MSS above lwIP's (go_jumbo; 0: the link carries no more than TCP_MSS), and the
-  // MSS that peers' SYNs offered.
-  const std::uint16_t jumbo_mss_ = link_mss(port_->frame_mtu(), v4_) > TCP_MSS
-                                       ? link_mss(port_->frame_mtu(), v4_)
-                                       : std::uint16_t{0};
+  // Large segments (go_large): on a port that takes them.
+  const bool large_ok_ = port_->tcp_large_segments();
+  // The MSS the link carries (what lwIP's SYNs offer; above TCP_MSS, jumbo frames), and the MSS
+  // that peers' SYNs offered (noted on a jumbo link only).
+  const std::uint16_t link_mss_ = link_mss(port_->frame_mtu(), v4_);
   PeerMss peer_mss_;
   bool batching_ = false;
   SegmentBatch batch_;

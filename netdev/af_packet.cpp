@@ -17,6 +17,9 @@
 #include <cerrno>
 #include <cstring>
 
+#include "wire/bytes.h"
+#include "wire/net.h"
+
 namespace softrdma::netdev {
 
 namespace {
@@ -42,6 +45,7 @@ struct VnetHdr {
 static_assert(sizeof(VnetHdr) == kVnetHdrLen);
 constexpr std::uint8_t kVnetNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
 constexpr std::uint8_t kVnetGsoTcpv4 = 1;   // VIRTIO_NET_HDR_GSO_TCPV4
+constexpr std::uint8_t kVnetGsoTcpv6 = 4;   // VIRTIO_NET_HDR_GSO_TCPV6
 
 bool setopt(int fd, int level, int name, int value) {
   return setsockopt(fd, level, name, &value, sizeof value) == 0;
@@ -345,14 +349,16 @@ bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
 
 bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t len,
                                        std::uint16_t mss) {
-  constexpr std::size_t kTcpAt = 14 + 20;  // untagged, IPv4 without options
-  if (gso_fd_ < 0 || len < kTcpAt + 20) return false;
+  // Untagged, IPv4 without options or IPv6 without extension headers.
+  const bool v6 = len >= 14 && wire::load16(frame + 12) == wire::kEthertypeIpv6;
+  const std::size_t tcp_at = v6 ? 14 + 40 : 14 + 20;
+  if (gso_fd_ < 0 || len < tcp_at + 20) return false;
   VnetHdr vh{};
   vh.flags = kVnetNeedsCsum;
-  vh.gso_type = kVnetGsoTcpv4;
-  vh.hdr_len = static_cast<std::uint16_t>(kTcpAt + (frame[kTcpAt + 12] >> 4) * 4);
+  vh.gso_type = v6 ? kVnetGsoTcpv6 : kVnetGsoTcpv4;
+  vh.hdr_len = static_cast<std::uint16_t>(tcp_at + (frame[tcp_at + 12] >> 4) * 4);
   vh.gso_size = mss;
-  vh.csum_start = kTcpAt;
+  vh.csum_start = static_cast<std::uint16_t>(tcp_at);
   vh.csum_offset = 16;  // the TCP checksum field
   std::array<iovec, 2> v{iovec{&vh, sizeof vh}, iovec{const_cast<std::uint8_t*>(frame), len}};
   msghdr h{};

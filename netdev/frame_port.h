@@ -50,15 +50,16 @@ class FramePort {
     (void)port, (void)ours;
     return true;
   }
-  // Whether send_tcp_segments works: segmentation offload for TCP/IPv4 on the port.
+  // Whether send_tcp_segments works: segmentation offload for TCP over IPv4 and IPv6 on the port.
   virtual bool tcp_segmentation() const { return false; }
   // Whether a userspace TCP should build segments larger than the MTU for the port, to be cut
   // by its segmentation offload or, where it has none, by the stack before send_frame: true
   // where that was measured to pay (af_xdp's batched sends), not on dpdk (its af_packet PMD
   // lost the bursts, and bandwidth halved).
   virtual bool tcp_large_segments() const { return tcp_segmentation(); }
-  // Sends an untagged TCP/IPv4 super-segment that the kernel or the NIC cuts into segments of
-  // `mss` payload bytes (IPv4 IDs counting up from the frame's, PSH and FIN on the last only):
+  // Sends an untagged TCP super-segment (IPv4 without options, IPv6 without extension headers)
+  // that the kernel or the NIC cuts into segments of `mss` payload bytes (IPv4 IDs counting up
+  // from the frame's, PSH and FIN on the last only):
   // its TCP checksum field holds the pseudo-header sum over the whole TCP length, not
   // complemented. False when the OS refused it (counted in tx_errors).
   virtual bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) {

@@ -436,7 +436,9 @@ def case_ipv6():
     af_packet, af_xdp and dpdk: rping (data checked) with lwIP as server against kernel TCP, as
     client, and on both ends, lwIP's counters showing it carried each; on af_packet also
     ucmatose each way, 6 MB of rping, and a trace that tshark decodes with good CRCs and lint
-    finds clean (Debian's perftest 4.5 resolves -R addresses as IPv4 only). Then with hl-b's
+    finds clean (Debian's perftest 4.5 resolves -R addresses as IPv4 only). On af_packet and
+    af_xdp lwIP sends large segments over IPv6 too, cut at the link's MSS of 1440 bytes: counted,
+    and the trace holds no data segment longer. Then with hl-b's
     kernel holding ::2 too, --tcp user on af_packet and af_xdp: rping each way, carried by
     lwIP."""
     global ADDR, backend
@@ -446,16 +448,27 @@ def case_ipv6():
     def run():
         expect(sh(f"ip -n hl-a addr add {V6['kernel']}/64 dev hl-v0 nodad"),
                "ipv6: the kernel's address in hl-a", "")
+        large = 0
         for server_side, client_side in (("lwip", "kernel"), ("kernel", "lwip"),
                                          ("lwip", "lwip2")):
-            cout, sout = rping(server_side, opts=("--stats",), client_side=client_side, count=10)
-            expect_lwip_carried(f"ipv6 {backend}, server on {server_side}",
-                                sout if server_side == "lwip" else cout)
+            cout, sout = rping(server_side, opts=("--stats",), client_side=client_side, count=10,
+                               size=30000)
+            out = sout if server_side == "lwip" else cout
+            expect_lwip_carried(f"ipv6 {backend}, server on {server_side}", out)
+            large += stats(out).get("tcp_tx_large_segments", 0)
+        if backend != "dpdk":
+            expect(large > 0, f"ipv6 {backend}: large segments sent ({large})", "")
         if backend == "af_packet":
             ucmatose(("lwip", "kernel"), ("kernel", "lwip"))
             rping("lwip", count=100, size=60000)  # 6 MB each way, checked
-            rping("lwip", opts=("--pcap", pcap), mpa="rev=2,crc")
+            rping("lwip", opts=("--pcap", pcap), mpa="rev=2,crc", size=30000)
             check_trace(pcap, lint=True)
+            out = subprocess.run([tshark, "-n", "-r", pcap, "-Y",
+                                  f"ipv6.src=={V6['lwip']} && tcp.len>0", "-T", "fields", "-e",
+                                  "tcp.len"], capture_output=True, text=True).stdout
+            sizes = [int(x) for x in out.split()]
+            expect(sizes and max(sizes) == 1440, "ipv6: lwIP's traced segments at most the MSS "
+                   f"(longest {max(sizes, default=0)})", "")
     def shared():
         expect(sh(f"ip -n hl-a addr add {V6['kernel']}/64 dev hl-v0 nodad") and
                sh(f"ip -n hl-b addr add {V6['lwip']}/64 dev hl-v1 nodad"),

@@ -3,6 +3,7 @@
 // MSS.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -269,6 +270,109 @@ TEST(SegmentBatch, CutFrameRefusesWhatIsNoTcpIpv4Segment) {
   EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 60000, none));     // no room
   f[14] = 0x46;                                                               // IPv4 options
   EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 1000, none));
+}
+
+// The same segment over IPv6 (fd42::1 to fd42::2, no extension headers).
+const wire::Ipv6Addr kSrc6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+const wire::Ipv6Addr kDst6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+constexpr std::size_t kTcp6 = 14 + 40, kData6 = kTcp6 + 20;
+
+Frame make6(const Seg& s, std::uint8_t fill = 0) {
+  Frame f(kData6 + s.payload);
+  wire::Ethernet e;
+  e.dst = {2, 0, 0, 0, 0, 1};
+  e.src = {2, 0, 0, 0, 0, 2};
+  e.ethertype = wire::kEthertypeIpv6;
+  (void)wire::build_ethernet(wire::MutBytes(f), e);
+  wire::Ipv6 ip;
+  ip.payload_len = static_cast<std::uint16_t>(f.size() - kTcp6);
+  ip.next_header = 6;
+  ip.hop_limit = 64;
+  ip.src = kSrc6;
+  ip.dst = kDst6;
+  (void)wire::build_ipv6(wire::MutBytes(f).subspan(14), ip);
+  wire::Tcp t;
+  t.src_port = s.src_port;
+  t.dst_port = 18515;
+  t.seq = s.seq;
+  t.ack = 777;
+  t.flags = s.flags;
+  t.window = 4096;
+  (void)wire::build_tcp(wire::MutBytes(f).subspan(kTcp6), t);
+  for (std::size_t i = 0; i < s.payload; ++i) {
+    f[kData6 + i] = static_cast<std::uint8_t>(fill + i * 7);
+  }
+  wire::store16(f.data() + kTcp6 + 16,
+                wire::l4_checksum_ipv6(kSrc6, kDst6, 6, wire::Bytes(f).subspan(kTcp6)));
+  return f;
+}
+
+bool good6(const Frame& f) {
+  return wire::load16(f.data() + 18) + kTcp6 == f.size() &&
+         wire::l4_checksum_ipv6(kSrc6, kDst6, 6, wire::Bytes(f).subspan(kTcp6)) == 0;
+}
+
+TEST(SegmentBatch, Ipv6SegmentsJoinAndCutAgainIntoTheSameFrames) {
+  Frames segs;
+  Seg s;
+  for (int i = 0; i < 4; ++i) {
+    s.payload = i == 3 ? 700 : 1440;
+    s.flags = i == 3 ? wire::kTcpAck | wire::kTcpPsh : wire::kTcpAck;
+    segs.push_back(make6(s, static_cast<std::uint8_t>(i)));
+    s.seq += static_cast<std::uint32_t>(s.payload);
+  }
+  SegmentBatch b;
+  for (const Frame& f : segs) ASSERT_TRUE(b.append(f.data(), f.size()));
+  EXPECT_EQ(b.cut(), 1440);
+  EXPECT_EQ(b.pieces(), 4u);
+  // The super-segment: IPv6 payload length of the whole, the offload's partial checksum.
+  Frame super(b.frame(), b.frame() + b.frame_len());
+  EXPECT_EQ(super.size(), kData6 + 3 * 1440 + 700);
+  ASSERT_TRUE(
+      netdev::complete_checksum(super.data(), static_cast<std::uint32_t>(super.size()), kTcp6, 16));
+  EXPECT_TRUE(good6(super));
+  EXPECT_EQ(super[kTcp6 + 13], wire::kTcpAck | wire::kTcpPsh);
+  EXPECT_EQ(cut_of(b), segs);
+  // An IPv4 segment does not continue an IPv6 batch.
+  b.clear();
+  ASSERT_TRUE(b.append(segs[0].data(), segs[0].size()));
+  Seg v4;
+  v4.seq = 5000 + 1440;
+  const Frame other = make(v4);
+  EXPECT_FALSE(b.append(other.data(), other.size()));
+}
+
+TEST(SegmentBatch, ALargeIpv6SegmentIsCutAtTheWireMss) {
+  Seg s;
+  s.payload = 7 * 8940;
+  s.flags = wire::kTcpAck | wire::kTcpPsh;
+  const Frame large = make6(s, 5);
+  SegmentBatch b;
+  ASSERT_TRUE(b.append(large.data(), large.size(), 8940));
+  EXPECT_EQ(b.pieces(), 7u);
+  const Frames segs = cut_of(b);
+  ASSERT_EQ(segs.size(), 7u);
+  Frame joined;
+  for (std::size_t i = 0; i < segs.size(); ++i) {
+    const Frame& f = segs[i];
+    EXPECT_EQ(f.size(), kData6 + 8940) << "segment " << i;
+    EXPECT_TRUE(good6(f)) << "segment " << i;
+    EXPECT_EQ(wire::load32(f.data() + kTcp6 + 4), s.seq + joined.size()) << "segment " << i;
+    EXPECT_EQ(f[kTcp6 + 13], i + 1 == segs.size() ? s.flags : wire::kTcpAck) << "segment " << i;
+    EXPECT_TRUE(std::equal(f.begin(), f.begin() + 18, large.begin())) << "segment " << i;
+    joined.insert(joined.end(), f.begin() + kData6, f.end());
+  }
+  EXPECT_EQ(joined, Frame(large.begin() + kData6, large.end()));
+  Frames alone;
+  ASSERT_TRUE(SegmentBatch::cut_frame(
+      large.data(), large.size(), 8940,
+      [&](const std::uint8_t* f, std::size_t len) { alone.emplace_back(f, f + len); }));
+  EXPECT_EQ(alone, segs);
+  EXPECT_EQ(SegmentBatch::tcp_at(large.data(), large.size()), kTcp6);
+  Frame bad = large;
+  bad[14 + 6] = 0;  // a hop-by-hop extension header first: not such a frame
+  EXPECT_EQ(SegmentBatch::tcp_at(bad.data(), bad.size()), 0u);
+  EXPECT_FALSE(b.append(bad.data(), bad.size(), 8940));
 }
 
 }  // namespace
