@@ -36,6 +36,7 @@ class FaultyPort final : public netdev::FramePort {
   void release_sends() override { port_->release_sends(); }
   wire::MacAddr frame_mac() const override { return port_->frame_mac(); }
   std::uint32_t frame_mtu() const override { return port_->frame_mtu(); }
+  std::optional<std::uint16_t> frame_vlan() const override { return port_->frame_vlan(); }
   int frame_timeout_ms() override { return faults_.next_timeout_ms(); }
 
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override {

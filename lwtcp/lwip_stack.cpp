@@ -692,6 +692,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
 
   void trace(const std::uint8_t* f, std::uint32_t len, bool tx) {
     if (!cfg_.trace) return;
+    if (vlan_ && len >= 14) {  // as on the wire: the port's tag after the addresses
+      traced_.resize(len + 4);
+      std::memcpy(traced_.data(), f, 12);
+      wire::store16(traced_.data() + 12, wire::kEthertypeVlan);
+      wire::store16(traced_.data() + 14, *vlan_);
+      std::memcpy(traced_.data() + 16, f + 12, len - 12);
+      f = traced_.data();
+      len += 4;
+    }
     pcap::Annotation a;
     a.tx = tx;
     a.dev = cfg_.trace_name;
@@ -729,7 +738,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
                       : nullptr;
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
-  std::array<std::uint8_t, SegmentBatch::kMaxFrame> tx_{};  // a chained frame, joined
+  const std::optional<std::uint16_t> vlan_ = port_->frame_vlan();  // the port tags every frame
+  std::vector<std::uint8_t> traced_;                               // a frame traced with its tag
+  std::array<std::uint8_t, SegmentBatch::kMaxFrame> tx_{};         // a chained frame, joined
   // Large-segment connections (go_large): their wire MSS by peer address and ports, and the
   // least of them.
   std::map<PeerKey, std::uint16_t> large_;

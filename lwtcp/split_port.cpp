@@ -39,6 +39,7 @@ class SplitPort final : public netdev::FramePort {
   }
   wire::MacAddr frame_mac() const override { return main_->frame_mac(); }
   std::uint32_t frame_mtu() const override { return main_->frame_mtu(); }
+  std::optional<std::uint16_t> frame_vlan() const override { return main_->frame_vlan(); }
   int frame_timeout_ms() override { return main_->frame_timeout_ms(); }
   // Both ports' counters, those of one name added up, and tcp_rx_steered: the frames that came
   // through `main` (its program's steering).

@@ -238,11 +238,6 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
                                                std::uint32_t queue, Steering steer) {
   std::unique_ptr<AfXdpNetdev> d(new AfXdpNetdev());
   const std::string where = "af_xdp:" + ifname;
-  if (steers_tcp(steer) && vlan_tci) {
-    error = where + ": a userspace TCP runs on no VLAN yet, not VLAN " +
-            std::to_string(*vlan_tci & 0xFFFu);
-    return nullptr;
-  }
   if (steer == Steering::kTcp && !interface_with(local).empty()) {
     // The kernel would answer our segments with resets: without held ports (kTcpShared), a
     // userspace TCP needs an address of its own.
@@ -474,6 +469,7 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   // Whole frames as the sender put them: a kernel TCP on this host (over veth) leaves its
   // checksum partial, to be completed here as its own receive path would.
   return drain_rx(max, [&](std::uint8_t* frame, std::uint32_t len) {
+    if (!untag(frame, len)) return;  // (the program passes only our VLAN's)
     complete_partial_tcp(frame, len);
     bump(counters_.rx_packets);
     bump(counters_.rx_bytes, len);

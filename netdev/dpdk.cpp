@@ -125,12 +125,11 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
   const std::string where = "dpdk:" + device;
   const std::string iface = dpdk_vdev_iface(device);
   if (steers_tcp(steer) &&
-      (!local || (steer == Steering::kTcp && !interface_with(*local).empty()) || vlan_tci)) {
+      (!local || (steer == Steering::kTcp && !interface_with(*local).empty()))) {
     // The kernel would answer our segments with resets: a userspace TCP needs an address of
-    // its own (VLANs are not done yet).
-    error = where + ": a userspace TCP needs an address no interface holds, and no VLAN" +
-            (local ? ", not " + local->str() : " (dpdk:DEVICE@ADDRESS)") +
-            (vlan_tci ? " on VLAN " + std::to_string(*vlan_tci & 0xFFFu) : "");
+    // its own.
+    error = where + ": a userspace TCP needs an address no interface holds" +
+            (local ? ", not " + local->str() : " (dpdk:DEVICE@ADDRESS)");
     return nullptr;
   }
   IpAddr addr;
@@ -322,9 +321,17 @@ void DpdkNetdev::signal_if_waiting() {
 }
 
 bool DpdkNetdev::keeps_for_tcp(const std::uint8_t* f, std::uint32_t len) const {
-  auto be16 = [f](std::size_t at) { return static_cast<std::uint32_t>(f[at] << 8 | f[at + 1]); };
+  auto be16 = [&f](std::size_t at) { return static_cast<std::uint32_t>(f[at] << 8 | f[at + 1]); };
   auto be32 = [&](std::size_t at) { return be16(at) << 16 | be16(at + 2); };
   constexpr std::size_t kL3 = wire::kEthernetLen;
+  if (link_.vlan_tci) {  // our VLAN's frames only, read as if untagged
+    if (len < kL3 + wire::kVlanTagLen || be16(12) != wire::kEthertypeVlan ||
+        (be16(14) & 0xFFF) != (*link_.vlan_tci & 0xFFFu)) {
+      return false;
+    }
+    f += wire::kVlanTagLen;
+    len -= static_cast<std::uint32_t>(wire::kVlanTagLen);
+  }
   if (len < kL3 + 28) return false;  // shorter than an ARP packet or an IPv4 header and 8
   if (tcp_addr_.is_v4()) {
     const std::uint32_t ours = tcp_addr_.v4_host();
@@ -360,11 +367,13 @@ std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
         bump(counters_.rx_malformed);  // longer than an mbuf: the sender's link has a larger MTU
         continue;
       }
+      std::uint32_t len = m->data_len;
+      if (!untag(frame, len)) continue;  // (the receive thread keeps only our VLAN's)
       // A kernel TCP on this host (a vdev on a veth) leaves its checksum partial.
-      complete_partial_tcp(frame, m->data_len);
+      complete_partial_tcp(frame, len);
       bump(counters_.rx_packets);
-      bump(counters_.rx_bytes, m->data_len);
-      sink(frame, m->data_len);
+      bump(counters_.rx_bytes, len);
+      sink(frame, len);
       ++n;
     }
     rte_pktmbuf_free_bulk(got.data(), k);

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -68,6 +69,9 @@ class FramePort {
   }
   virtual wire::MacAddr frame_mac() const = 0;
   virtual std::uint32_t frame_mtu() const = 0;  // the IP MTU
+  // The 802.1Q tag (TCI) the port puts on every frame it sends and takes off every frame it hands
+  // up, none without a VLAN: frames cross this interface untagged either way.
+  virtual std::optional<std::uint16_t> frame_vlan() const { return std::nullopt; }
   // Milliseconds until the port has frames of its own to send (held by faults), -1 for none.
   virtual int frame_timeout_ms() { return -1; }
   // Named counters of the port's own (faults), for the stack's counters.

@@ -16,6 +16,7 @@ import re
 import signal
 import subprocess
 import sys
+import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from testlib import (expect, expect_relisten, finish, lint_json, run_case, skip,  # noqa: E402
@@ -770,6 +771,69 @@ def case_jumbo():
         with_hosts(run)
     finally:
         clean()
+
+
+def case_vlan():
+    """--vlan 5: lwIP's frames leave tagged and only VLAN 5's come to it. lwIP takes 10.231.5.2
+    in hl-b and 10.231.5.3 in hl-a on the veths (this kernel has no 802.1Q devices, so no kernel
+    TCP peer on a VLAN). rping (data checked) with lwIP at both ends on af_packet (each way),
+    af_xdp and dpdk, lwIP's counters showing it carried each; both traces show lwIP's segments
+    tagged with VLAN 5 as on the wire, and a capture on hl-v0 shows them tagged and none
+    untagged (not on af_xdp, whose program there takes them first, and only VLAN 5's)."""
+    global ADDR, backend
+    if not tshark:
+        skip("tshark is not installed")
+    ADDR = {"kernel": "10.231.2.1", "lwip": "10.231.5.2", "lwip2": "10.231.5.3"}
+    tmp = f"/tmp/lwip_netns_{os.getpid()}_vlan"
+
+    def count(pcap, filt):
+        out = subprocess.run([tshark, "-n", "-r", pcap, "-Y", filt, "-T", "fields", "-e",
+                              "frame.number"], capture_output=True, text=True).stdout
+        return len(out.split())
+
+    def run():
+        global backend
+        for server_side, client_side, raw in (("lwip", "lwip2", "af_packet"),
+                                              ("lwip2", "lwip", "af_packet"),
+                                              ("lwip", "lwip2", "af_xdp"),
+                                              ("lwip", "lwip2", "dpdk")):
+            backend = raw
+            what = f"vlan {raw}, {server_side} server, {client_side} client"
+            trace, wire = f"{tmp}_t.pcapng", f"{tmp}_w.pcapng"
+            # On the peer's end of the veth: a packet socket's own sends bypass the taps.
+            cap = subprocess.Popen(["ip", "netns", "exec", NS["lwip2"], "dumpcap", "-q", "-i",
+                                    IFACE["lwip2"], "-w", wire],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            try:
+                expect(wait_for(lambda: os.path.exists(wire), 10, interval=0.1, proc=cap),
+                       f"{what}: dumpcap started", "")
+                cout, sout = rping(server_side, opts=("--vlan", "5", "--stats", "--pcap",
+                                                      trace.replace("_t.", "_t_%p.")),
+                                   client_side=client_side, count=10, size=30000)
+                time.sleep(0.5)
+            finally:
+                cap.send_signal(signal.SIGINT)
+                cap.wait(timeout=10)
+            expect_lwip_carried(what, sout)
+            expect_lwip_carried(what, cout)
+            mine = f"ip.src=={ADDR['lwip']} && tcp"
+            traces = glob.glob(f"{tmp}_t_*.pcapng")
+            expect(len(traces) == 2, f"{what}: two traces ({traces})", "")
+            for t in traces:
+                tagged, all_ = count(t, f"{mine} && vlan.id==5"), count(t, mine)
+                os.remove(t)
+                expect(all_ >= 20 and tagged == all_, f"{what}: the trace's segments from "
+                       f"{ADDR['lwip']} tagged ({tagged} of {all_})", "")
+            if raw == "af_xdp":
+                continue  # the peer's XDP program takes the frames before any tap sees them
+            tagged, untagged = count(wire, f"{mine} && vlan.id==5"), count(wire, f"{mine} && !vlan")
+            expect(tagged >= 20 and untagged == 0, f"{what}: on the wire {tagged} tagged segments "
+                   f"from lwIP, {untagged} untagged", "")
+    try:
+        with_hosts(run)
+    finally:
+        for f in glob.glob(tmp + "*"):
+            os.remove(f)
 
 
 def case_syn_flood():
