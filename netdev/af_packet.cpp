@@ -349,18 +349,27 @@ bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
 
 bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t len,
                                        std::uint16_t mss) {
-  // Untagged, IPv4 without options or IPv6 without extension headers.
+  // Untagged, IPv4 without options or IPv6 without extension headers; on a VLAN the tag goes in
+  // after the addresses (and the offsets move by its length).
   const bool v6 = len >= 14 && wire::load16(frame + 12) == wire::kEthertypeIpv6;
   const std::size_t tcp_at = v6 ? 14 + 40 : 14 + 20;
   if (gso_fd_ < 0 || len < tcp_at + 20) return false;
+  const std::size_t tag = link_.vlan_tci ? wire::kVlanTagLen : 0;
   VnetHdr vh{};
   vh.flags = kVnetNeedsCsum;
   vh.gso_type = v6 ? kVnetGsoTcpv6 : kVnetGsoTcpv4;
-  vh.hdr_len = static_cast<std::uint16_t>(tcp_at + (frame[tcp_at + 12] >> 4) * 4);
+  vh.hdr_len = static_cast<std::uint16_t>(tag + tcp_at + (frame[tcp_at + 12] >> 4) * 4);
   vh.gso_size = mss;
-  vh.csum_start = static_cast<std::uint16_t>(tcp_at);
+  vh.csum_start = static_cast<std::uint16_t>(tag + tcp_at);
   vh.csum_offset = 16;  // the TCP checksum field
-  std::array<iovec, 2> v{iovec{&vh, sizeof vh}, iovec{const_cast<std::uint8_t*>(frame), len}};
+  std::array<std::uint8_t, wire::kVlanTagLen> vlan{};
+  if (tag) {
+    wire::store16(vlan.data(), wire::kEthertypeVlan);
+    wire::store16(vlan.data() + 2, *link_.vlan_tci);
+  }
+  auto* f = const_cast<std::uint8_t*>(frame);
+  std::array<iovec, 4> v{iovec{&vh, sizeof vh}, iovec{f, 12}, iovec{vlan.data(), tag},
+                         iovec{f + 12, len - 12}};
   msghdr h{};
   h.msg_iov = v.data();
   h.msg_iovlen = v.size();
@@ -376,8 +385,8 @@ bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t le
     bump(counters_.tx_errors);
     return false;
   }
-  bump(counters_.tx_packets, (len - vh.hdr_len + mss - 1) / mss);
-  bump(counters_.tx_bytes, len);
+  bump(counters_.tx_packets, (len + tag - vh.hdr_len + mss - 1) / mss);
+  bump(counters_.tx_bytes, len + tag);
   return true;
 }
 

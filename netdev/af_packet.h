@@ -59,8 +59,7 @@ class AfPacketNetdev : public RawFramePortNetdev {
   std::size_t recv_frames(const FrameSink& sink, std::size_t max) override;
   // Steering kTcp: a virtio_net_hdr asking for TCPv4 segmentation (GSO), through a second
   // packet socket that goes through the device's queue (the kernel cuts what the device can't).
-  // Not on a VLAN: the super-segment would need the tag, and its offsets moved.
-  bool tcp_segmentation() const override { return gso_fd_ >= 0 && !link_.vlan_tci; }
+  bool tcp_segmentation() const override { return gso_fd_ >= 0; }
   bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) override;
   // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;

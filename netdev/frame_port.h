@@ -58,11 +58,11 @@ class FramePort {
   // where that was measured to pay (af_xdp's batched sends), not on dpdk (its af_packet PMD
   // lost the bursts, and bandwidth halved).
   virtual bool tcp_large_segments() const { return tcp_segmentation(); }
-  // Sends an untagged TCP super-segment (IPv4 without options, IPv6 without extension headers)
-  // that the kernel or the NIC cuts into segments of `mss` payload bytes (IPv4 IDs counting up
-  // from the frame's, PSH and FIN on the last only):
-  // its TCP checksum field holds the pseudo-header sum over the whole TCP length, not
-  // complemented. False when the OS refused it (counted in tx_errors).
+  // Sends an untagged TCP super-segment (IPv4 without options, IPv6 without extension headers;
+  // on a VLAN the port puts the tag in) that the kernel or the NIC cuts into segments of `mss`
+  // payload bytes (IPv4 IDs counting up from the frame's, PSH and FIN on the last only): its TCP
+  // checksum field holds the pseudo-header sum over the whole TCP length, not complemented. False
+  // when the OS refused it (counted in tx_errors).
   virtual bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) {
     (void)frame, (void)len, (void)mss;
     return false;

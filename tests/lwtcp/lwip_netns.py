@@ -777,9 +777,11 @@ def case_vlan():
     """--vlan 5: lwIP's frames leave tagged and only VLAN 5's come to it. lwIP takes 10.231.5.2
     in hl-b and 10.231.5.3 in hl-a on the veths (this kernel has no 802.1Q devices, so no kernel
     TCP peer on a VLAN). rping (data checked) with lwIP at both ends on af_packet (each way),
-    af_xdp and dpdk, lwIP's counters showing it carried each; both traces show lwIP's segments
-    tagged with VLAN 5 as on the wire, and a capture on hl-v0 shows them tagged and none
-    untagged (not on af_xdp, whose program there takes them first, and only VLAN 5's)."""
+    af_xdp and dpdk, lwIP's counters showing it carried each, in large segments on af_packet
+    (the tag in the super-segment the kernel segments) and af_xdp (cut by softrdma); both traces
+    show lwIP's segments tagged with VLAN 5 as on the wire, and a capture on hl-v0 shows them
+    tagged and none untagged (not on af_xdp, whose program there takes them first, and only
+    VLAN 5's)."""
     global ADDR, backend
     if not tshark:
         skip("tshark is not installed")
@@ -816,6 +818,9 @@ def case_vlan():
                 cap.wait(timeout=10)
             expect_lwip_carried(what, sout)
             expect_lwip_carried(what, cout)
+            large = sum(stats(o).get("tcp_tx_large_segments", 0) for o in (sout, cout))
+            if raw != "dpdk":  # (no large segments there)
+                expect(large > 0, f"{what}: large segments sent ({large})", "")
             mine = f"ip.src=={ADDR['lwip']} && tcp"
             traces = glob.glob(f"{tmp}_t_*.pcapng")
             expect(len(traces) == 2, f"{what}: two traces ({traces})", "")
