@@ -26,21 +26,36 @@ struct Seg {
   std::uint16_t src_port = 40000;
 };
 
-// A whole frame as lwIP sends it: Ethernet, IPv4 (DF), TCP, payload, both checksums complete.
-Frame make(const Seg& s, std::uint8_t fill = 0) {
-  Frame f(14 + 20 + 20 + s.payload);
+const wire::Ipv6Addr kSrc6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
+const wire::Ipv6Addr kDst6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
+constexpr std::size_t kTcp6 = 14 + 40, kData6 = kTcp6 + 20;
+
+// A whole frame as lwIP sends it: Ethernet, IPv4 (DF; 10.0.0.1 to .2) or IPv6 (fd42::1 to ::2,
+// no extension headers), TCP, payload, checksums complete.
+Frame build(const Seg& s, std::uint8_t fill, bool v6) {
+  const std::size_t tcp = v6 ? kTcp6 : 34;
+  Frame f(tcp + 20 + s.payload);
   wire::Ethernet e;
   e.dst = {2, 0, 0, 0, 0, 1};
   e.src = {2, 0, 0, 0, 0, 2};
-  e.ethertype = wire::kEthertypeIpv4;
+  e.ethertype = v6 ? wire::kEthertypeIpv6 : wire::kEthertypeIpv4;
   (void)wire::build_ethernet(wire::MutBytes(f), e);
   wire::Ipv4 ip;
-  ip.total_len = static_cast<std::uint16_t>(f.size() - 14);
-  ip.id = s.id;
-  ip.protocol = 6;
-  ip.src = 0x0A000001;
-  ip.dst = 0x0A000002;
-  (void)wire::build_ipv4(wire::MutBytes(f).subspan(14), ip);
+  wire::Ipv6 ip6;
+  if (v6) {
+    ip6.payload_len = static_cast<std::uint16_t>(f.size() - kTcp6);
+    ip6.next_header = 6;
+    ip6.src = kSrc6;
+    ip6.dst = kDst6;
+    (void)wire::build_ipv6(wire::MutBytes(f).subspan(14), ip6);
+  } else {
+    ip.total_len = static_cast<std::uint16_t>(f.size() - 14);
+    ip.id = s.id;
+    ip.protocol = 6;
+    ip.src = 0x0A000001;
+    ip.dst = 0x0A000002;
+    (void)wire::build_ipv4(wire::MutBytes(f).subspan(14), ip);
+  }
   wire::Tcp t;
   t.src_port = s.src_port;
   t.dst_port = 18515;
@@ -48,11 +63,21 @@ Frame make(const Seg& s, std::uint8_t fill = 0) {
   t.ack = 777;
   t.flags = s.flags;
   t.window = 4096;
-  (void)wire::build_tcp(wire::MutBytes(f).subspan(34), t);
-  for (std::size_t i = 0; i < s.payload; ++i) f[54 + i] = static_cast<std::uint8_t>(fill + i * 7);
-  wire::store16(f.data() + 50,
-                wire::l4_checksum_ipv4(ip.src, ip.dst, 6, wire::Bytes(f).subspan(34)));
+  (void)wire::build_tcp(wire::MutBytes(f).subspan(tcp), t);
+  for (std::size_t i = 0; i < s.payload; ++i) {
+    f[tcp + 20 + i] = static_cast<std::uint8_t>(fill + i * 7);
+  }
+  const wire::Bytes segment = wire::Bytes(f).subspan(tcp);
+  wire::store16(f.data() + tcp + 16, v6 ? wire::l4_checksum_ipv6(kSrc6, kDst6, 6, segment)
+                                        : wire::l4_checksum_ipv4(ip.src, ip.dst, 6, segment));
   return f;
+}
+
+Frame make(const Seg& s, std::uint8_t fill = 0) {
+  return build(s, fill, false);
+}
+Frame make6(const Seg& s, std::uint8_t fill = 0) {
+  return build(s, fill, true);
 }
 
 // A run of `n` segments of 1460 bytes, the last `last` bytes long with PSH.
@@ -270,41 +295,6 @@ TEST(SegmentBatch, CutFrameRefusesWhatIsNoTcpIpv4Segment) {
   EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 60000, none));     // no room
   f[14] = 0x46;                                                               // IPv4 options
   EXPECT_FALSE(SegmentBatch::cut_frame(f.data(), f.size(), 1000, none));
-}
-
-// The same segment over IPv6 (fd42::1 to fd42::2, no extension headers).
-const wire::Ipv6Addr kSrc6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1};
-const wire::Ipv6Addr kDst6 = {0xfd, 0x42, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2};
-constexpr std::size_t kTcp6 = 14 + 40, kData6 = kTcp6 + 20;
-
-Frame make6(const Seg& s, std::uint8_t fill = 0) {
-  Frame f(kData6 + s.payload);
-  wire::Ethernet e;
-  e.dst = {2, 0, 0, 0, 0, 1};
-  e.src = {2, 0, 0, 0, 0, 2};
-  e.ethertype = wire::kEthertypeIpv6;
-  (void)wire::build_ethernet(wire::MutBytes(f), e);
-  wire::Ipv6 ip;
-  ip.payload_len = static_cast<std::uint16_t>(f.size() - kTcp6);
-  ip.next_header = 6;
-  ip.hop_limit = 64;
-  ip.src = kSrc6;
-  ip.dst = kDst6;
-  (void)wire::build_ipv6(wire::MutBytes(f).subspan(14), ip);
-  wire::Tcp t;
-  t.src_port = s.src_port;
-  t.dst_port = 18515;
-  t.seq = s.seq;
-  t.ack = 777;
-  t.flags = s.flags;
-  t.window = 4096;
-  (void)wire::build_tcp(wire::MutBytes(f).subspan(kTcp6), t);
-  for (std::size_t i = 0; i < s.payload; ++i) {
-    f[kData6 + i] = static_cast<std::uint8_t>(fill + i * 7);
-  }
-  wire::store16(f.data() + kTcp6 + 16,
-                wire::l4_checksum_ipv6(kSrc6, kDst6, 6, wire::Bytes(f).subspan(kTcp6)));
-  return f;
 }
 
 bool good6(const Frame& f) {
