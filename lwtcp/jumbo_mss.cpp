@@ -39,36 +39,26 @@ std::uint16_t syn_mss(const std::uint8_t* frame, std::uint32_t len) {
 void PeerMss::note(const std::uint8_t* frame, std::uint32_t len) {
   const std::uint16_t mss = syn_mss(frame, len);
   if (mss == 0) return;
-  const std::size_t tcp = tcp_header_at(frame, len);
-  constexpr std::size_t kIp = wire::kEthernetLen;
-  netdev::IpAddr peer;
-  if (wire::load16(frame + 12) == wire::kEthertypeIpv4) {
-    peer = netdev::IpAddr::v4(wire::load32(frame + kIp + 12));
-  } else {
-    std::copy_n(frame + kIp + 8, 16, peer.bytes.begin());
-  }
-  const std::uint16_t peer_port = wire::load16(frame + tcp), port = wire::load16(frame + tcp + 2);
-  Entry* e = find(peer, peer_port, port);  // a SYN sent again: its entry
+  const PeerKey conn = peer_key(frame, tcp_header_at(frame, len), false);
+  Entry* e = find(conn);  // a SYN sent again: its entry
   if (!e) {
     e = &entries_[next_];
     next_ = (next_ + 1) % kEntries;
   }
-  *e = Entry{peer, peer_port, port, mss};
+  *e = Entry{conn, mss};
 }
 
-std::uint16_t PeerMss::take(const netdev::IpAddr& peer, std::uint16_t peer_port,
-                            std::uint16_t port) {
-  Entry* e = find(peer, peer_port, port);
+std::uint16_t PeerMss::take(const PeerKey& conn) {
+  Entry* e = find(conn);
   if (!e) return 0;
   const std::uint16_t mss = e->mss;
   e->mss = 0;
   return mss;
 }
 
-PeerMss::Entry* PeerMss::find(const netdev::IpAddr& peer, std::uint16_t peer_port,
-                              std::uint16_t port) {
+PeerMss::Entry* PeerMss::find(const PeerKey& conn) {
   for (Entry& e : entries_) {
-    if (e.mss != 0 && e.peer_port == peer_port && e.port == port && e.peer == peer) return &e;
+    if (e.mss != 0 && e.conn == conn) return &e;
   }
   return nullptr;
 }

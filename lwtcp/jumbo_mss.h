@@ -10,7 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "netdev/netdev.h"
+#include "lwtcp/segment_check.h"
 
 struct tcp_pcb;  // lwIP's (lwip/tcp.h)
 
@@ -35,14 +35,14 @@ class PeerMss {
   // Notes the offer of an arriving frame if it is a SYN or SYN-ACK with one.
   void note(const std::uint8_t* frame, std::uint32_t len);
   // The offer noted for a connection, 0 if none; taken (forgotten).
-  std::uint16_t take(const netdev::IpAddr& peer, std::uint16_t peer_port, std::uint16_t port);
+  std::uint16_t take(const PeerKey& conn);
 
  private:
   struct Entry {
-    netdev::IpAddr peer;
-    std::uint16_t peer_port = 0, port = 0, mss = 0;  // mss 0: a free entry
+    PeerKey conn;
+    std::uint16_t mss = 0;  // 0: a free entry
   };
-  Entry* find(const netdev::IpAddr& peer, std::uint16_t peer_port, std::uint16_t port);
+  Entry* find(const PeerKey& conn);
 
   std::array<Entry, kEntries> entries_{};
   std::size_t next_ = 0;  // the entry a new connection's offer takes

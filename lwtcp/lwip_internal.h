@@ -11,7 +11,7 @@
 #include <unordered_map>
 
 #include "iwarp/user_tcp.h"
-#include "netdev/netdev.h"
+#include "lwtcp/segment_check.h"
 
 struct tcp_pcb;
 struct pbuf;
@@ -19,13 +19,6 @@ struct pbuf;
 namespace softrdma::lwtcp {
 
 class Stack;
-
-// A connection by its peer's address and port and its own port.
-struct PeerKey {
-  netdev::IpAddr peer;
-  std::uint16_t peer_port = 0, port = 0;
-  auto operator<=>(const PeerKey&) const = default;
-};
 
 // One socket: a listener, or a connection (connecting, established or closed by the peer).
 struct Conn {

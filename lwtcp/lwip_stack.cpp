@@ -553,14 +553,17 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     return ERR_OK;
   }
 
+  static PeerKey key_of(const tcp_pcb* pcb) {
+    return PeerKey{from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port};
+  }
+
   // After the handshake: the connection's MSS at most the link's (lwIP's own reckoning goes by
   // its netif's MTU, raised for large segments), and on a jumbo link raised to what both sides
   // offered (jumbo_mss.h).
   void settle_mss(tcp_pcb* pcb) {
     if (pcb->mss > link_mss_) pcb->mss = link_mss_;
     if (link_mss_ <= TCP_MSS) return;
-    const std::uint16_t peer =
-        peer_mss_.take(from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port);
+    const std::uint16_t peer = peer_mss_.take(key_of(pcb));
     if (peer > TCP_MSS) {
       raise_mss(pcb, std::min(peer, link_mss_));
       ++counts_.jumbo;
@@ -578,7 +581,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (pcb->cwnd < pcb->mss) pcb->cwnd = pcb->mss;  // one large segment, as TSO sends at once
     if (pcb->snd_buf < kLargeSendBuffer) pcb->snd_buf = kLargeSendBuffer;
     if (pcb->ssthresh < kLargeSendBuffer) pcb->ssthresh = kLargeSendBuffer;
-    c->large_key = PeerKey{from_lwip(pcb->remote_ip), pcb->remote_port, pcb->local_port};
+    c->large_key = key_of(pcb);
     large_[c->large_key] = c->wire_mss;
     min_wire_mss_ = std::min(min_wire_mss_, c->wire_mss);
   }
@@ -599,13 +602,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     if (tcp == 0) return 0;
     const std::size_t hdr = tcp + static_cast<std::size_t>(f[tcp + 12] >> 4) * 4;
     if (len <= hdr + min_wire_mss_) return 0;
-    PeerKey key{{}, wire::load16(f + tcp + 2), wire::load16(f + tcp)};
-    if (tcp == 14 + 20) {
-      key.peer = netdev::IpAddr::v4(wire::load32(f + 14 + 16));
-    } else {
-      std::memcpy(key.peer.bytes.data(), f + 14 + 24, 16);
-    }
-    const auto it = large_.find(key);
+    const auto it = large_.find(peer_key(f, tcp, true));
     return it != large_.end() && len - hdr > it->second ? it->second : 0;
   }
 
@@ -693,13 +690,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   void trace(const std::uint8_t* f, std::uint32_t len, bool tx) {
     if (!cfg_.trace) return;
     if (vlan_ && len >= 14) {  // as on the wire: the port's tag after the addresses
-      traced_.resize(len + 4);
-      std::memcpy(traced_.data(), f, 12);
-      wire::store16(traced_.data() + 12, wire::kEthertypeVlan);
-      wire::store16(traced_.data() + 14, *vlan_);
-      std::memcpy(traced_.data() + 16, f + 12, len - 12);
+      wire::insert_vlan_tag(wire::Bytes(f, len), *vlan_, traced_);
       f = traced_.data();
-      len += 4;
+      len = static_cast<std::uint32_t>(traced_.size());
     }
     pcap::Annotation a;
     a.tx = tx;

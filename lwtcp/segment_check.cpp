@@ -1,5 +1,7 @@
 #include "lwtcp/segment_check.h"
 
+#include <cstring>
+
 #include "wire/bytes.h"
 #include "wire/net.h"
 
@@ -77,6 +79,20 @@ std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len) {
       return 0;
   }
   return len >= at + wire::kTcpMinLen ? at : 0;
+}
+
+PeerKey peer_key(const std::uint8_t* frame, std::size_t tcp, bool sent) {
+  PeerKey k;
+  const std::uint16_t src_port = wire::load16(frame + tcp),
+                      dst_port = wire::load16(frame + tcp + 2);
+  k.peer_port = sent ? dst_port : src_port;
+  k.port = sent ? src_port : dst_port;
+  if (wire::load16(frame + 12) == wire::kEthertypeIpv4) {
+    k.peer = netdev::IpAddr::v4(wire::load32(frame + kIp + (sent ? 16 : 12)));
+  } else {
+    std::memcpy(k.peer.bytes.data(), frame + kIp + (sent ? 24 : 8), 16);
+  }
+  return k;
 }
 
 std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len) {

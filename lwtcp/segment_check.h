@@ -7,7 +7,16 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "netdev/netdev.h"
+
 namespace softrdma::lwtcp {
+
+// A connection by its peer's address and port and its own port.
+struct PeerKey {
+  netdev::IpAddr peer;
+  std::uint16_t peer_port = 0, port = 0;
+  auto operator<=>(const PeerKey&) const = default;
+};
 
 enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpSyn, kTcpRst, kMalformed };
 
@@ -17,6 +26,10 @@ SegmentKind classify(const std::uint8_t* frame, std::uint32_t len);
 // IPv4 (not a fragment) or after IPv6 (TCP its first next header). 0 for any other frame.
 // Headers only, no checksums (classify() checks those).
 std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len);
+
+// The connection of a frame whose TCP header tcp_header_at() found at `tcp`: its peer is the
+// destination of a frame we send (`sent`), the source of one we receive.
+PeerKey peer_key(const std::uint8_t* frame, std::size_t tcp, bool sent);
 
 // The destination port of a frame tcp_header_at() finds a TCP header in (0 for any other).
 std::uint16_t tcp_dst_port(const std::uint8_t* frame, std::uint32_t len);

@@ -362,13 +362,10 @@ bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t le
   vh.gso_size = mss;
   vh.csum_start = static_cast<std::uint16_t>(tag + tcp_at);
   vh.csum_offset = 16;  // the TCP checksum field
-  std::array<std::uint8_t, wire::kVlanTagLen> vlan{};
-  if (tag) {
-    wire::store16(vlan.data(), wire::kEthertypeVlan);
-    wire::store16(vlan.data() + 2, *link_.vlan_tci);
-  }
+  const auto vlan = wire::vlan_tag(link_.vlan_tci.value_or(0));
   auto* f = const_cast<std::uint8_t*>(frame);
-  std::array<iovec, 4> v{iovec{&vh, sizeof vh}, iovec{f, 12}, iovec{vlan.data(), tag},
+  std::array<iovec, 4> v{iovec{&vh, sizeof vh}, iovec{f, 12},
+                         iovec{const_cast<std::uint8_t*>(vlan.data()), tag},
                          iovec{f + 12, len - 12}};
   msghdr h{};
   h.msg_iov = v.data();

@@ -325,10 +325,8 @@ bool DpdkNetdev::keeps_for_tcp(const std::uint8_t* f, std::uint32_t len) const {
   auto be32 = [&](std::size_t at) { return be16(at) << 16 | be16(at + 2); };
   constexpr std::size_t kL3 = wire::kEthernetLen;
   if (link_.vlan_tci) {  // our VLAN's frames only, read as if untagged
-    if (len < kL3 + wire::kVlanTagLen || be16(12) != wire::kEthertypeVlan ||
-        (be16(14) & 0xFFF) != (*link_.vlan_tci & 0xFFFu)) {
-      return false;
-    }
+    const auto eth = wire::parse_ethernet(wire::Bytes(f, len));
+    if (!eth || !eth->vlan_tci || !vlan_ours(eth->vlan_tci)) return false;
     f += wire::kVlanTagLen;
     len -= static_cast<std::uint32_t>(wire::kVlanTagLen);
   }

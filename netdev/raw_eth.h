@@ -105,6 +105,8 @@ class RawEthNetdev : public Netdev {
   // Whether the frames handed to take_frame() come untagged from our VLAN (checked below us,
   // the tag moved out of the frame); otherwise a tag in the frame must name our VLAN.
   bool vlan_checked_below_ = false;
+  // Whether a frame with this 802.1Q tag (none: untagged) is of our VLAN, or of none as we are.
+  bool vlan_ours(const std::optional<std::uint16_t>& tci) const;
   RawLink link_;
   std::unique_ptr<NeighbourTable> neighbours_;
   std::array<IpAddr, 1> addrs_;
@@ -114,7 +116,6 @@ class RawEthNetdev : public Netdev {
   void transmit(std::span<const Packet> pkts);
   void build_headers(const Packet& p, const wire::MacAddr& dst, std::uint8_t* hdr) const;
   void put_queued(const std::uint8_t* frame, std::size_t len, bool data);
-  bool vlan_ours(const std::optional<std::uint16_t>& tci) const;
   // Hands an ICMPv6 neighbour solicitation or advertisement for us to the neighbour table.
   void take_nd(const wire::Ethernet& eth, const std::uint8_t* frame, std::size_t len);
   void drop_rx(FaultEvent ev, std::atomic<std::uint64_t>& counter, const Packet& view);

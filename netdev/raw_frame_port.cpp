@@ -7,19 +7,9 @@
 
 namespace softrdma::netdev {
 
-namespace {
-
-constexpr std::size_t kAddrs = 12;  // destination and source MAC
-
-}  // namespace
-
 bool RawFramePortNetdev::send_frame(const std::uint8_t* frame, std::size_t len) {
   if (link_.vlan_tci && len >= wire::kEthernetLen) {
-    tagged_.resize(len + wire::kVlanTagLen);
-    std::memcpy(tagged_.data(), frame, kAddrs);
-    wire::store16(tagged_.data() + kAddrs, wire::kEthertypeVlan);
-    wire::store16(tagged_.data() + kAddrs + 2, *link_.vlan_tci);
-    std::memcpy(tagged_.data() + kAddrs + wire::kVlanTagLen, frame + kAddrs, len - kAddrs);
+    wire::insert_vlan_tag(wire::Bytes(frame, len), *link_.vlan_tci, tagged_);
     frame = tagged_.data();
     len = tagged_.size();
   }
@@ -34,13 +24,12 @@ bool RawFramePortNetdev::send_frame(const std::uint8_t* frame, std::size_t len) 
 
 bool RawFramePortNetdev::untag(std::uint8_t*& frame, std::uint32_t& len) {
   if (!link_.vlan_tci || vlan_checked_below_) return true;
-  if (len < wire::kEthernetLen + wire::kVlanTagLen ||
-      wire::load16(frame + kAddrs) != wire::kEthertypeVlan ||
-      (wire::load16(frame + kAddrs + 2) & 0xFFF) != (*link_.vlan_tci & 0xFFF)) {
+  const auto eth = wire::parse_ethernet(wire::Bytes(frame, len));
+  if (!eth || !vlan_ours(eth->vlan_tci)) {  // untagged, or another VLAN's
     bump(counters_.rx_not_ours);
     return false;
   }
-  std::memmove(frame + wire::kVlanTagLen, frame, kAddrs);
+  std::memmove(frame + wire::kVlanTagLen, frame, 12);  // the addresses, over the tag
   frame += wire::kVlanTagLen;
   len -= static_cast<std::uint32_t>(wire::kVlanTagLen);
   return true;

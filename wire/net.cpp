@@ -36,6 +36,22 @@ Expected<std::size_t> build_ethernet(MutBytes out, const Ethernet& h) {
   return len;
 }
 
+std::array<std::uint8_t, kVlanTagLen> vlan_tag(std::uint16_t tci) {
+  std::array<std::uint8_t, kVlanTagLen> t{};
+  store16(t.data(), kEthertypeVlan);
+  store16(t.data() + 2, tci);
+  return t;
+}
+
+void insert_vlan_tag(Bytes frame, std::uint16_t tci, std::vector<std::uint8_t>& out) {
+  constexpr std::size_t kAddrs = 12;
+  out.resize(frame.size() + kVlanTagLen);
+  std::copy_n(frame.data(), kAddrs, out.data());
+  const auto tag = vlan_tag(tci);
+  std::copy(tag.begin(), tag.end(), out.data() + kAddrs);
+  std::copy(frame.begin() + kAddrs, frame.end(), out.data() + kAddrs + kVlanTagLen);
+}
+
 std::uint32_t checksum_add(std::uint32_t sum, Bytes data) {
   const std::uint16_t h = ones_sum_host(data.data(), data.size());
   if constexpr (std::endian::native == std::endian::little) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <optional>
+#include <vector>
 
 #include "wire/bytes.h"
 
@@ -36,6 +37,11 @@ struct Ethernet {
 };
 Expected<Ethernet> parse_ethernet(Bytes in);
 Expected<std::size_t> build_ethernet(MutBytes out, const Ethernet& h);
+// The 802.1Q tag (TPID 0x8100, then `tci`) as it follows an Ethernet frame's addresses.
+std::array<std::uint8_t, kVlanTagLen> vlan_tag(std::uint16_t tci);
+// An untagged Ethernet frame (its 12 address bytes at least) with that tag put in after its
+// addresses, into `out` (resized: no allocation once it has held a frame as long).
+void insert_vlan_tag(Bytes frame, std::uint16_t tci, std::vector<std::uint8_t>& out);
 
 struct Ipv4 {
   std::uint8_t ihl_bytes = kIpv4MinLen;  // header length in bytes (options are kept opaque)

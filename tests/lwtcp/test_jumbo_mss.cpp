@@ -76,6 +76,19 @@ TEST(JumboMss, OtherFramesAndBadOptionListsHaveNoOffer) {
   EXPECT_EQ(syn_mss(arp.data(), size32(arp)), 0);
 }
 
+std::uint16_t take(PeerMss& peers, const netdev::IpAddr& peer, std::uint16_t peer_port,
+                   std::uint16_t port) {
+  return peers.take(PeerKey{peer, peer_port, port});
+}
+
+TEST(JumboMss, AFramesPeerIsItsDestinationWhenSentAndItsSourceWhenReceived) {
+  const Frame f = syn({2, 4, 5, 0xB4});
+  const PeerKey received = peer_key(f.data(), kTcpAt, false);
+  EXPECT_EQ(received, (PeerKey{netdev::IpAddr::v4(kSrc), kSrcPort, kDstPort}));
+  const PeerKey sent = peer_key(f.data(), kTcpAt, true);
+  EXPECT_EQ(sent, (PeerKey{netdev::IpAddr::v4(kDst), kDstPort, kSrcPort}));
+}
+
 TEST(JumboMss, PeersOffersAreKeptByConnectionAndTakenOnce) {
   PeerMss peers;
   const netdev::IpAddr src = netdev::IpAddr::v4(kSrc);
@@ -87,12 +100,12 @@ TEST(JumboMss, PeersOffersAreKeptByConnectionAndTakenOnce) {
   const Frame data = syn({}, wire::kTcpAck, kSrcPort + 2);  // no SYN: nothing noted
   peers.note(data.data(), size32(data));
 
-  EXPECT_EQ(peers.take(src, kSrcPort + 2, kDstPort), 0);
-  EXPECT_EQ(peers.take(src, kSrcPort, kDstPort + 1), 0);                   // another port of ours
-  EXPECT_EQ(peers.take(netdev::IpAddr::v4(kDst), kSrcPort, kDstPort), 0);  // another peer
-  EXPECT_EQ(peers.take(src, kSrcPort, kDstPort), 8960);
-  EXPECT_EQ(peers.take(src, kSrcPort, kDstPort), 0);  // taken
-  EXPECT_EQ(peers.take(src, kSrcPort + 1, kDstPort), 0x2300);
+  EXPECT_EQ(take(peers, src, kSrcPort + 2, kDstPort), 0);
+  EXPECT_EQ(take(peers, src, kSrcPort, kDstPort + 1), 0);                   // another port of ours
+  EXPECT_EQ(take(peers, netdev::IpAddr::v4(kDst), kSrcPort, kDstPort), 0);  // another peer
+  EXPECT_EQ(take(peers, src, kSrcPort, kDstPort), 8960);
+  EXPECT_EQ(take(peers, src, kSrcPort, kDstPort), 0);  // taken
+  EXPECT_EQ(take(peers, src, kSrcPort + 1, kDstPort), 0x2300);
 }
 
 TEST(JumboMss, AFloodOfSynsPushesOutTheOldestOffersOnly) {
@@ -106,16 +119,16 @@ TEST(JumboMss, AFloodOfSynsPushesOutTheOldestOffersOnly) {
         syn({2, 4, 0x23, 0x00}, wire::kTcpSyn, static_cast<std::uint16_t>(kSrcPort + i));
     peers.note(f.data(), size32(f));
   }
-  EXPECT_EQ(peers.take(src, kSrcPort, kDstPort), 0x2300);  // the table held it and 63 more
+  EXPECT_EQ(take(peers, src, kSrcPort, kDstPort), 0x2300);  // the table held it and 63 more
   peers.note(first.data(), size32(first));
   for (std::uint16_t i = 0; i < 2 * PeerMss::kEntries; ++i) {
     const Frame f =
         syn({2, 4, 0x10, 0x00}, wire::kTcpSyn, static_cast<std::uint16_t>(kSrcPort + 1000 + i));
     peers.note(f.data(), size32(f));
   }
-  EXPECT_EQ(peers.take(src, kSrcPort, kDstPort), 0);  // pushed out: lwIP's own MSS stays
-  EXPECT_EQ(peers.take(src, static_cast<std::uint16_t>(kSrcPort + 1000 + 2 * PeerMss::kEntries - 1),
-                       kDstPort),
+  EXPECT_EQ(take(peers, src, kSrcPort, kDstPort), 0);  // pushed out: lwIP's own MSS stays
+  EXPECT_EQ(take(peers, src,
+                 static_cast<std::uint16_t>(kSrcPort + 1000 + 2 * PeerMss::kEntries - 1), kDstPort),
             0x1000);
 }
 
