@@ -48,9 +48,10 @@ mtu() {
   ip -n "$a" link set dev veth0 mtu "$1"
   ip -n "$b" link set dev veth1 mtu "$1"
 }
-gso() {  # gso SEGS: DPDK's af_packet PMD needs the kernel to segment UDP GSO before the veth
-  ip -n "$a" link set dev veth0 gso_max_segs "$1"
-  ip -n "$b" link set dev veth1 gso_max_segs "$1"
+gso() {  # gso SEGS SIZE: DPDK's af_packet PMD needs the kernel to segment UDP GSO before the veth
+  # (SIZE too: a packet socket's GSO frames carry no segment count)
+  ip -n "$a" link set dev veth0 gso_max_segs "$1" gso_max_size "$2"
+  ip -n "$b" link set dev veth1 gso_max_segs "$1" gso_max_size "$2"
 }
 
 netdev() {  # netdev BACKEND SIDE
@@ -178,12 +179,12 @@ for m in ${WIRE_MTUS:-1500 9000}; do
   for k in dpdk lwip_dpdk; do
     chosen $k || continue
     if why=$(can_start $k); then  # (DPDK's af_packet PMD: the kernel segments for it)
-      gso 1
+      gso 1 512
       perftest_run $k ib_write_bw 65536
       row $m $k write_bw MB/s "$tcp_bw"
       perftest_run $k ib_write_lat 2
       row $m $k write_lat us "$tcp_lat"
-      gso 65535
+      gso 65535 65536
     else
       printf '%-10s skipped (%s)\n' $k "$why"
     fi

@@ -1,5 +1,7 @@
 // AF_PACKET backend: RoCEv2 over a named Ethernet interface through a raw packet socket. Frames
-// are built by RawEthNetdev and sent with PACKET_QDISC_BYPASS; they are received through a
+// are built by RawEthNetdev and sent through a second packet socket with a virtio_net_hdr, each
+// run of equal-sized datagrams to one neighbour as a UDP GSO frame that the kernel or the NIC
+// cuts (without vnet headers: one frame each, PACKET_QDISC_BYPASS); they are received through a
 // TPACKET_V2 mmap ring behind a classic BPF filter that takes only UDP to port 4791 for our
 // address, and ARP (IPv4) or ICMPv6 (IPv6) for it; every other frame is left to the kernel (a
 // packet socket only gets copies).
@@ -16,6 +18,7 @@
 #pragma once
 
 #include <linux/if_packet.h>
+#include <sys/uio.h>
 
 #include <cstdint>
 #include <memory>
@@ -61,6 +64,10 @@ class AfPacketNetdev : public RawFramePortNetdev {
   // packet socket that goes through the device's queue (the kernel cuts what the device can't).
   bool tcp_segmentation() const override { return gso_fd_ >= 0; }
   bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) override;
+  // RoCE: runs of datagrams as UDP GSO frames through the offload socket.
+  bool udp_segmentation() const override { return udp_gso_; }
+  bool put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
+                        std::uint16_t seg_size) override;
   // tcp_ring_dropped: frames the ring had no room for (a flood faster than the stack reads).
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
 
@@ -81,7 +88,13 @@ class AfPacketNetdev : public RawFramePortNetdev {
   std::uint32_t frame_ = 0;
   std::uint64_t released_ = 0;
   bool vnet_ = false;  // frames carry a virtio_net_hdr (PACKET_VNET_HDR)
-  int gso_fd_ = -1;    // Steering kTcp: the socket super-segments leave through
+  // The socket offloaded frames leave through (TCP super-segments, UDP GSO frames) and, for
+  // RoCE, every datagram frame (one socket keeps them in order).
+  int gso_fd_ = -1;
+  bool udp_gso_ = false;  // RoCE with gso_fd_, until the kernel refuses a UDP GSO frame
+  // Sends one message of iovecs through `fd`, waiting once (briefly) for room: 0 when sent, else
+  // the errno.
+  int send_iov(int fd, iovec* v, std::size_t n);
 };
 
 }  // namespace softrdma::netdev

@@ -88,6 +88,16 @@ class RawEthNetdev : public Netdev {
   void count_sent(std::span<const TxFrame> frames, std::size_t sent);
   // Sends one whole frame (ARP, or a datagram frame that waited for its neighbour).
   virtual bool put_frame(const std::uint8_t* frame, std::size_t len) = 0;
+  // Whether put_udp_segments() works: the backend can hand the kernel (and through it the NIC) a
+  // UDP GSO frame to cut. Off by default.
+  virtual bool udp_segmentation() const { return false; }
+  // Sends `segs` (their data: equal-sized datagrams of `seg_size` bytes, the last no longer) as
+  // one UDP GSO frame behind `hdr` (headers for all of them, the UDP checksum seeded with the
+  // pseudo-header sum), which leaves as segs.size() frames numbered on from hdr's IPv4 ID; counts
+  // them as sent or dropped. False when the kernel refused the frame (nothing sent or counted:
+  // udp_segmentation() is then off and the caller sends the datagrams a frame each).
+  virtual bool put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
+                                std::uint16_t seg_size);
   // Releases packets the fault injector still holds; every backend's destructor calls it first,
   // while put_frames() still works.
   void flush_faults();
@@ -113,8 +123,20 @@ class RawEthNetdev : public Netdev {
   std::uint32_t local4_ = 0;  // when addrs_[0] is IPv4
 
  private:
+  // Sends packets whose ICRCs are filled (the fault injector's), a frame each.
   void transmit(std::span<const Packet> pkts);
-  void build_headers(const Packet& p, const wire::MacAddr& dst, std::uint8_t* hdr) const;
+  // Sends packets without faults: runs of equal-sized datagrams to one resolved neighbour as UDP
+  // GSO frames when the backend has udp_segmentation() (each segment's ICRC for the IPv4 ID it
+  // will carry), the rest a frame each; fills the ICRCs and IDs.
+  void send_frames(std::span<Packet* const> pkts);
+  // Our headers for p's frame into `frame` (when `dst` is known) or the whole frame queued for
+  // its neighbour (false: nothing to send now).
+  bool frame_for(const Packet& p, NeighbourTable::Clock::time_point now, std::uint8_t* hdr,
+                 TxFrame& frame);
+  // Headers for p to `dst`. With `offload`, the UDP checksum holds only the pseudo-header sum
+  // (for the kernel or NIC to complete); otherwise 0 over IPv4 and complete over IPv6.
+  void build_headers(const Packet& p, const wire::MacAddr& dst, std::uint8_t* hdr,
+                     bool offload = false) const;
   void put_queued(const std::uint8_t* frame, std::size_t len, bool data);
   // Hands an ICMPv6 neighbour solicitation or advertisement for us to the neighbour table.
   void take_nd(const wire::Ethernet& eth, const std::uint8_t* frame, std::size_t len);

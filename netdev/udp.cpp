@@ -21,6 +21,7 @@
 #include <cstring>
 
 #include "netdev/datagram_bounds.h"
+#include "netdev/gso_run.h"
 #include "netdev/icrc_pseudo.h"
 #include "netdev/ip_sockaddr.h"
 #include "netdev/ipv4_header_view.h"
@@ -435,17 +436,10 @@ void UdpNetdev::send_chunk(int fd, Packet* const* pkts, std::size_t n) {
   std::size_t nmsg = 0;
   for (std::size_t i = 0; i < n;) {
     const Packet& p = *pkts[i];
-    std::size_t j = i + 1;
-    std::size_t bytes = p.len;
-    if (segment) {
-      while (j < n && j - i < kMaxSegments && pkts[j - 1]->len == p.len && pkts[j]->len <= p.len &&
-             bytes + pkts[j]->len <= kMaxGsoBytes && pkts[j]->dst == p.dst &&
-             pkts[j]->dst_port == p.dst_port && pkts[j]->traffic_class == p.traffic_class &&
-             pkts[j]->hop_limit == p.hop_limit) {
-        bytes += pkts[j]->len;
-        ++j;
-      }
-    }
+    // (One socket's: the source ports are the same.)
+    const std::size_t j =
+        segment ? gso_run_end(std::span<Packet* const>(pkts, n), i, kMaxSegments, kMaxGsoBytes)
+                : i + 1;
     for (std::size_t k = i; k < j; ++k) {
       Packet& seg = *pkts[k];
       if (!filled) {

@@ -98,8 +98,9 @@ struct VethPair {
       if (!ok) return;
     }
     if (ok && segment) {
-      ok = run("ip -n " + a + " link set dev veth0 gso_max_segs 1") &&
-           run("ip -n " + b + " link set dev veth1 gso_max_segs 1");
+      // gso_max_size too: a packet socket's GSO frames carry no segment count.
+      ok = run("ip -n " + a + " link set dev veth0 gso_max_segs 1 gso_max_size 512") &&
+           run("ip -n " + b + " link set dev veth1 gso_max_segs 1 gso_max_size 512");
     }
     if (!ok) error = "cannot create the veth pair";
   }

@@ -28,9 +28,13 @@ class VethPair:
             sh("ip", "-n", ns, "link", "set", "lo", "up")
 
     def gso_max_segs(self, n):
-        """1: the kernel cuts UDP GSO messages before the veth, as a NIC would on a wire."""
+        """1: the kernel cuts UDP GSO messages before the veth, as a NIC would on a wire (also
+        gso_max_size 512: a packet socket's GSO frames carry no segment count, and every GSO
+        frame softrdma sends is longer); 65535: both limits back to the veth's own."""
+        size = "512" if n == 1 else "65536"
         for side in ("a", "b"):
-            sh("ip", "-n", self.ns[side], "link", "set", "dev", self.iface[side], "gso_max_segs", str(n))
+            sh("ip", "-n", self.ns[side], "link", "set", "dev", self.iface[side], "gso_max_segs", str(n),
+               "gso_max_size", size)
 
     def delete(self):
         for ns in self.ns.values():

@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Acceptance: the udp backend's UDP GSO batches are what a NIC on the other side accepts.
+"""Acceptance: a backend's UDP GSO batches (the udp backend's sockets, af_packet's vnet headers)
+are what a NIC on the other side accepts.
 
-usage: wire_gso_ids.py SOFTRDMA
-Two network namespaces joined by a veth pair (10.97.6.1/24 and 10.97.6.2/24, only inside them;
-always deleted). With the veth's segmentation limited to one segment (the kernel then cuts each
-UDP GSO message before the veth, as a NIC's segmentation offload would on a wire), an
-ibv_rc_pingpong pair of 16 KiB messages runs through `softrdma run --netdev udp:…` while dumpcap
-captures the veth in the server's namespace. Checks:
+usage: wire_gso_ids.py SOFTRDMA [udp|af_packet]
+Two network namespaces joined by a veth pair (10.97.6.1/24 and 10.97.6.2/24 for udp, 10.97.7.x
+for af_packet, only inside them; always deleted). With the veth's segmentation limited to one
+segment (the kernel then cuts each UDP GSO message before the veth, as a NIC's segmentation
+offload would on a wire), an ibv_rc_pingpong pair of 16 KiB messages runs through
+`softrdma run --netdev BACKEND:…` (default udp) while dumpcap captures the client's veth.
+Checks:
 - every captured RoCEv2 frame passes `softrdma lint` (its ICRC is right for the IPv4 header as it
   is on the wire, ID included);
 - per flow, each frame's IPv4 ID is 0 (a message of its own, or a GSO message's first segment)
@@ -30,6 +32,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from testlib import in_netns, skip, wait_for  # noqa: E402
 
 softrdma = sys.argv[1]
+BACKEND = sys.argv[2] if len(sys.argv) > 2 else "udp"
+if BACKEND not in ("udp", "af_packet"):
+    sys.exit(f"wire_gso_ids.py: unknown backend {BACKEND}")
 if os.geteuid() != 0:
     skip("needs root to create network namespaces and a veth pair")
 for tool in ("ip", "ibv_rc_pingpong", "dumpcap"):
@@ -40,7 +45,7 @@ try:
 except ImportError:
     skip("python3-scapy is missing")
 
-PAIR = VethPair(f"sr15-gso-{os.getpid()}", 6)
+PAIR = VethPair(f"sr15-gso-{os.getpid()}", 6 if BACKEND == "udp" else 7)
 NS, IFACE, ADDR = PAIR.ns, PAIR.iface, PAIR.addr
 failures = []
 
@@ -54,7 +59,8 @@ def check(what, ok, detail=""):
 def pingpong(port, trace=None):
     """Server in a, client in b; returns (server, client) outputs, both having exited 0."""
     def cmd(side, *extra):
-        opts = ["--stats", "--netdev", f"udp:{ADDR[side]}"] + (["--pcap", trace] if trace and side == "b" else [])
+        where = ADDR[side] if BACKEND == "udp" else IFACE[side]
+        opts = ["--stats", "--netdev", f"{BACKEND}:{where}"] + (["--pcap", trace] if trace and side == "b" else [])
         return ["ip", "netns", "exec", NS[side], softrdma, "run", *opts, "--", "timeout", "30",
                 "ibv_rc_pingpong", "-g", "1", "-p", str(port), "-s", "16384", "-n", "40", *extra]
     srv = subprocess.Popen(cmd("a"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
