@@ -17,6 +17,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "netdev/packet_tx.h"
+#include "netdev/vnet_header.h"
 #include "wire/bytes.h"
 #include "wire/net.h"
 
@@ -24,29 +26,13 @@ namespace softrdma::netdev {
 
 namespace {
 
-constexpr std::size_t kSendChunk = 64;
-constexpr int kSendWaitMs = 100;
-constexpr int kSendBuffer = 4 << 20;
 // The receive ring: TPACKET_V2, one frame per slot, each handed over as soon as it is written
 // (TPACKET_V3's blocks wait to fill or for their timeout, a millisecond at least: ib_write_lat
 // 2 B across a veth pair was 535-540 µs average). A slot holds a whole UDP GSO frame as a veth
 // carries it (64 KiB of datagrams and the headers before them).
 constexpr std::uint32_t kFrameSize = 17 * 4096;
-constexpr std::uint32_t kFrameNr = 256;    // 17 MiB
-constexpr std::uint8_t kVnetGsoUdpL4 = 5;  // VIRTIO_NET_HDR_GSO_UDP_L4
-constexpr std::size_t kVnetHdrLen = 10;    // struct virtio_net_hdr
-constexpr std::array<std::uint8_t, kVnetHdrLen> kNoVnet{};
-// struct virtio_net_hdr (linux/virtio_net.h, which C++ cannot include: a member named `class`),
-// in the host's order (a packet socket's vnet header is little-endian, as x86 and arm64 are).
-struct VnetHdr {
-  std::uint8_t flags;
-  std::uint8_t gso_type;
-  std::uint16_t hdr_len, gso_size, csum_start, csum_offset;
-};
-static_assert(sizeof(VnetHdr) == kVnetHdrLen);
-constexpr std::uint8_t kVnetNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSUM
-constexpr std::uint8_t kVnetGsoTcpv4 = 1;   // VIRTIO_NET_HDR_GSO_TCPV4
-constexpr std::uint8_t kVnetGsoTcpv6 = 4;   // VIRTIO_NET_HDR_GSO_TCPV6
+constexpr std::uint32_t kFrameNr = 256;  // 17 MiB
+constexpr std::size_t kVnetHdrLen = sizeof(VnetHdr);
 
 bool setopt(int fd, int level, int name, int value) {
   return setsockopt(fd, level, name, &value, sizeof value) == 0;
@@ -256,25 +242,9 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   sll.sll_ifindex = d->link_.ifindex;
   if (bind(fd, reinterpret_cast<sockaddr*>(&sll), sizeof sll) != 0) return fail("bind: ");
   if (d->vnet_) {
-    // Offloaded frames leave through a socket of their own, without the qdisc bypass: the
-    // bypass drops a frame the device cannot segment, where the queue's path cuts it in
-    // software (a link without TSO or UDP segmentation). Bound with protocol 0: it receives
-    // nothing.
-    const int g = socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    sockaddr_ll gll{};
-    gll.sll_family = AF_PACKET;
-    gll.sll_ifindex = d->link_.ifindex;
-    if (g >= 0 && setopt(g, SOL_PACKET, PACKET_VNET_HDR, 1) &&
-        bind(g, reinterpret_cast<sockaddr*>(&gll), sizeof gll) == 0) {
-      d->gso_fd_ = g;
-      // Room for a few UDP GSO frames in flight (the default is about three of 64 KiB).
-      if (!setopt(g, SOL_SOCKET, SO_SNDBUFFORCE, kSendBuffer)) {
-        setopt(g, SOL_SOCKET, SO_SNDBUF, kSendBuffer);
-      }
-      d->udp_gso_ = steer == Steering::kRoce;
-    } else if (g >= 0) {
-      close(g);
-    }
+    // Offloaded frames leave through a socket of their own (packet_tx.h).
+    d->gso_fd_ = open_offload_socket(d->link_.ifindex);
+    d->udp_gso_ = d->gso_fd_ >= 0 && steer == Steering::kRoce;
   }
 
   NeighbourTable::Config nc;
@@ -295,56 +265,18 @@ AfPacketNetdev::~AfPacketNetdev() {
 void AfPacketNetdev::put_frames(std::span<const TxFrame> frames) {
   // RoCE frames go through the offload socket when there is one, in order with its UDP GSO
   // frames; with PACKET_VNET_HDR every send starts with a virtio_net_hdr (all zero: no offload).
-  const int fd = udp_gso_ ? gso_fd_ : fd_;
-  std::array<iovec, 3 * kSendChunk> iov{};
-  std::array<mmsghdr, kSendChunk> msgs{};
-  for (std::size_t i = 0; i < frames.size(); i += kSendChunk) {
-    const std::size_t m = std::min(kSendChunk, frames.size() - i);
-    for (std::size_t k = 0; k < m; ++k) {
-      const TxFrame& f = frames[i + k];
-      iovec* v = &iov[3 * k];
-      std::size_t nv = 0;
-      if (vnet_) v[nv++] = iovec{const_cast<std::uint8_t*>(kNoVnet.data()), kVnetHdrLen};
-      v[nv++] = iovec{const_cast<std::uint8_t*>(f.hdr), f.hdr_len};
-      v[nv++] = iovec{const_cast<std::uint8_t*>(f.data), f.len};
-      msgs[k] = mmsghdr{};
-      msgs[k].msg_hdr.msg_iov = v;
-      msgs[k].msg_hdr.msg_iovlen = nv;
-    }
-    std::size_t off = 0;
-    bool waited = false;
-    while (off < m) {
-      const int r = sendmmsg(fd, &msgs[off], static_cast<unsigned>(m - off), 0);
-      if (r > 0) {
-        for (std::size_t j = off; j < off + static_cast<std::size_t>(r); ++j) {
-          bump(counters_.tx_packets);
-          bump(counters_.tx_bytes, frames[i + j].len);
-        }
-        off += static_cast<std::size_t>(r);
-        waited = false;
-        continue;
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN && !waited) {
-        pollfd pfd{fd, POLLOUT, 0};
-        poll(&pfd, 1, kSendWaitMs);
-        waited = true;
-        continue;
-      }
-      if (errno == EAGAIN || errno == ENOBUFS) {
-        bump(counters_.tx_dropped);  // the device queue is full: lost, like on a wire
-      } else {
-        bump(counters_.tx_errors);
-      }
-      ++off;
-    }
+  if (udp_gso_) {
+    netdev::send_frames(gso_fd_, true, frames, counters_);
+  } else {
+    netdev::send_frames(fd_, vnet_, frames, counters_);
   }
 }
 
 bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
+  VnetHdr none{};
   std::array<iovec, 2> v{};
   std::size_t k = 0;
-  if (vnet_) v[k++] = iovec{const_cast<std::uint8_t*>(kNoVnet.data()), kVnetHdrLen};
+  if (vnet_) v[k++] = iovec{&none, sizeof none};
   v[k++] = iovec{const_cast<std::uint8_t*>(frame), len};
   msghdr h{};
   h.msg_iov = v.data();
@@ -392,56 +324,9 @@ bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t le
 
 bool AfPacketNetdev::put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
                                       std::uint16_t seg_size) {
-  // The headers end with UDP's (hdr_len()); the kernel completes each segment's UDP checksum
-  // from the pseudo-header sum in it (VIRTIO_NET_HDR_F_NEEDS_CSUM: required for UDP GSO).
-  VnetHdr vh{};
-  vh.flags = kVnetNeedsCsum;
-  vh.gso_type = kVnetGsoUdpL4;
-  vh.hdr_len = static_cast<std::uint16_t>(hdr_len());
-  vh.gso_size = seg_size;
-  vh.csum_start = static_cast<std::uint16_t>(hdr_len() - wire::kUdpLen);
-  vh.csum_offset = 6;  // the UDP checksum field
-  std::array<iovec, 2 + kSendChunk> v{};
-  if (segs.size() > kSendChunk) return false;
-  v[0] = iovec{&vh, sizeof vh};
-  v[1] = iovec{const_cast<std::uint8_t*>(hdr), hdr_len()};
-  std::uint64_t bytes = 0;
-  for (std::size_t k = 0; k < segs.size(); ++k) {
-    v[2 + k] = iovec{const_cast<std::uint8_t*>(segs[k].data), segs[k].len};
-    bytes += segs[k].len;
-  }
-  const int err = send_iov(gso_fd_, v.data(), 2 + segs.size());
-  if (err == EINVAL || err == EOPNOTSUPP || err == EPROTONOSUPPORT) {
-    udp_gso_ = false;  // this kernel takes no UDP GSO from packet sockets
-    return false;
-  }
-  if (err == EAGAIN || err == ENOBUFS) {
-    bump(counters_.tx_dropped, segs.size());  // the device queue is full: lost, like on a wire
-  } else if (err != 0) {
-    bump(counters_.tx_errors, segs.size());
-  } else {
-    bump(counters_.tx_packets, segs.size());
-    bump(counters_.tx_bytes, bytes);
-  }
-  return true;
-}
-
-int AfPacketNetdev::send_iov(int fd, iovec* v, std::size_t n) {
-  msghdr h{};
-  h.msg_iov = v;
-  h.msg_iovlen = n;
-  bool waited = false;
-  for (;;) {
-    if (sendmsg(fd, &h, 0) >= 0) return 0;
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN && !waited) {
-      pollfd pfd{fd, POLLOUT, 0};
-      poll(&pfd, 1, kSendWaitMs);
-      waited = true;
-      continue;
-    }
-    return errno;
-  }
+  if (send_udp_gso(gso_fd_, hdr, hdr_len(), segs, seg_size, counters_)) return true;
+  udp_gso_ = false;  // this kernel takes no UDP GSO from packet sockets
+  return false;
 }
 
 void AfPacketNetdev::release_frame(tpacket2_hdr* h) {

@@ -18,7 +18,6 @@
 #pragma once
 
 #include <linux/if_packet.h>
-#include <sys/uio.h>
 
 #include <cstdint>
 #include <memory>
@@ -92,9 +91,6 @@ class AfPacketNetdev : public RawFramePortNetdev {
   // RoCE, every datagram frame (one socket keeps them in order).
   int gso_fd_ = -1;
   bool udp_gso_ = false;  // RoCE with gso_fd_, until the kernel refuses a UDP GSO frame
-  // Sends one message of iovecs through `fd`, waiting once (briefly) for room: 0 when sent, else
-  // the errno.
-  int send_iov(int fd, iovec* v, std::size_t n);
 };
 
 }  // namespace softrdma::netdev

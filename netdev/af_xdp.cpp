@@ -230,6 +230,7 @@ AfXdpNetdev::AfXdpNetdev() : x_(std::make_unique<Xsk>()) {}
 
 AfXdpNetdev::~AfXdpNetdev() {
   flush_faults();
+  if (gso_fd_ >= 0) close(gso_fd_);
 }
 
 std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr local,
@@ -257,6 +258,12 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   if (!x.create_umem(where, error) ||
       !x.create_socket(where, ifname, queue, d->zero_copy_, d->multi_buffer_, error)) {
     return nullptr;
+  }
+  if (!d->zero_copy_ && steer == Steering::kRoce) {
+    // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:
+    // RoCE's frames leave through a packet socket instead, runs of datagrams as UDP GSO frames.
+    d->gso_fd_ = open_offload_socket(d->link_.ifindex);
+    d->udp_gso_ = d->gso_fd_ >= 0;
   }
   // The largest frame: one chunk, or kFrameChunks of them with multi-buffer.
   d->max_frame_ = kChunk * (d->multi_buffer_ ? kFrameChunks : 1);
@@ -392,7 +399,18 @@ void AfXdpNetdev::release_sends() {
 }
 
 void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
-  count_sent(frames, push(frames));
+  if (udp_gso_) {
+    netdev::send_frames(gso_fd_, true, frames, counters_);  // in order with the GSO frames
+  } else {
+    count_sent(frames, push(frames));
+  }
+}
+
+bool AfXdpNetdev::put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
+                                   std::uint16_t seg_size) {
+  if (send_udp_gso(gso_fd_, hdr, hdr_len(), segs, seg_size, counters_)) return true;
+  udp_gso_ = false;  // this kernel takes no UDP GSO from packet sockets: the TX ring from now on
+  return false;
 }
 
 bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {

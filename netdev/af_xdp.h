@@ -4,7 +4,9 @@
 // (netdev/xdp/roce_redirect.bpf.c, embedded at build time, attached through a BPF link that goes
 // away with the process) redirects UDP to our address (IPv4 or IPv6) and port 4791 into the socket
 // and passes every other frame, ARP and ND included, to the kernel. Frames are built by
-// RawEthNetdev; neighbours come from the kernel's table, the kernel being asked to resolve
+// RawEthNetdev and sent through the TX ring, or in copy mode (RoCE) through a packet socket with
+// UDP GSO (packet_tx.h: copy mode costs the kernel an skb and a copy per frame either way);
+// neighbours come from the kernel's table, the kernel being asked to resolve
 // (netlink NTF_USE) when it has no entry, since ARP replies and advertisements go to it. Needs
 // CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
 // is 4096 bytes: with multi-buffer sockets (Linux 6.6) a frame spans up to three chunks (the MTU
@@ -67,6 +69,11 @@ class AfXdpNetdev : public RawFramePortNetdev {
   void hold_sends() override;
   bool tcp_large_segments() const override { return true; }
   void release_sends() override;
+  // RoCE in copy mode: frames leave through a packet socket (packet_tx.h), runs of datagrams as
+  // UDP GSO frames; in zero-copy mode through the TX ring.
+  bool udp_segmentation() const override { return udp_gso_; }
+  bool put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
+                        std::uint16_t seg_size) override;
   // tcp_ring_dropped: frames the kernel dropped for want of room in the RX or fill ring.
   std::vector<std::pair<std::string, std::uint64_t>> frame_counters() override;
   // rx_dropped includes the frames the kernel dropped for want of room in the RX or fill ring.
@@ -108,6 +115,8 @@ class AfXdpNetdev : public RawFramePortNetdev {
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
   std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed
   bool tx_held_ = false;                     // hold_sends(): no kick until release_sends()
+  int gso_fd_ = -1;                          // RoCE in copy mode: the packet socket frames leave by
+  bool udp_gso_ = false;                     // until the kernel refuses a UDP GSO frame
 };
 
 }  // namespace softrdma::netdev

@@ -15,6 +15,7 @@
 #include "netdev/faults.h"
 #include "netdev/neighbours.h"
 #include "netdev/netdev.h"
+#include "netdev/packet_tx.h"
 #include "wire/net.h"
 
 namespace softrdma::netdev {
@@ -65,13 +66,7 @@ class RawEthNetdev : public Netdev {
   // Ethernet (+ tag) + IPv6 (or the shorter IPv4) + UDP.
   static constexpr std::size_t kMaxHdrLen =
       wire::kEthernetLen + wire::kVlanTagLen + wire::kIpv6Len + wire::kUdpLen;
-  // One frame to send, in two pieces: our headers and the datagram.
-  struct TxFrame {
-    const std::uint8_t* hdr;
-    std::uint32_t hdr_len;
-    const std::uint8_t* data;
-    std::uint32_t len;  // the datagram (counted in tx_bytes)
-  };
+  using TxFrame = netdev::TxFrame;  // our headers and the datagram (packet_tx.h)
 
   RawEthNetdev() = default;
   // Called once by the backend's open(), after link_ is known: fills in the neighbour table's

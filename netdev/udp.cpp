@@ -25,6 +25,7 @@
 #include "netdev/icrc_pseudo.h"
 #include "netdev/ip_sockaddr.h"
 #include "netdev/ipv4_header_view.h"
+#include "netdev/packet_tx.h"
 #include "wire/net.h"
 #include "wire/roce_opcode.h"
 
@@ -42,7 +43,6 @@ constexpr std::size_t kRecvBatch = 32;
 // After an empty read of the socket, how long recv_batch leaves it alone.
 constexpr std::int64_t kSocketQuietNs = 5'000;
 constexpr std::size_t kGroBufSize = 65536;
-constexpr int kSendWaitMs = 100;
 
 bool setopt(int fd, int level, int name, int value) {
   return setsockopt(fd, level, name, &value, sizeof value) == 0;
@@ -504,13 +504,8 @@ void UdpNetdev::send_chunk(int fd, Packet* const* pkts, std::size_t n) {
       continue;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN && !waited) {
-      // The socket's send buffer is full: wait (without spinning) for room, once.
-      pollfd pfd{fd, POLLOUT, 0};
-      poll(&pfd, 1, kSendWaitMs);
-      waited = true;
-      continue;
-    }
+    // The socket's send buffer is full: wait (without spinning) for room, once.
+    if (errno == EAGAIN && wait_for_room(fd, waited)) continue;
     if (errno == EAGAIN) {
       bump(counters_.tx_errors, first[nmsg] - first[off]);  // still full: lost, like a full ring
       return;

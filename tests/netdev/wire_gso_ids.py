@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Acceptance: a backend's UDP GSO batches (the udp backend's sockets, af_packet's vnet headers)
-are what a NIC on the other side accepts.
+"""Acceptance: a backend's UDP GSO batches (the udp backend's sockets, the vnet headers of
+af_packet and of af_xdp in copy mode) are what a NIC on the other side accepts.
 
-usage: wire_gso_ids.py SOFTRDMA [udp|af_packet]
+usage: wire_gso_ids.py SOFTRDMA [udp|af_packet|af_xdp]
 Two network namespaces joined by a veth pair (10.97.6.1/24 and 10.97.6.2/24 for udp, 10.97.7.x
-for af_packet, only inside them; always deleted). With the veth's segmentation limited to one
+for af_packet, 10.97.8.x for af_xdp, only inside them; always deleted). With the veth's segmentation limited to one
 segment (the kernel then cuts each UDP GSO message before the veth, as a NIC's segmentation
 offload would on a wire), an ibv_rc_pingpong pair of 16 KiB messages runs through
 `softrdma run --netdev BACKEND:…` (default udp) while dumpcap captures the client's veth.
@@ -17,7 +17,8 @@ Checks:
   the wire;
 - then, with segmentation left to the veth (whole GSO messages cross it, as to a receiver that
   coalesces them), the pair runs again; neither side counts an ICRC error, either time.
-Exits 77 (skipped, saying why) when not root or a program is missing."""
+Exits 77 (skipped, saying why) when not root, a program is missing or the backend cannot start
+here for want of a privilege, a kernel feature or a build dependency."""
 import os
 import re
 import shutil
@@ -33,7 +34,7 @@ from testlib import in_netns, skip, wait_for  # noqa: E402
 
 softrdma = sys.argv[1]
 BACKEND = sys.argv[2] if len(sys.argv) > 2 else "udp"
-if BACKEND not in ("udp", "af_packet"):
+if BACKEND not in ("udp", "af_packet", "af_xdp"):
     sys.exit(f"wire_gso_ids.py: unknown backend {BACKEND}")
 if os.geteuid() != 0:
     skip("needs root to create network namespaces and a veth pair")
@@ -45,7 +46,7 @@ try:
 except ImportError:
     skip("python3-scapy is missing")
 
-PAIR = VethPair(f"sr15-gso-{os.getpid()}", 6 if BACKEND == "udp" else 7)
+PAIR = VethPair(f"sr15-gso-{os.getpid()}", {"udp": 6, "af_packet": 7, "af_xdp": 8}[BACKEND])
 NS, IFACE, ADDR = PAIR.ns, PAIR.iface, PAIR.addr
 failures = []
 
@@ -98,6 +99,14 @@ def main():
     wire_cap = os.path.join(work, "wire.pcapng")
     trace = os.path.join(work, "client.pcapng")
     PAIR.up()
+    if BACKEND != "udp":  # a raw backend may not start here for want of a privilege or a feature
+        env = dict(os.environ, SOFTRDMA_NETDEV=f"{BACKEND}:{IFACE['b']}")
+        r = subprocess.run(["ip", "netns", "exec", NS["b"], softrdma, "devices"], env=env,
+                           capture_output=True, text=True, timeout=60)
+        out = (r.stdout + r.stderr).strip()
+        if r.returncode != 0 and any(k in out for k in ("needs CAP_", "does not support",
+                                                        "a kernel without", "this build has no")):
+            skip(out)
     PAIR.gso_max_segs(1)
     cap = subprocess.Popen(["ip", "netns", "exec", NS["b"], "dumpcap", "-q", "-i", IFACE["b"], "-f",
                             "udp port 4791", "-w", wire_cap], stdout=subprocess.DEVNULL,
