@@ -290,36 +290,7 @@ bool AfPacketNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
 
 bool AfPacketNetdev::send_tcp_segments(const std::uint8_t* frame, std::size_t len,
                                        std::uint16_t mss) {
-  // Untagged, IPv4 without options or IPv6 without extension headers; on a VLAN the tag goes in
-  // after the addresses (and the offsets move by its length).
-  const bool v6 = len >= 14 && wire::load16(frame + 12) == wire::kEthertypeIpv6;
-  const std::size_t tcp_at = v6 ? 14 + 40 : 14 + 20;
-  if (gso_fd_ < 0 || len < tcp_at + 20) return false;
-  const std::size_t tag = link_.vlan_tci ? wire::kVlanTagLen : 0;
-  VnetHdr vh{};
-  vh.flags = kVnetNeedsCsum;
-  vh.gso_type = v6 ? kVnetGsoTcpv6 : kVnetGsoTcpv4;
-  vh.hdr_len = static_cast<std::uint16_t>(tag + tcp_at + (frame[tcp_at + 12] >> 4) * 4);
-  vh.gso_size = mss;
-  vh.csum_start = static_cast<std::uint16_t>(tag + tcp_at);
-  vh.csum_offset = 16;  // the TCP checksum field
-  const auto vlan = wire::vlan_tag(link_.vlan_tci.value_or(0));
-  auto* f = const_cast<std::uint8_t*>(frame);
-  std::array<iovec, 4> v{iovec{&vh, sizeof vh}, iovec{f, 12},
-                         iovec{const_cast<std::uint8_t*>(vlan.data()), tag},
-                         iovec{f + 12, len - 12}};
-  const int err = send_iov(gso_fd_, v.data(), v.size());
-  if (err == EAGAIN || err == ENOBUFS) {
-    bump(counters_.tx_dropped);  // the device queue is full: lost, like on a wire
-    return true;
-  }
-  if (err != 0) {
-    bump(counters_.tx_errors);
-    return false;
-  }
-  bump(counters_.tx_packets, (len + tag - vh.hdr_len + mss - 1) / mss);
-  bump(counters_.tx_bytes, len + tag);
-  return true;
+  return gso_fd_ >= 0 && send_tcp_gso(gso_fd_, frame, len, mss, link_.vlan_tci, counters_);
 }
 
 bool AfPacketNetdev::put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,

@@ -399,7 +399,7 @@ void AfXdpNetdev::release_sends() {
 }
 
 void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
-  if (udp_gso_) {
+  if (gso_fd_ >= 0) {
     netdev::send_frames(gso_fd_, true, frames, counters_);  // in order with the GSO frames
   } else {
     count_sent(frames, push(frames));
@@ -409,12 +409,13 @@ void AfXdpNetdev::put_frames(std::span<const TxFrame> frames) {
 bool AfXdpNetdev::put_udp_segments(const std::uint8_t* hdr, std::span<const TxFrame> segs,
                                    std::uint16_t seg_size) {
   if (send_udp_gso(gso_fd_, hdr, hdr_len(), segs, seg_size, counters_)) return true;
-  udp_gso_ = false;  // this kernel takes no UDP GSO from packet sockets: the TX ring from now on
+  udp_gso_ = false;  // this kernel takes no UDP GSO from packet sockets: a frame each from now on
   return false;
 }
 
 bool AfXdpNetdev::put_frame(const std::uint8_t* frame, std::size_t len) {
   if (len > max_frame_) return false;
+  if (gso_fd_ >= 0) return send_whole_frame(gso_fd_, frame, len);  // in order with the others
   const TxFrame f{frame, static_cast<std::uint32_t>(len), nullptr, 0};
   return push(std::span<const TxFrame>(&f, 1)) == 1;
 }

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 
 #include "netdev/netdev.h"
@@ -37,6 +38,17 @@ void send_frames(int fd, bool vnet, std::span<const TxFrame> frames, AtomicCount
 // refused the frame as such (nothing sent or counted: it takes no UDP GSO from packet sockets).
 bool send_udp_gso(int fd, const std::uint8_t* hdr, std::size_t hdr_len,
                   std::span<const TxFrame> segs, std::uint16_t seg_size, AtomicCounters& counters);
+
+// Sends an untagged TCP super-segment (FramePort::send_tcp_segments: IPv4 without options or
+// IPv6 without extension headers, the TCP checksum field holding the pseudo-header sum) through
+// the vnet socket `fd` for the kernel or the NIC to cut into segments of `mss` payload bytes,
+// tagged with `vlan_tci` when given; counts them. False when the OS refused it (tx_errors).
+bool send_tcp_gso(int fd, const std::uint8_t* frame, std::size_t len, std::uint16_t mss,
+                  std::optional<std::uint16_t> vlan_tci, AtomicCounters& counters);
+
+// Sends one whole frame through the vnet socket `fd` (behind an empty virtio_net_hdr); false when
+// the OS refused it.
+bool send_whole_frame(int fd, const std::uint8_t* frame, std::size_t len);
 
 // After EAGAIN on a socket's send: the first time (`waited` false) waits without spinning, up to
 // 100 ms, for room, and is true (send again); false when it has waited already (the rest is
