@@ -150,7 +150,9 @@ def case_mckey():
     # Multicast is unreliable: what the sender sends before the receiver has joined is lost and
     # the receiver waits for it forever, so the sender starts once the receiver's device has
     # joined the group on its UDP socket (/proc/net/igmp lists it).
-    pair("mckey", ["mckey", "-m", grp, "-C", "10"], ["mckey", "-m", grp, "-s", "-C", "10"],
+    # Line-buffered (stdbuf), so that a run that hangs shows how far it got.
+    pair("mckey", ["stdbuf", "-oL", "mckey", "-m", grp, "-C", "10"],
+         ["stdbuf", "-oL", "mckey", "-m", grp, "-s", "-C", "10"],
          patterns=[r"joined dgid: ::ffff:" + re.escape(grp), r"return status 0"],
          ready=lambda: igmp_joined(grp))
 
