@@ -282,7 +282,7 @@ void RawEthNetdev::send_frames(std::span<Packet* const> pkts) {
   // Runs of small datagrams (ACKs, say) gain little and would be frames under some links'
   // smallest GSO size: only datagrams of kMinGsoSegment bytes or more are joined.
   constexpr std::uint32_t kMinGsoSegment = 256;
-  const bool segment = udp_segmentation();
+  bool segment = udp_segmentation();
   // As many as the kernel takes in one UDP GSO frame (UDP_MAX_SEGMENTS was 64 before Linux
   // 6.11), within the 16-bit IPv4 and UDP lengths.
   constexpr std::size_t kMaxSegments = 64;
@@ -320,7 +320,9 @@ void RawEthNetdev::send_frames(std::span<Packet* const> pkts) {
         i = j;
         continue;
       }
-      // Refused: a frame each from now on (these keep the IDs their ICRCs were computed for).
+      // Refused: a frame each from now on (these keep the IDs their ICRCs were computed for),
+      // the rest of this batch included.
+      segment = false;
       for (; i < j; ++i) {
         if (frame_for(*pkts[i], now, hdrs[m].data(), frames[m])) ++m;
       }
