@@ -56,6 +56,7 @@ json qp_row(const rxe::QpInfo& q) {
   r["out-of-seq"] = c.out_of_sequence;
   r["retry-exceeded"] = c.retry_exceeded;
   r["rnr-retry-exceeded"] = c.rnr_retry_exceeded;
+  if (q.loss_window > 0) r["loss-window"] = q.loss_window;  // RC, XRC: packets, after losses
   if (q.cc_rate_bps > 0) {  // DCQCN: the pacing rate and its target, Mb/s
     r["cc-rate-mbps"] = static_cast<std::uint64_t>(q.cc_rate_bps / 1e6);
     r["cc-target-mbps"] = static_cast<std::uint64_t>(q.cc_target_bps / 1e6);

@@ -127,7 +127,9 @@ void Qp::ack_through(std::uint32_t psn, bool implicit) {
     progress = true;
   }
   if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) {
+    const auto n = static_cast<std::uint32_t>(psn_cmp(psn_add(psn, 1), unacked_psn_));
     unacked_psn_ = psn_add(psn, 1);
+    loss_window_.on_acked(n, unacked_psn_);
     progress = true;
   }
   if (progress) {
@@ -182,6 +184,7 @@ bool Qp::on_acknowledge(const wire::RocePacket& pkt, Clock::time_point now) {
       ack_through(psn_add(psn, kPsnMask), true);
       if (syn == wire::syndrome::kNakPsnSeqErr) {
         if (!spend_retry()) return false;
+        loss_window_.on_loss(psn, dev_.window_for(mtu_));
         retry_from(psn);
         return true;
       }
@@ -235,7 +238,11 @@ bool Qp::on_read_or_atomic_response(const wire::RocePacket& pkt) {
     if (last) w.done = true;
   }
   w.resp_psn = psn_add(psn, 1);
-  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) unacked_psn_ = psn_add(psn, 1);
+  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) {
+    const auto n = static_cast<std::uint32_t>(psn_cmp(psn_add(psn, 1), unacked_psn_));
+    unacked_psn_ = psn_add(psn, 1);
+    loss_window_.on_acked(n, unacked_psn_);
+  }
   retry_left_ = attr_.retry_cnt;
   return true;
 }
@@ -308,6 +315,7 @@ bool Qp::run_timers(Clock::time_point now) {
     }
     if (!spend_retry()) return false;
     for (SendWqe& w : sq_) w.gap_retried = false;
+    loss_window_.on_loss(unacked_psn_, dev_.window_for(mtu_));
     retry_from(unacked_psn_);
     probing_ = true;
     arm_retransmit(now);

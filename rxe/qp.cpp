@@ -101,6 +101,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
   if (mask & kQpSqPsn) {
     attr_.sq_psn = a.sq_psn & kPsnMask;
     req_psn_ = unacked_psn_ = sent_psn_ = attr_.sq_psn;
+    loss_window_.reset();
   }
   if (mask & kQpTimeout) attr_.timeout = a.timeout;
   if (mask & kQpPkeyIndex) {
@@ -136,6 +137,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       req_idx_ = 0;
       outstanding_rd_atomic_ = 0;
       probing_ = false;
+      loss_window_.reset();
       in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = false;
       responses_.clear();
       msn_ = 0;

@@ -50,7 +50,7 @@ struct SendWqe {
   std::uint32_t rkey = 0;
   std::uint64_t compare_add = 0, swap = 0;
   std::uint8_t flush_type = 0, flush_level = 0;  // FLUSH: the FETH's placement type and level
-  MwBind bind;  // BIND_MW
+  MwBind bind;                                   // BIND_MW
   // UD destination
   AhAttr av;
   std::uint32_t remote_qpn = 0, remote_qkey = 0;
@@ -151,10 +151,11 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // transport has no opcode for it.
   bool compose_request(const SendWqe& w, RequestPacket& rp) const;
   void set_ack_req(RequestPacket& rp);
-  // RC: the packets it may have unacknowledged now: the device's share (Device::window_for), or
-  // one while probing after a retransmission timeout. With 1000 QPs whose ACKs were late behind a
-  // long receive queue, every timeout resending the whole window grew the queue further until
-  // QPs ran out of retries (rxe_scale_bench; docs/threading.md).
+  // RC: the packets it may have unacknowledged now: the device's share (Device::window_for)
+  // within what losses left of its LossWindow, or one while probing after a retransmission
+  // timeout. With 1000 QPs whose ACKs were late behind a long receive queue, every timeout
+  // resending the whole window grew the queue further until QPs ran out of retries
+  // (rxe_scale_bench; docs/threading.md).
   std::uint32_t send_window() const;
   void transmit_request(const SendWqe& w, netdev::Packet* p);
   bool fail_wqe(SendWqe& w, WcStatus status);  // a local error building it: false

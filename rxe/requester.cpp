@@ -261,7 +261,7 @@ bool Qp::compose_request(const SendWqe& w, RequestPacket& rp) const {
 }
 
 std::uint32_t Qp::send_window() const {
-  return probing_ ? 1 : dev_.window_for(mtu_);
+  return probing_ ? 1 : std::min(dev_.window_for(mtu_), loss_window_.limit());
 }
 
 void Qp::set_ack_req(RequestPacket& rp) {

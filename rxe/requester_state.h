@@ -5,6 +5,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "rxe/loss_window.h"
+
 namespace softrdma::rxe {
 
 struct RequesterState {
@@ -17,6 +19,7 @@ struct RequesterState {
   // RC: the retransmission timer fired and no response has come since: resend one packet at a
   // time (it asks for an ACK) until one does, not the whole window again.
   bool probing_ = false;
+  LossWindow loss_window_;  // RC: caps the send window after losses (rxe/loss_window.h)
 };
 
 }  // namespace softrdma::rxe

@@ -30,6 +30,7 @@ void Qp::info(QpInfo& out) const {
     out.cc_rate_bps = dcqcn_.rate_bps();
     out.cc_target_bps = dcqcn_.target_bps();
   }
+  if (reliable()) out.loss_window = loss_window_.limit();
   out.recv_outstanding = rq_.size();
   out.counters = counters_;
 }

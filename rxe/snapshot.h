@@ -18,9 +18,9 @@ struct QpInfo {
   std::uint32_t qpn = 0, dest_qpn = 0, pdn = 0, send_cqn = 0, recv_cqn = 0, srqn = 0;
   QpType type = QpType::kRc;
   QpState state = QpState::kReset;
-  std::uint32_t sq_psn = 0;          // next PSN to send
-  std::uint32_t rq_psn = 0;          // next PSN expected
-  std::uint16_t pkey_index = 0;      // its P_Key table entry, and that entry's P_Key
+  std::uint32_t sq_psn = 0;      // next PSN to send
+  std::uint32_t rq_psn = 0;      // next PSN expected
+  std::uint16_t pkey_index = 0;  // its P_Key table entry, and that entry's P_Key
   std::uint16_t pkey = 0xFFFF;
   std::string peer;                  // RC/UC: the connected peer's address, else empty
   std::size_t send_outstanding = 0;  // posted send WRs not yet completed
@@ -28,6 +28,8 @@ struct QpInfo {
   QpCounters counters;
   // DCQCN: the rate the requester is paced at, and its target (bits/s); 0 with --cc none.
   double cc_rate_bps = 0, cc_target_bps = 0;
+  // RC and XRC: the packets losses leave it to have out (LossWindow::limit; 0 for the others).
+  std::uint32_t loss_window = 0;
 };
 
 struct DeviceSnapshot {

@@ -124,6 +124,7 @@ elif case == "res_qp":
             for k in ("sq-psn", "rq-psn", "pdn", "sq-wrs", "rq-wrs", "retransmits",
                       "seq-naks-sent", "rnr-naks-rcvd", "comm"):
                 expect(k in q, f"res qp has {k}", q)
+            expect(16 <= q.get("loss-window", 0) <= 2048, "res qp has loss-window (RC)", q)
     for kind in ("cq", "mr", "pd"):
         rows = [r for r in tool_json("res", kind) if r["pid"] in pair.pids]
         expect(len(rows) >= 2, f"res {kind}: rows of both processes", rows)
