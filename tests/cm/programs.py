@@ -481,20 +481,29 @@ def case_iwarp_perftest():
 
 
 def case_iwarp_qperf():
+    # qperf's rc_bw has no flow control of its own: its server posts 1024 receives and reposts
+    # as it polls, while the client's SENDs complete once TCP has taken them. On iWARP (siw and
+    # iWARP NICs alike) a SEND that finds no receive posted ends the connection (TERMINATE,
+    # DDP "no buffer"; the server then reports "WR flush failure"), so a server descheduled
+    # while 1024 of its messages arrive fails the run: with 64 KiB messages, tens of ms on a
+    # loaded machine. 1 MiB messages make that a whole second's traffic.
     for mpa in ("rev=2", "rev=1,crc,markers"):
         iwarp(mpa)
         p = str(port())
         srv = start(["qperf", "-lp", p])
         expect(wait_tcp(p), "qperf server up")
-        cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_bw", "rc_lat",
+        cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "-m", "1M", "rc_bw",
                      "rc_rdma_read_bw"])
         crc, cout = finish(cli, 60)
+        cli = start(["qperf", "-lp", p, "127.0.0.1", "-cm1", "-t", "1", "rc_lat"])
+        lrc, lout = finish(cli, 60)
         srv.send_signal(signal.SIGTERM)
         finish(srv, 10)
         expect(crc == 0, f"iwarp qperf {mpa}: client exit {crc}", cout)
         expect(len(re.findall(r"bw\s+=\s+[\d.]+ [KMG]B/sec", cout)) == 2,
                f"iwarp qperf {mpa}: two bandwidth figures", cout)
-        expect(re.search(r"latency\s+=\s+[\d.]+ [nmu]?s", cout), f"iwarp qperf {mpa}: latency", cout)
+        expect(lrc == 0, f"iwarp qperf {mpa} rc_lat: client exit {lrc}", lout)
+        expect(re.search(r"latency\s+=\s+[\d.]+ [nmu]?s", lout), f"iwarp qperf {mpa}: latency", lout)
 
 
 def iwarp_traced_rping(mpa, count, extra_mpa=""):
