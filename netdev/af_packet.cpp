@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cerrno>
 #include <cstring>
 
@@ -28,10 +29,21 @@ namespace {
 
 // The receive ring: TPACKET_V2, one frame per slot, each handed over as soon as it is written
 // (TPACKET_V3's blocks wait to fill or for their timeout, a millisecond at least: ib_write_lat
-// 2 B across a veth pair was 535-540 µs average). A slot holds a whole UDP GSO frame as a veth
-// carries it (64 KiB of datagrams and the headers before them).
-constexpr std::uint32_t kFrameSize = 17 * 4096;
-constexpr std::uint32_t kFrameNr = 256;  // 17 MiB
+// 2 B across a veth pair was 535-540 µs average). A slot holds a frame of the link's MTU, as a
+// NIC delivers them one by one: 8192 slots at MTU 1500, 1024 at 9000 (with slots sized for a
+// veth's 64 KiB GSO frames the ring held 256 frames, and a peer sending MTU-sized frames overran
+// it). Larger frames (a veth's UDP GSO frames, GRO'd TCP) are cut short in their slot, marked
+// TP_STATUS_COPY, and queued whole on the socket (PACKET_COPY_THRESH), whose buffer holds
+// kCopyQueueBytes of them; a frame neither fits is a counted ring drop.
+constexpr std::size_t kRingBytes = std::size_t{16} << 20;
+constexpr std::uint32_t kBlockSize = 64 * 1024;
+constexpr int kCopyQueueBytes = 32 << 20;
+constexpr std::size_t kCopyMax = 256 * 1024;  // a GSO frame (BIG TCP included) and its vnet header
+// The slot for frames of `mtu`: the TPACKET2 header and address (80 bytes, aligned), the
+// virtio_net_hdr, an Ethernet header with a VLAN tag, and the IP packet; a power of two.
+std::uint32_t slot_size(std::uint32_t mtu) {
+  return std::bit_ceil(std::max<std::uint32_t>(mtu, 576) + 128);
+}
 constexpr std::size_t kVnetHdrLen = sizeof(VnetHdr);
 
 bool setopt(int fd, int level, int name, int value) {
@@ -219,15 +231,24 @@ std::unique_ptr<AfPacketNetdev> AfPacketNetdev::open(const std::string& ifname, 
   // a UDP socket's GSO datagrams arrive unsegmented, several RoCEv2 packets in one frame.
   d->vnet_ = setopt(fd, SOL_PACKET, PACKET_VNET_HDR, 1);
   if (!setopt(fd, SOL_PACKET, PACKET_VERSION, TPACKET_V2)) return fail("TPACKET_V2: ");
+  d->slot_size_ = slot_size(d->link_.mtu);
+  const std::uint32_t block = std::max(kBlockSize, d->slot_size_);
   tpacket_req req{};
-  req.tp_block_size = kFrameSize;
-  req.tp_block_nr = kFrameNr;
-  req.tp_frame_size = kFrameSize;
-  req.tp_frame_nr = kFrameNr;
+  req.tp_block_size = block;
+  req.tp_block_nr = static_cast<unsigned>(kRingBytes / block);
+  req.tp_frame_size = d->slot_size_;
+  req.tp_frame_nr = req.tp_block_nr * (block / d->slot_size_);
   if (setsockopt(fd, SOL_PACKET, PACKET_RX_RING, &req, sizeof req) != 0) {
     return fail("PACKET_RX_RING: ");
   }
-  d->ring_size_ = std::size_t{kFrameSize} * kFrameNr;
+  d->slots_ = req.tp_frame_nr;
+  d->ring_size_ = std::size_t{block} * req.tp_block_nr;
+  // Frames larger than a slot: whole on the socket's queue (root may go past rmem_max).
+  if (!setopt(fd, SOL_PACKET, PACKET_COPY_THRESH, 1)) return fail("PACKET_COPY_THRESH: ");
+  if (!setopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, kCopyQueueBytes)) {
+    setopt(fd, SOL_SOCKET, SO_RCVBUF, kCopyQueueBytes);
+  }
+  d->copy_buf_.resize(kCopyMax);
   void* ring = mmap(nullptr, d->ring_size_, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_LOCKED, fd, 0);
   if (ring == MAP_FAILED) {
     ring = mmap(nullptr, d->ring_size_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
@@ -300,9 +321,48 @@ bool AfPacketNetdev::put_udp_segments(const std::uint8_t* hdr, std::span<const T
   return false;
 }
 
+tpacket2_hdr* AfPacketNetdev::next_slot() const {
+  auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + std::size_t{frame_} * slot_size_);
+  return (__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) ? h : nullptr;
+}
+
+bool AfPacketNetdev::slot_frame(tpacket2_hdr* h, SlotFrame& f) {
+  std::uint8_t* base = reinterpret_cast<std::uint8_t*>(h);
+  if (!(h->tp_status & TP_STATUS_COPY)) {
+    if (h->tp_snaplen < h->tp_len) {  // larger than a slot and no room on the socket's queue
+      bump(counters_.rx_dropped);
+      return false;
+    }
+    f.data = base + h->tp_mac;
+    f.len = h->tp_snaplen;
+    f.vnet = vnet_ && h->tp_mac >= kVnetHdrLen ? f.data - kVnetHdrLen : nullptr;
+    return true;
+  }
+  // The whole frame is next on the socket's queue (queued before the slot was handed over).
+  if (copy_len_ == 0) {
+    ssize_t r;
+    do {
+      r = recv(fd_, copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
+    } while (r < 0 && errno == EINTR);
+    const std::size_t head = vnet_ ? kVnetHdrLen : 0;
+    if (r < 0 || static_cast<std::size_t>(r) > copy_buf_.size() ||
+        static_cast<std::size_t>(r) <= head) {
+      bump(counters_.rx_malformed);
+      return false;
+    }
+    copy_len_ = static_cast<std::uint32_t>(r);
+  }
+  const std::uint32_t head = vnet_ ? kVnetHdrLen : 0;
+  f.vnet = vnet_ ? copy_buf_.data() : nullptr;
+  f.data = copy_buf_.data() + head;
+  f.len = copy_len_ - head;
+  return true;
+}
+
 void AfPacketNetdev::release_frame(tpacket2_hdr* h) {
   __atomic_store_n(&h->tp_status, TP_STATUS_KERNEL, __ATOMIC_RELEASE);
-  frame_ = (frame_ + 1) % kFrameNr;
+  frame_ = (frame_ + 1) % slots_;
+  copy_len_ = 0;
   if (++released_ % 64 == 0) count_ring_drops();
 }
 
@@ -322,24 +382,24 @@ std::vector<std::pair<std::string, std::uint64_t>> AfPacketNetdev::frame_counter
 std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   std::size_t n = 0;
   while (n < max) {
-    auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + std::size_t{frame_} * kFrameSize);
-    if ((__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) == 0) break;
-    std::uint8_t* frame = reinterpret_cast<std::uint8_t*>(h) + h->tp_mac;
-    bool ok = h->tp_snaplen == h->tp_len;
-    if (ok && vnet_ && h->tp_mac >= kVnetHdrLen) {
-      const std::uint8_t* vh = frame - kVnetHdrLen;
-      if (vh[0] & 1) {  // VIRTIO_NET_HDR_F_NEEDS_CSUM: the kernel left the checksum partial
-        ok = complete_checksum(frame, h->tp_snaplen, static_cast<std::uint16_t>(vh[6] | vh[7] << 8),
-                               static_cast<std::uint16_t>(vh[8] | vh[9] << 8));
+    tpacket2_hdr* h = next_slot();
+    if (!h) break;
+    SlotFrame f;
+    if (slot_frame(h, f)) {
+      bool ok = true;
+      if (f.vnet && (f.vnet[0] & 1)) {  // VIRTIO_NET_HDR_F_NEEDS_CSUM: the checksum is partial
+        ok =
+            complete_checksum(f.data, f.len, static_cast<std::uint16_t>(f.vnet[6] | f.vnet[7] << 8),
+                              static_cast<std::uint16_t>(f.vnet[8] | f.vnet[9] << 8));
       }
-    }
-    if (ok) {
-      bump(counters_.rx_packets);
-      bump(counters_.rx_bytes, h->tp_snaplen);
-      sink(frame, h->tp_snaplen);
-      ++n;
-    } else {
-      bump(counters_.rx_malformed);  // truncated by the ring, or bad offload offsets
+      if (ok) {
+        bump(counters_.rx_packets);
+        bump(counters_.rx_bytes, f.len);
+        sink(f.data, f.len);
+        ++n;
+      } else {
+        bump(counters_.rx_malformed);  // bad offload offsets
+      }
     }
     release_frame(h);
   }
@@ -349,16 +409,19 @@ std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) 
 std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
   while (n < pkts.size()) {
-    auto* h = reinterpret_cast<tpacket2_hdr*>(ring_ + std::size_t{frame_} * kFrameSize);
-    if ((__atomic_load_n(&h->tp_status, __ATOMIC_ACQUIRE) & TP_STATUS_USER) == 0) break;
-    const std::uint8_t* base = reinterpret_cast<const std::uint8_t*>(h);
+    tpacket2_hdr* h = next_slot();
+    if (!h) break;
+    SlotFrame f;
+    if (!slot_frame(h, f)) {
+      release_frame(h);
+      continue;
+    }
     std::uint32_t gso_size = 0;
-    if (vnet_ && h->tp_mac >= kVnetHdrLen) {
-      const std::uint8_t* vh = base + h->tp_mac - kVnetHdrLen;
-      if ((vh[1] & 0x7F) == kVnetGsoUdpL4) gso_size = std::uint32_t{vh[4]} | vh[5] << 8;
+    if (f.vnet && (f.vnet[1] & 0x7F) == kVnetGsoUdpL4) {
+      gso_size = std::uint32_t{f.vnet[4]} | f.vnet[5] << 8;
     }
     bool more = false;
-    if (take_frame(base + h->tp_mac, h->tp_snaplen, h->tp_len, gso_size, *pkts[n], more)) ++n;
+    if (take_frame(f.data, f.len, f.len, gso_size, *pkts[n], more)) ++n;
     if (more) continue;  // the next segment of this frame
     release_frame(h);
   }

@@ -23,6 +23,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "netdev/raw_frame_port.h"
 
@@ -76,15 +77,29 @@ class AfPacketNetdev : public RawFramePortNetdev {
 
  private:
   AfPacketNetdev() = default;
+  // A frame as the ring gives it: in its slot, or read whole from the socket's queue.
+  struct SlotFrame {
+    std::uint8_t* data = nullptr;
+    std::uint32_t len = 0;
+    const std::uint8_t* vnet = nullptr;  // its virtio_net_hdr, when frames carry one
+  };
+  tpacket2_hdr* next_slot() const;  // the slot read next, when the kernel has filled it
+  // The frame of slot `h` (TP_STATUS_COPY: read from the socket once, kept until released);
+  // false when it is lost (a counted drop).
+  bool slot_frame(tpacket2_hdr* h, SlotFrame& f);
   void release_frame(tpacket2_hdr* h);  // back to the kernel; counts the ring's drops now and then
   void count_ring_drops();              // adds the kernel's count of ring drops to rx_dropped
 
   int fd_ = -1;
   std::uint8_t* ring_ = nullptr;
   std::size_t ring_size_ = 0;
+  std::uint32_t slot_size_ = 0, slots_ = 0;  // sized for the link's MTU
 
-  // Receive state (one receiving thread at a time): the slot read next.
+  // Receive state (one receiving thread at a time): the slot read next, and the frame larger
+  // than a slot read for it from the socket (copy_len_ bytes; 0: none read yet).
   std::uint32_t frame_ = 0;
+  std::vector<std::uint8_t> copy_buf_;
+  std::uint32_t copy_len_ = 0;
   std::uint64_t released_ = 0;
   bool vnet_ = false;  // frames carry a virtio_net_hdr (PACKET_VNET_HDR)
   // The socket offloaded frames leave through (TCP super-segments, UDP GSO frames) and, for

@@ -417,6 +417,98 @@ TEST(AfPacket, UdpAndAfPacketInteroperate) {
   exchange(Kind::kUdp, Kind::kAfPacket, false);
 }
 
+// A peer whose frames arrive one by one (the kernel cuts its GSO frames before the veth, as a
+// NIC's link carries them) sends 2,048 datagrams of 1 KiB while the receiver does not read: the
+// receive ring, with slots of the link's MTU, holds them all. With slots sized for a veth's
+// 64 KiB GSO frames it held 256 and dropped the rest (a go-back-N resend each time an RC
+// sender's window was larger).
+TEST(AfPacket, RingHoldsABurstOfMtuFramesUnread) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to create network namespaces and a veth pair";
+  if (!run("ip -V")) GTEST_SKIP() << "the ip command (iproute2) is missing";
+  VethPair net(true);
+  if (!net.error.empty()) GTEST_SKIP() << net.error;
+  constexpr std::uint32_t kBurst = 2048, kBatch = 32, kPayload = 1024, kPrime = 5000;
+  const std::size_t size = make_datagram(0, kPayload).size();
+  const IpAddr addr_a = ip(kAddrA), addr_b = ip(kAddrB);
+  int sent[2];
+  ASSERT_EQ(pipe2(sent, O_CLOEXEC), 0);
+  const auto [ra, rb] = run_sides(
+      net,
+      [&](int ready, int go) -> std::string {
+        std::string error;
+        auto d = open_dev(Kind::kAfPacket, "veth0", addr_a, error);
+        if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
+        (void)!write(ready, "r", 1);
+        char c;
+        if (read(go, &c, 1) != 1) return "no go";
+        // One datagram first, until the neighbour is known (frames wait for it in a short queue).
+        OwnedPacket first(make_datagram(kPrime, kPayload), addr_a, addr_b);
+        Packet* one = &first.pkt;
+        if (d->send_batch(std::span<Packet* const>(&one, 1)) != 1) return "send refused";
+        pump(
+            *d, 5000, [](const Packet&) {}, [&] { return d->counters().tx_packets >= 1; });
+        if (d->counters().tx_packets < 1) return "no neighbour";
+        std::vector<OwnedPacket> batch;
+        std::vector<Packet*> ptrs;
+        for (std::uint32_t i = 0; i < kBurst; i += kBatch) {
+          batch.clear();
+          ptrs.clear();
+          for (std::uint32_t k = i; k < i + kBatch; ++k) {
+            batch.emplace_back(make_datagram(k, kPayload), addr_a, addr_b);
+          }
+          for (auto& o : batch) ptrs.push_back(&o.pkt);
+          if (d->send_batch(ptrs) != kBatch) return "batch refused";
+        }
+        // Until the neighbour is known and every frame has gone.
+        pump(
+            *d, 5000, [](const Packet&) {}, [&] { return d->counters().tx_packets >= kBurst + 1; });
+        (void)!write(sent[1], "s", 1);
+        if (d->counters().tx_packets < kBurst + 1) {
+          return "sent " + std::to_string(d->counters().tx_packets) + " of " +
+                 std::to_string(kBurst);
+        }
+        pump(
+            *d, 300, [](const Packet&) {}, [] { return false; });
+        return "";
+      },
+      [&](int ready, int go) -> std::string {
+        std::string error;
+        auto d = open_dev(Kind::kAfPacket, "veth1", addr_b, error);
+        if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
+        (void)!write(ready, "r", 1);
+        char c;
+        if (read(go, &c, 1) != 1) return "no go";
+        pollfd pf{sent[0], POLLIN, 0};
+        if (poll(&pf, 1, 20000) != 1 || read(sent[0], &c, 1) != 1) return "the sender never said";
+        std::uint32_t got = 0;
+        std::string bad;
+        pump(
+            *d, 5000,
+            [&](const Packet& p) {
+              if (seq_of(p.data) == kPrime) return;
+              if (p.len != size || seq_of(p.data) >= kBurst) {
+                bad = "datagram " + std::to_string(seq_of(p.data)) + " of " +
+                      std::to_string(p.len) + " bytes, not " + std::to_string(size);
+              }
+              ++got;
+            },
+            [&] { return got >= kBurst; });
+        if (!bad.empty()) return bad;
+        if (got != kBurst) {
+          return "received " + std::to_string(got) + " of " + std::to_string(kBurst) +
+                 " (rx_dropped " + std::to_string(d->counters().rx_dropped) + ")";
+        }
+        return "";
+      });
+  close(sent[0]);
+  close(sent[1]);
+  for (const std::string& r : {ra, rb}) {
+    if (r.rfind("skip: ", 0) == 0) GTEST_SKIP() << r.substr(6);
+  }
+  EXPECT_EQ(ra, "ok") << "sender";
+  EXPECT_EQ(rb, "ok") << "receiver";
+}
+
 TEST(AfXdp, AfXdpToAfXdpAcrossVeth) {
   exchange(Kind::kAfXdp, Kind::kAfXdp, true);
 }
