@@ -111,6 +111,15 @@ bool Qp::retry_responses(SendWqe& w) {
   return true;
 }
 
+bool Qp::acknowledged_through(std::uint32_t psn) {
+  const std::uint32_t next = psn_add(psn, 1);
+  const int n = psn_cmp(next, unacked_psn_);
+  if (n <= 0) return false;
+  unacked_psn_ = next;
+  loss_window_.on_acked(static_cast<std::uint32_t>(n), unacked_psn_);
+  return true;
+}
+
 void Qp::ack_through(std::uint32_t psn, bool implicit) {
   bool progress = false;
   for (SendWqe& w : sq_) {
@@ -126,12 +135,7 @@ void Qp::ack_through(std::uint32_t psn, bool implicit) {
     w.done = true;
     progress = true;
   }
-  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) {
-    const auto n = static_cast<std::uint32_t>(psn_cmp(psn_add(psn, 1), unacked_psn_));
-    unacked_psn_ = psn_add(psn, 1);
-    loss_window_.on_acked(n, unacked_psn_);
-    progress = true;
-  }
+  if (acknowledged_through(psn)) progress = true;
   if (progress) {
     retry_left_ = attr_.retry_cnt;
     rnr_retry_left_ = attr_.rnr_retry;
@@ -238,11 +242,7 @@ bool Qp::on_read_or_atomic_response(const wire::RocePacket& pkt) {
     if (last) w.done = true;
   }
   w.resp_psn = psn_add(psn, 1);
-  if (psn_cmp(psn_add(psn, 1), unacked_psn_) > 0) {
-    const auto n = static_cast<std::uint32_t>(psn_cmp(psn_add(psn, 1), unacked_psn_));
-    unacked_psn_ = psn_add(psn, 1);
-    loss_window_.on_acked(n, unacked_psn_);
-  }
+  acknowledged_through(psn);
   retry_left_ = attr_.retry_cnt;
   return true;
 }

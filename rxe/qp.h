@@ -247,6 +247,9 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   void complete_ready();
   void complete_send(SendWqe& w);
   void ack_through(std::uint32_t psn, bool implicit);
+  // Moves the oldest unacknowledged PSN past `psn` (and grows the loss window by the packets
+  // that covers); false when it was already there.
+  bool acknowledged_through(std::uint32_t psn);
   // A WQE has been sent (PSNs assigned) and is not yet complete.
   bool has_outstanding() const;
   void fail_head(WcStatus status);
