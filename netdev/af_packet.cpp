@@ -328,6 +328,7 @@ tpacket2_hdr* AfPacketNetdev::next_slot() const {
 
 bool AfPacketNetdev::slot_frame(tpacket2_hdr* h, SlotFrame& f) {
   std::uint8_t* base = reinterpret_cast<std::uint8_t*>(h);
+  const std::uint8_t* vnet = nullptr;
   if (!(h->tp_status & TP_STATUS_COPY)) {
     if (h->tp_snaplen < h->tp_len) {  // larger than a slot and no room on the socket's queue
       bump(counters_.rx_dropped);
@@ -335,27 +336,28 @@ bool AfPacketNetdev::slot_frame(tpacket2_hdr* h, SlotFrame& f) {
     }
     f.data = base + h->tp_mac;
     f.len = h->tp_snaplen;
-    f.vnet = vnet_ && h->tp_mac >= kVnetHdrLen ? f.data - kVnetHdrLen : nullptr;
-    return true;
-  }
-  // The whole frame is next on the socket's queue (queued before the slot was handed over).
-  if (copy_len_ == 0) {
-    ssize_t r;
-    do {
-      r = recv(fd_, copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
-    } while (r < 0 && errno == EINTR);
+    if (vnet_ && h->tp_mac >= kVnetHdrLen) vnet = f.data - kVnetHdrLen;
+  } else {
+    // The whole frame is next on the socket's queue (queued before the slot was handed over).
     const std::size_t head = vnet_ ? kVnetHdrLen : 0;
-    if (r < 0 || static_cast<std::size_t>(r) > copy_buf_.size() ||
-        static_cast<std::size_t>(r) <= head) {
-      bump(counters_.rx_malformed);
-      return false;
+    if (copy_len_ == 0) {
+      ssize_t r;
+      do {
+        r = recv(fd_, copy_buf_.data(), copy_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
+      } while (r < 0 && errno == EINTR);
+      if (r < 0 || static_cast<std::size_t>(r) > copy_buf_.size() ||
+          static_cast<std::size_t>(r) <= head) {
+        bump(counters_.rx_malformed);
+        return false;
+      }
+      copy_len_ = static_cast<std::uint32_t>(r);
     }
-    copy_len_ = static_cast<std::uint32_t>(r);
+    f.data = copy_buf_.data() + head;
+    f.len = copy_len_ - static_cast<std::uint32_t>(head);
+    if (vnet_) vnet = copy_buf_.data();
   }
-  const std::uint32_t head = vnet_ ? kVnetHdrLen : 0;
-  f.vnet = vnet_ ? copy_buf_.data() : nullptr;
-  f.data = copy_buf_.data() + head;
-  f.len = copy_len_ - head;
+  f.vnet = VnetHdr{};
+  if (vnet) std::memcpy(&f.vnet, vnet, kVnetHdrLen);
   return true;
 }
 
@@ -387,10 +389,8 @@ std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) 
     SlotFrame f;
     if (slot_frame(h, f)) {
       bool ok = true;
-      if (f.vnet && (f.vnet[0] & 1)) {  // VIRTIO_NET_HDR_F_NEEDS_CSUM: the checksum is partial
-        ok =
-            complete_checksum(f.data, f.len, static_cast<std::uint16_t>(f.vnet[6] | f.vnet[7] << 8),
-                              static_cast<std::uint16_t>(f.vnet[8] | f.vnet[9] << 8));
+      if (f.vnet.flags & kVnetNeedsCsum) {  // the kernel left the checksum partial
+        ok = complete_checksum(f.data, f.len, f.vnet.csum_start, f.vnet.csum_offset);
       }
       if (ok) {
         bump(counters_.rx_packets);
@@ -416,10 +416,8 @@ std::size_t AfPacketNetdev::recv_batch(std::span<Packet* const> pkts) {
       release_frame(h);
       continue;
     }
-    std::uint32_t gso_size = 0;
-    if (f.vnet && (f.vnet[1] & 0x7F) == kVnetGsoUdpL4) {
-      gso_size = std::uint32_t{f.vnet[4]} | f.vnet[5] << 8;
-    }
+    const bool udp_gso = (f.vnet.gso_type & ~kVnetGsoEcn) == kVnetGsoUdpL4;
+    const std::uint32_t gso_size = udp_gso ? f.vnet.gso_size : 0;
     bool more = false;
     if (take_frame(f.data, f.len, f.len, gso_size, *pkts[n], more)) ++n;
     if (more) continue;  // the next segment of this frame

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "netdev/raw_frame_port.h"
+#include "netdev/vnet_header.h"
 
 namespace softrdma::netdev {
 
@@ -81,7 +82,7 @@ class AfPacketNetdev : public RawFramePortNetdev {
   struct SlotFrame {
     std::uint8_t* data = nullptr;
     std::uint32_t len = 0;
-    const std::uint8_t* vnet = nullptr;  // its virtio_net_hdr, when frames carry one
+    VnetHdr vnet{};  // its virtio_net_hdr (all zero, no offload, when frames carry none)
   };
   tpacket2_hdr* next_slot() const;  // the slot read next, when the kernel has filled it
   // The frame of slot `h` (TP_STATUS_COPY: read from the socket once, kept until released);

@@ -18,5 +18,6 @@ inline constexpr std::uint8_t kVnetNeedsCsum = 1;  // VIRTIO_NET_HDR_F_NEEDS_CSU
 inline constexpr std::uint8_t kVnetGsoTcpv4 = 1;   // VIRTIO_NET_HDR_GSO_TCPV4
 inline constexpr std::uint8_t kVnetGsoTcpv6 = 4;   // VIRTIO_NET_HDR_GSO_TCPV6
 inline constexpr std::uint8_t kVnetGsoUdpL4 = 5;   // VIRTIO_NET_HDR_GSO_UDP_L4
+inline constexpr std::uint8_t kVnetGsoEcn = 0x80;  // VIRTIO_NET_HDR_GSO_ECN, or'ed into gso_type
 
 }  // namespace softrdma::netdev
