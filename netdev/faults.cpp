@@ -251,4 +251,13 @@ std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> all, std:
   return accepted;
 }
 
+std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> all, std::size_t accepted,
+                       AtomicCounters& counters, const FaultInjector::Emit& emit,
+                       const std::function<void(std::span<Packet* const>)>& direct) {
+  if (faults) return emit_batch(faults, all, accepted, counters, emit);
+  if (accepted < all.size()) bump(counters.tx_errors, all.size() - accepted);
+  if (accepted > 0) direct(all.first(accepted));
+  return accepted;
+}
+
 }  // namespace softrdma::netdev

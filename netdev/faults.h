@@ -91,5 +91,11 @@ class FaultInjector {
 // contiguous runs of at most 64; the refused rest is counted in tx_errors. Returns `accepted`.
 std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> pkts, std::size_t accepted,
                        AtomicCounters& counters, const FaultInjector::Emit& emit);
+// The same, except that without `faults` the accepted packets go to `direct` whole, as the
+// caller's pointers (no copies): a backend that fills ICRCs and IPv4 IDs as packets leave (for
+// the ID its UDP GSO segment gets) sends them there.
+std::size_t emit_batch(FaultInjector* faults, std::span<Packet* const> pkts, std::size_t accepted,
+                       AtomicCounters& counters, const FaultInjector::Emit& emit,
+                       const std::function<void(std::span<Packet* const>)>& direct);
 
 }  // namespace softrdma::netdev

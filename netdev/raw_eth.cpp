@@ -233,13 +233,9 @@ std::size_t RawEthNetdev::send_batch(std::span<Packet* const> pkts) {
     if (faults_) fill_icrc(*p);
     ++n;
   }
-  if (faults_) {
-    return emit_batch(faults_.get(), pkts, n, counters_,
-                      [this](std::span<const Packet> p) { transmit(p); });
-  }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  send_frames(pkts.first(n));
-  return n;
+  return emit_batch(
+      faults_.get(), pkts, n, counters_, [this](std::span<const Packet> p) { transmit(p); },
+      [this](std::span<Packet* const> p) { send_frames(p); });
 }
 
 bool RawEthNetdev::frame_for(const Packet& p, NeighbourTable::Clock::time_point now,

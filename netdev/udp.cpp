@@ -357,13 +357,9 @@ std::size_t UdpNetdev::send_batch(std::span<Packet* const> pkts) {
     if (faults_) fill_icrc(*p);
     ++n;
   }
-  if (faults_) {
-    return emit_batch(faults_.get(), pkts, n, counters_,
-                      [this](std::span<const Packet> p) { transmit_copies(p); });
-  }
-  if (n < pkts.size()) bump(counters_.tx_errors, pkts.size() - n);
-  transmit(pkts.first(n));
-  return n;
+  return emit_batch(
+      faults_.get(), pkts, n, counters_, [this](std::span<const Packet> p) { transmit_copies(p); },
+      [this](std::span<Packet* const> p) { transmit(p); });
 }
 
 void UdpNetdev::transmit_copies(std::span<const Packet> pkts) {
