@@ -417,6 +417,18 @@ TEST(AfPacket, UdpAndAfPacketInteroperate) {
   exchange(Kind::kUdp, Kind::kAfPacket, false);
 }
 
+// Opens a device of `kind` on `ifname` for `me` into `d`, says ready and waits for go: "" then,
+// else what went wrong ("skip: ..." when the environment lacks something).
+std::string open_ready(Kind kind, const std::string& ifname, const IpAddr& me, int ready_fd,
+                       int go_fd, std::unique_ptr<Netdev>& d) {
+  std::string error;
+  d = open_dev(kind, ifname, me, error);
+  if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
+  (void)!write(ready_fd, "r", 1);
+  char c;
+  return read(go_fd, &c, 1) == 1 ? "" : "no go";
+}
+
 // A peer whose frames arrive one by one (the kernel cuts its GSO frames before the veth, as a
 // NIC's link carries them) sends 2,048 datagrams of 1 KiB while the receiver does not read: the
 // receive ring, with slots of the link's MTU, holds them all. With slots sized for a veth's
@@ -435,12 +447,11 @@ TEST(AfPacket, RingHoldsABurstOfMtuFramesUnread) {
   const auto [ra, rb] = run_sides(
       net,
       [&](int ready, int go) -> std::string {
-        std::string error;
-        auto d = open_dev(Kind::kAfPacket, "veth0", addr_a, error);
-        if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
-        (void)!write(ready, "r", 1);
-        char c;
-        if (read(go, &c, 1) != 1) return "no go";
+        std::unique_ptr<Netdev> d;
+        if (std::string e = open_ready(Kind::kAfPacket, "veth0", addr_a, ready, go, d);
+            !e.empty()) {
+          return e;
+        }
         // One datagram first, until the neighbour is known (frames wait for it in a short queue).
         OwnedPacket first(make_datagram(kPrime, kPayload), addr_a, addr_b);
         Packet* one = &first.pkt;
@@ -472,12 +483,12 @@ TEST(AfPacket, RingHoldsABurstOfMtuFramesUnread) {
         return "";
       },
       [&](int ready, int go) -> std::string {
-        std::string error;
-        auto d = open_dev(Kind::kAfPacket, "veth1", addr_b, error);
-        if (!d) return (environmental(error) ? "skip: " : "open: ") + error;
-        (void)!write(ready, "r", 1);
+        std::unique_ptr<Netdev> d;
+        if (std::string e = open_ready(Kind::kAfPacket, "veth1", addr_b, ready, go, d);
+            !e.empty()) {
+          return e;
+        }
         char c;
-        if (read(go, &c, 1) != 1) return "no go";
         pollfd pf{sent[0], POLLIN, 0};
         if (poll(&pf, 1, 20000) != 1 || read(sent[0], &c, 1) != 1) return "the sender never said";
         std::uint32_t got = 0;
