@@ -82,6 +82,9 @@ bench: build
 	bash bench/verbs_vs_tcp.sh $(BUILD) 5 iwarp
 	bash bench/wire.sh $(BUILD) 3
 	bash bench/middleware.sh $(BUILD) 3
+	/usr/bin/python3 bench/incast.py $(BUILD)/bin/softrdma $(BUILD)/bench-incast.png
+	/usr/bin/python3 bench/incast.py $(BUILD)/bin/softrdma $(BUILD)/bench-incast-processes.png \
+	  --processes 4 --seconds 5
 
 format:
 	find wire pcap lint tools tests cm iwarp monitor -name '*.cpp' -o -name '*.h' | xargs clang-format -i
