@@ -671,6 +671,8 @@ constexpr auto kProgressNap = std::chrono::microseconds(50);
 // waits for the scheduler (ib_write_lat 2 B across a veth pair: 100-200 µs average without,
 // 36-72 µs with; docs/threading.md).
 constexpr std::int64_t kKeepPassingNs = 100'000;
+// With nothing to wake it sooner, the progress thread still looks once a second.
+constexpr std::int64_t kSafetyTickNs = 1'000'000'000;
 
 std::int64_t now_ns() {
   return Clock::now().time_since_epoch().count();
@@ -750,7 +752,7 @@ void Device::progress_loop() {
     const std::int64_t now = now_ns();
     const bool app_drives = now - app_poll_last_ns_.load(std::memory_order_relaxed) < kPollGapNs &&
                             now - app_poll_run_ns_.load(std::memory_order_relaxed) > kPollRunNs;
-    int timeout = -1;
+    std::int64_t timeout_ns = -1;
     {
       // An application thread in a pass is making progress for us: don't queue behind it
       // (a blocked lock costs a futex wake-up and a context switch per pass).
@@ -765,28 +767,33 @@ void Device::progress_loop() {
       }
       const auto deadline = step();
       if (!active_.empty()) {
-        timeout = 0;
+        timeout_ns = 0;
       } else if (deadline != Clock::time_point::max()) {
-        const auto ms =
-            std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        timeout = static_cast<int>(std::clamp<long long>(ms + 1, 0, 1000));
+        // To the nanosecond where epoll_pwait2 is there (a paced QP's next packet), else `wait`
+        // rounds up to the millisecond; at least a microsecond, so that a deadline the pass left
+        // due never turns this loop into a spin.
+        timeout_ns = std::clamp<std::int64_t>(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count(),
+            1'000, kSafetyTickNs);
       }
       const int nt = netdev_->next_timeout_ms();
-      if (nt >= 0 && (timeout < 0 || nt < timeout)) timeout = nt;
-      if (timeout < 0) timeout = 1000;  // a slow safety tick; no busy loop
+      if (nt >= 0 && (timeout_ns < 0 || std::int64_t{nt} * 1'000'000 < timeout_ns)) {
+        timeout_ns = std::int64_t{nt} * 1'000'000;
+      }
+      if (timeout_ns < 0) timeout_ns = kSafetyTickNs;  // a slow safety tick; no busy loop
       // Shared-memory peers write no fd unless asked to, just before we block; not for a nap
       // (their bells would cost both sides a system call per datagram).
       if (app_drives) {
         netdev_->prepare_sleep(false);
-      } else if (timeout > 0 && !netdev_->prepare_sleep()) {
-        timeout = 0;
+      } else if (timeout_ns > 0 && !netdev_->prepare_sleep()) {
+        timeout_ns = 0;
       }
     }
     if (app_drives) {  // (timers are at least a millisecond away, or the application's)
       wait(kProgressNap);
       continue;
     }
-    if (timeout > 0) {
+    if (timeout_ns > 0) {
       const std::uint64_t rx = rx_packets_.load(std::memory_order_relaxed);
       const std::int64_t t = now_ns();
       if (rx != last_rx) {
@@ -797,7 +804,7 @@ void Device::progress_loop() {
         sched_yield();
         continue;
       }
-      wait(std::chrono::milliseconds(timeout));
+      wait(std::chrono::nanoseconds(timeout_ns));
     }
   }
 }

@@ -150,7 +150,7 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // The next packet's headers, opcode from the tables (rxe/request_opcode.h); false when the
   // transport has no opcode for it.
   bool compose_request(const SendWqe& w, RequestPacket& rp) const;
-  void set_ack_req(RequestPacket& rp);
+  void set_ack_req(RequestPacket& rp, Clock::time_point now);
   // RC: the packets it may have unacknowledged now: the device's share (Device::window_for)
   // within what losses left of its LossWindow, or one while probing after a retransmission
   // timeout. With 1000 QPs whose ACKs were late behind a long receive queue, every timeout

@@ -168,7 +168,7 @@ bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {
   netdev::Packet* p = dev_.tx_packet();
   RequestPacket rp;
   if (!compose_request(w, rp)) return fail_wqe(w, WcStatus::kLocQpOpErr);
-  if (reliable()) set_ack_req(rp);
+  if (reliable()) set_ack_req(rp, now);
   auto hl = build_roce_header(MutBytes(p->data, p->cap), rp.h, rp.n);
   if (!hl) return fail_wqe(w, WcStatus::kLocQpOpErr);
   if (rp.n) {
@@ -264,14 +264,23 @@ std::uint32_t Qp::send_window() const {
   return probing_ ? 1 : std::min(dev_.window_for(mtu_), loss_window_.limit());
 }
 
-void Qp::set_ack_req(RequestPacket& rp) {
+void Qp::set_ack_req(RequestPacket& rp, Clock::time_point now) {
   // Also on the packet that fills the send window: the requester stops after it, and the
   // responder ACKs only what asks for it (or a message's end). Without, a window shorter than
   // a message waited for the retransmission timer.
   const bool fills_window =
       psn_cmp(psn_add(rp.h.bth.psn, 1), psn_add(unacked_psn_, send_window())) >= 0;
-  rp.h.bth.ack_req = rp.last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window;
-  if (rp.h.bth.ack_req) pkts_since_ackreq_ = 0;
+  // And once a quarter of the retransmission timeout has passed since the last one: a QP paced
+  // slowly (DCQCN's floor is 1 Mb/s) takes longer than the timeout to send 32 packets, and
+  // its timer fired before the responder had been asked to answer.
+  const bool overdue =
+      attr_.timeout != 0 &&
+      now - ackreq_at_ >= std::chrono::nanoseconds((std::uint64_t{4096} << attr_.timeout) / 4);
+  rp.h.bth.ack_req = rp.last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window || overdue;
+  if (rp.h.bth.ack_req) {
+    pkts_since_ackreq_ = 0;
+    ackreq_at_ = now;
+  }
 }
 
 void Qp::transmit_request(const SendWqe& w, netdev::Packet* p) {

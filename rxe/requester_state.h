@@ -2,6 +2,7 @@
 // highest sent, the read/atomic depth in flight and the AckReq spacing. rxe::Qp holds one.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 
@@ -15,7 +16,8 @@ struct RequesterState {
   std::uint32_t sent_psn_ = 0;  // one past the highest PSN sent: below it is a resend
   std::uint32_t outstanding_rd_atomic_ = 0;  // READs and atomics sent, not yet completed
   std::uint32_t pkts_since_ackreq_ = 0;
-  bool sqd_notified_ = false;  // SQ_DRAINED sent for this SQD period
+  std::chrono::steady_clock::time_point ackreq_at_{};  // when the last AckReq packet was built
+  bool sqd_notified_ = false;                          // SQ_DRAINED sent for this SQD period
   // RC: the retransmission timer fired and no response has come since: resend one packet at a
   // time (it asks for an ACK) until one does, not the whole window again.
   bool probing_ = false;

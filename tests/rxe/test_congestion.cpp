@@ -2,7 +2,10 @@
 // (at most one per QP per interval), the sender's DCQCN cutting its rate, a CNP flood held at the
 // floor, and an incast through an emulated switch port: fair and lossless with DCQCN, tail drops
 // without, and a lossless (pfc=) port that pauses its senders instead, with or without DCQCN.
+#include <sys/resource.h>
+
 #include <map>
+#include <thread>
 
 #include "netdev/switch_port.h"
 #include "rxe/snapshot.h"
@@ -264,6 +267,47 @@ void expect_fair_and_lossless(int n) {
   EXPECT_GT(r.receiver.at("switch_ce_marked"), 0u);
   EXPECT_GT(r.senders.at("rp_cnp_handled"), 0u);
   EXPECT_EQ(r.senders.at("retransmits"), 0u);
+}
+
+// A QP paced well below its link leaves the core between its packets: its device's progress
+// thread sleeps until the next is due instead of spinning for it (which, with a few paced senders
+// on two cores, starved the receiving device of the core and its CNPs: docs/congestion.md). The
+// process's CPU time over a paced transfer, with the test thread asleep, stays well under the
+// wall time; spinning, the sender's thread alone used all of it. (Under other load a spinning
+// thread gets less, so that check can pass without the fix; it cannot fail with it.) And it asks
+// for ACKs often enough: 32 packets at 50 Mb/s take 21 ms, longer than the 16.8 ms timeout, and
+// with an AckReq only every 32 packets its timer fired 8-10 times in this transfer.
+TEST(Congestion, ASlowlyPacedQpSleepsBetweenPacketsAndIsAckedWithinItsTimeout) {
+  auto f = std::make_shared<netdev::MemoryFabric>();
+  CcConfig c = cc(true);
+  c.rp.line_rate_bps = 50e6;  // a 4 KiB packet every 655 us
+  c.pace_line_rate = true;
+  Node a(std::make_unique<netdev::MemoryNetdev>(f, addr(1), 9000), c), b(f, 2);
+  const auto [qa, qb] = connected_qps(a, b);
+  constexpr std::uint32_t kLen = 2 << 20;  // 335 ms at 50 Mb/s
+  Buffer src(a, kLen, kAllAccess, 9), dst(b, kLen, kAllAccess);
+  const Sge s = src.sge(0, kLen);
+  const auto cpu_ns = [] {
+    rusage u{};
+    getrusage(RUSAGE_SELF, &u);
+    return (u.ru_utime.tv_sec + u.ru_stime.tv_sec) * 1'000'000'000LL +
+           (u.ru_utime.tv_usec + u.ru_stime.tv_usec) * 1'000LL;
+  };
+  const auto t0 = std::chrono::steady_clock::now();
+  const long long c0 = cpu_ns();
+  SendWr w = rdma_wr(WrOpcode::kRdmaWrite, 1, std::span(&s, 1), dst);
+  ASSERT_EQ(qa->post_send(w), 0);
+  std::this_thread::sleep_for(250ms);  // (the transfer is still going)
+  const long long cpu = cpu_ns() - c0;
+  const long long wall =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_GT(counters(a).at("sent_pkts"), 100u);  // it was sending meanwhile
+  EXPECT_LT(cpu, wall / 2) << "CPU " << cpu / 1000 << " us in " << wall / 1000 << " us";
+  const Wc wc = one_wc(a.cq, 10s);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(dst.bytes, src.bytes);
+  EXPECT_EQ(counters(a).at("retransmits"), 0u);
 }
 
 // CNPs that arrive together (they waited for one progress pass): a UC or UD QP cuts its rate for
