@@ -29,6 +29,9 @@ struct Conn {
   bool connecting = false;
   bool peer_fin = false;
   bool send_blocked = false;    // the last send found no room: tcp_sent signals
+  // Its eventfd holds a count (readable) until a reader quiets it: signalling again meanwhile
+  // would only cost a system call (a write per received segment once; and a read per quiet).
+  bool signalled = false;
   std::uint16_t held_port = 0;  // a port the stack holds in the kernel for it (PortHolds)
   std::uint16_t wire_mss = 0;   // large segments: lwIP's are cut at this MSS (0: not large)
   PeerKey large_key;            // its key among the stack's large-segment connections
@@ -47,7 +50,9 @@ class Stack {
   // The connection of `handle`, or null (mu held).
   Conn* find(int handle);
   // Makes the handle readable (mu held).
-  static void signal(const Conn& c);
+  static void signal(Conn& c);
+  // Makes it unreadable again, for a reader that found nothing (mu held).
+  static void quiet(Conn& c);
   // Ends the connection: FIN (close) or RST (abort), frees what it holds, closes the handle
   // (mu held).
   void end(int handle, bool reset);

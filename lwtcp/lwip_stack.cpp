@@ -371,7 +371,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->listener) return -EINVAL;
-    drain(*c);
+    quiet(*c);
     if (c->ready.empty()) return -EAGAIN;
     const int h = c->ready.front();
     c->ready.pop_front();
@@ -383,7 +383,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c) return EBADF;
-    drain(*c);
+    quiet(*c);
     if (c->error) return c->error;
     return c->connecting ? EINPROGRESS : 0;
   }
@@ -432,11 +432,6 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   }
 
  private:
-  static void drain(const Conn& c) {
-    std::uint64_t v;
-    [[maybe_unused]] const ssize_t r = ::read(c.fd, &v, sizeof v);
-  }
-
   Conn* add(tcp_pcb* pcb) {
     const int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (fd < 0) return nullptr;
@@ -760,9 +755,18 @@ Conn* Stack::find(int handle) {
   return it == conns_.end() ? nullptr : it->second.get();
 }
 
-void Stack::signal(const Conn& c) {
+void Stack::signal(Conn& c) {
+  if (c.signalled) return;
+  c.signalled = true;
   const std::uint64_t one = 1;
   [[maybe_unused]] const ssize_t n = ::write(c.fd, &one, sizeof one);
+}
+
+void Stack::quiet(Conn& c) {
+  if (!c.signalled) return;
+  c.signalled = false;
+  std::uint64_t v;
+  [[maybe_unused]] const ssize_t r = ::read(c.fd, &v, sizeof v);
 }
 
 void Stack::end(int handle, bool reset) {

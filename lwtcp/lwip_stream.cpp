@@ -80,8 +80,7 @@ class LwipStream final : public iwarp::ByteStream {
     if (c->error) return {0, c->error};
     // Nothing to read: quiet the handle, unless the peer opened room meanwhile (the wakeup
     // is shared with the writer).
-    std::uint64_t v;
-    [[maybe_unused]] const ssize_t r = ::read(c->fd, &v, sizeof v);
+    Stack::quiet(*c);
     if (c->send_blocked && c->pcb && tcp_sndbuf(c->pcb) > 0) Stack::signal(*c);
     return {0, EAGAIN};
   }
