@@ -28,7 +28,7 @@ struct Conn {
   bool listener = false;
   bool connecting = false;
   bool peer_fin = false;
-  bool send_blocked = false;    // the last send found no room: tcp_sent signals
+  bool send_blocked = false;  // the last send found no room: tcp_sent signals
   // Its eventfd holds a count (readable) until a reader quiets it: signalling again meanwhile
   // would only cost a system call (a write per received segment once; and a read per quiet).
   bool signalled = false;
