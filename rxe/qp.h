@@ -163,6 +163,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   bool run_local(SendWqe& w);
   void retry_from(std::uint32_t psn);
   void arm_retransmit(Clock::time_point now);
+  // The local ACK timeout, 4.096 µs << attr_.timeout (attr_.timeout 0: none, never asked).
+  std::chrono::nanoseconds retransmit_timeout() const {
+    return std::chrono::nanoseconds(std::uint64_t{4096} << attr_.timeout);
+  }
   // RC and both XRC types: acknowledged, retried, failing as a whole.
   bool reliable() const { return type_ == QpType::kRc || xrc(); }
   bool xrc() const { return type_ == QpType::kXrcSend || type_ == QpType::kXrcRecv; }

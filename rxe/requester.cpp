@@ -46,8 +46,7 @@ void Qp::arm_retransmit(Clock::time_point now) {
     retransmit_deadline_ = Clock::time_point::max();
     return;
   }
-  const auto ns = std::chrono::nanoseconds(std::uint64_t{4096} << attr_.timeout);
-  retransmit_deadline_ = now + ns;
+  retransmit_deadline_ = now + retransmit_timeout();
 }
 
 void Qp::retry_from(std::uint32_t psn) {
@@ -273,9 +272,7 @@ void Qp::set_ack_req(RequestPacket& rp, Clock::time_point now) {
   // And once a quarter of the retransmission timeout has passed since the last one: a QP paced
   // slowly (DCQCN's floor is 1 Mb/s) takes longer than the timeout to send 32 packets, and
   // its timer fired before the responder had been asked to answer.
-  const bool overdue =
-      attr_.timeout != 0 &&
-      now - ackreq_at_ >= std::chrono::nanoseconds((std::uint64_t{4096} << attr_.timeout) / 4);
+  const bool overdue = attr_.timeout != 0 && now - ackreq_at_ >= retransmit_timeout() / 4;
   rp.h.bth.ack_req = rp.last || ++pkts_since_ackreq_ >= kAckReqEvery || fills_window || overdue;
   if (rp.h.bth.ack_req) {
     pkts_since_ackreq_ = 0;
