@@ -51,8 +51,8 @@ void Qp::on_cnp(Clock::time_point now) {
 
 bool Qp::pace_allows(Clock::time_point now, bool& stay_active) {
   dcqcn_.advance(now);  // the timers may have raised it back to line rate
-  if (!paced() || pacer_.may_send(now)) return true;
-  const Clock::time_point next = pacer_.next_send();
+  if (!paced() || pacer_.may_send(now, dcqcn_.rate_bps())) return true;
+  const Clock::time_point next = pacer_.next_send(dcqcn_.rate_bps());
   if (next - now < kPaceSpin) {
     stay_active = true;
   } else {

@@ -71,9 +71,25 @@ void Dcqcn::increase() {
   if (rate_ >= p_.line_rate_bps * (1 - 1.0 / 1024)) rate_ = p_.line_rate_bps;
 }
 
+double Pacer::depth(double rate_bps) const {
+  return std::max(static_cast<double>(burst_bytes_),
+                  rate_bps * static_cast<double>(burst_time_.count()) / 8e9);
+}
+
+double Pacer::level(Time now, double rate_bps) const {
+  const auto since = static_cast<double>(std::chrono::nanoseconds(now - last_).count());
+  return std::min(depth(rate_bps), tokens_ + since * rate_bps / 8e9);
+}
+
+Pacer::Time Pacer::next_send(double rate_bps) const {
+  if (tokens_ >= 0) return last_;
+  return last_ +
+         std::chrono::nanoseconds(static_cast<std::int64_t>(std::ceil(-tokens_ * 8e9 / rate_bps)));
+}
+
 void Pacer::sent(std::uint32_t bytes, double rate_bps, Time now) {
-  const auto t = std::chrono::nanoseconds(static_cast<std::int64_t>(bytes * 8e9 / rate_bps));
-  free_ = std::max(free_, now) + t;
+  tokens_ = level(now, rate_bps) - bytes;
+  last_ = now;
 }
 
 }  // namespace softrdma::rxe

@@ -62,22 +62,34 @@ class Dcqcn {
   Time next_alpha_{}, next_timer_{};
 };
 
-// A next-send-time pacer: a QP may send while the bucket's time is at most `burst` ahead of now;
-// each packet moves it on by its length at the rate. No allocation, no lock: one per QP.
+// A token-bucket pacer: the bucket fills at the QP's current rate up to its depth, a packet may
+// leave while it is not empty and takes its length out (so the debt is at most one packet). The
+// depth is bytes, not time: credit a QP saved at a low rate never becomes a wait at a higher one.
+// No allocation, no lock: one per QP.
 class Pacer {
  public:
   using Time = Dcqcn::Time;
-  // May a packet go at `now`? (GCRA: the theoretical send time is at most `burst` ahead.)
-  bool may_send(Time now) const { return free_ - burst_ <= now; }
-  // When the next packet may go.
-  Time next_send() const { return free_ - burst_; }
+  // May a packet go at `now`, paced at `rate_bps`?
+  bool may_send(Time now, double rate_bps) const { return level(now, rate_bps) >= 0; }
+  // When the next packet may go at that rate.
+  Time next_send(double rate_bps) const;
   void sent(std::uint32_t bytes, double rate_bps, Time now);
-  // Bucket depth: what may leave back to back, as time at the rate.
-  void set_burst(std::chrono::nanoseconds b) { burst_ = b; }
+  // The bucket's depth: `bytes`, or what the rate sends in `at_least` if that is more.
+  void set_burst(std::uint32_t bytes, std::chrono::nanoseconds at_least) {
+    burst_bytes_ = bytes;
+    burst_time_ = at_least;
+  }
 
  private:
-  Time free_{};
-  std::chrono::nanoseconds burst_{std::chrono::microseconds(20)};
+  double depth(double rate_bps) const;
+  double level(Time now, double rate_bps) const;  // bytes in the bucket at `now`
+
+  double tokens_ = 0;  // at last_ (negative: owed)
+  Time last_{};        // the epoch: the bucket starts full
+  // A sleeping sender wakes up tens of microseconds late on a loaded host; a 16 KiB bucket lets
+  // it catch up, where one of 20 µs lost the difference (docs/congestion.md).
+  std::uint32_t burst_bytes_ = 16 * 1024;
+  std::chrono::nanoseconds burst_time_{20'000};
 };
 
 }  // namespace softrdma::rxe

@@ -116,7 +116,7 @@ TEST(Dcqcn, ACnpFloodStopsAtTheFloorAndTheRateRecoversAfterIt) {
   int sent = 0;
   for (Time now = t; now < t + 1s; now += 100us) {
     d.advance(now);
-    while (pacer.may_send(now)) {
+    while (pacer.may_send(now, d.rate_bps())) {
       pacer.sent(1024, d.rate_bps(), now);
       ++sent;
     }
@@ -127,24 +127,53 @@ TEST(Dcqcn, ACnpFloodStopsAtTheFloorAndTheRateRecoversAfterIt) {
 
 TEST(Pacer, LetsABurstThroughThenOnePacketPerInterval) {
   Pacer p;
-  p.set_burst(10us);
+  p.set_burst(10'000, 0ns);
   const double rate = 8e9;  // 1 byte per ns
   int n = 0;
-  while (p.may_send(t0)) {
+  while (p.may_send(t0, rate)) {
     p.sent(1000, rate, t0);
     ++n;
   }
-  EXPECT_EQ(n, 11);  // theoretical send time 0, 1, ... 10 µs ahead: 11 packets
-  EXPECT_EQ(p.next_send(), t0 + 1us);
-  EXPECT_FALSE(p.may_send(t0 + 999ns));
-  EXPECT_TRUE(p.may_send(t0 + 1us));
-  // Idle time refills no more than the burst.
+  EXPECT_EQ(n, 11);  // 10,000 bytes in the bucket, and the packet that empties it owes 1,000
+  EXPECT_EQ(p.next_send(rate), t0 + 1us);
+  EXPECT_FALSE(p.may_send(t0 + 999ns, rate));
+  EXPECT_TRUE(p.may_send(t0 + 1us, rate));
+  // Idle time refills no more than the bucket.
   n = 0;
-  while (p.may_send(t0 + 1s)) {
+  while (p.may_send(t0 + 1s, rate)) {
     p.sent(1000, rate, t0 + 1s);
     ++n;
   }
   EXPECT_EQ(n, 11);
+}
+
+TEST(Pacer, TheBucketIsAtLeastItsTimeAtTheRate) {
+  Pacer p;
+  p.set_burst(1000, 10us);
+  const double rate = 8e9;  // 10 µs: 10,000 bytes
+  int n = 0;
+  while (p.may_send(t0, rate)) {
+    p.sent(1000, rate, t0);
+    ++n;
+  }
+  EXPECT_EQ(n, 11);
+}
+
+TEST(Pacer, CreditTakenAtALowRateIsNoWaitAtAHigherOne) {
+  // A QP cut to 1 Mb/s empties its 64 KiB bucket; DCQCN then raises it to 1 Gb/s. It owes at
+  // most one packet, at the new rate: 8 µs, not the half second the bucket took at 1 Mb/s (a
+  // bucket kept as time at the old rate stalled RC QPs past their retry count).
+  Pacer p;
+  p.set_burst(64 * 1024, 20us);
+  int n = 0;
+  while (p.may_send(t0, 1e6)) {
+    p.sent(1000, 1e6, t0);
+    ++n;
+  }
+  EXPECT_EQ(n, 66);
+  EXPECT_GT(p.next_send(1e6), t0 + 1ms);
+  EXPECT_LE(p.next_send(1e9), t0 + 8us);
+  EXPECT_TRUE(p.may_send(t0 + 8us, 1e9));
 }
 
 TEST(CcSpec, BacklogMarkingIsOnByDefaultAndOffOnRequest) {
