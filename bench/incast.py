@@ -74,6 +74,12 @@ def run(cc):
     t0 = time.monotonic()
     samples = []  # (t, {(client, qpn): sent packets})
     while any(c.poll() is None for c in clis):
+        if time.monotonic() - t0 > a.seconds + 30:
+            # fio does not exit after a QP error (e.g. retry exceeded): say so, end the run.
+            print(f"--cc {cc}: clients still running after {a.seconds + 30} s; killed")
+            for c in clis + [srv]:
+                c.kill()
+            break
         qps = {}
         for i, c in enumerate(clis):
             r = subprocess.run([a.softrdma, "res", "qp", "--json", "-p", str(c.pid)],
