@@ -42,6 +42,7 @@ bool parse_cc(const std::string& spec, CcConfig& out, std::string& error) {
   const std::string mode = spec.substr(0, spec.find(','));
   if (mode == "none") {
     out.dcqcn = false;
+    out.ud_hold = {};
   } else if (mode != "dcqcn" && !mode.empty()) {
     error = "bad congestion control '" + mode + "' (expected dcqcn or none)";
     return false;
@@ -56,9 +57,11 @@ bool parse_cc(const std::string& spec, CcConfig& out, std::string& error) {
     const std::string key = item.substr(0, eq);
     const std::string v = eq == std::string::npos ? "" : item.substr(eq + 1);
     if (eq == std::string::npos || !out.dcqcn ||
-        (key != "cnp_interval_us" && key != "line_rate" && key != "backlog")) {
+        (key != "cnp_interval_us" && key != "line_rate" && key != "backlog" &&
+         key != "ud_hold_us")) {
       error = "bad item '" + item + "' in '" + spec +
-              "' (expected dcqcn[,cnp_interval_us=N][,line_rate=RATE][,backlog=on|off] or none)";
+              "' (expected dcqcn[,cnp_interval_us=N][,line_rate=RATE][,backlog=on|off]"
+              "[,ud_hold_us=N] or none)";
       return false;
     }
     if (key == "backlog") {
@@ -82,10 +85,14 @@ bool parse_cc(const std::string& spec, CcConfig& out, std::string& error) {
     unsigned us = 0;
     auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), us);
     if (ec != std::errc{} || p != v.data() + v.size() || v.empty() || us > 1'000'000) {
-      error = "bad cnp_interval_us '" + v + "' (expected 0 to 1000000 microseconds)";
+      error = "bad " + key + " '" + v + "' (expected 0 to 1000000 microseconds)";
       return false;
     }
-    out.cnp_interval = std::chrono::microseconds(us);
+    if (key == "ud_hold_us") {
+      out.ud_hold = std::chrono::microseconds(us);
+    } else {
+      out.cnp_interval = std::chrono::microseconds(us);
+    }
   }
   return true;
 }

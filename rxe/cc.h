@@ -20,6 +20,9 @@ struct CcConfig {
   bool mark_backlog = true;
   // Notification point: at most one CNP per QP per interval (mlx5's min_time_between_cnps).
   std::chrono::nanoseconds cnp_interval{50'000};
+  // A UD datagram that finds no receive WQE waits this long for one (rxe/ud_hold.h), counted as
+  // congestion, before it is dropped; `ud_hold_us=0` (and `none`) drop it at once.
+  std::chrono::microseconds ud_hold{10'000};
 };
 
 // UC and UD react to every CNP: unlike mlx5 (and RC here) none is ignored for coming within the
@@ -36,7 +39,8 @@ inline DcqcnParams rp_unreliable(DcqcnParams p) {
 
 // "dcqcn" (or "") and "none"; dcqcn may go on with ",cnp_interval_us=N", ",line_rate=RATE"
 // (where a QP starts and what it never exceeds: the sending link's rate, 100G by default) and
-// ",backlog=on|off". False and `error` on anything else; `out` is then unspecified.
+// ",backlog=on|off" and ",ud_hold_us=N". False and `error` on anything else; `out` is then
+// unspecified.
 bool parse_cc(const std::string& spec, CcConfig& out, std::string& error);
 
 // The IP header's ECN field (the low two bits of the TOS / traffic class byte).

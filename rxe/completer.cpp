@@ -297,6 +297,7 @@ bool Qp::run_timers(Clock::time_point now) {
     retransmit_deadline_ = rnr_deadline_ = pace_deadline_ = Clock::time_point::max();
     return false;
   }
+  if (!ud_hold_.empty()) drain_ud_hold(now);  // drops the datagrams past their deadline
   bool resend = false;
   if (pace_deadline_ <= now) {  // a paced QP may send again
     pace_deadline_ = Clock::time_point::max();

@@ -191,6 +191,7 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.dropped_wrong_peer += c.dropped_wrong_peer;
   sum.dropped_bad_qkey += c.dropped_bad_qkey;
   sum.dropped_no_recv += c.dropped_no_recv;
+  sum.held_no_recv += c.held_no_recv;
   sum.dropped_bad_opcode += c.dropped_bad_opcode;
   sum.placed_sent += c.placed_sent;
   sum.placed_received += c.placed_received;
@@ -227,6 +228,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"drop_wrong_peer", q.dropped_wrong_peer},
       {"drop_bad_qkey", q.dropped_bad_qkey},
       {"drop_no_recv_wqe", q.dropped_no_recv},
+      {"held_no_recv_wqe", q.held_no_recv},
       {"drop_bad_opcode", q.dropped_bad_opcode},
       {"drop_unknown_qp", rx_unknown_qp_.load()},
       {"drop_mcast", rx_mcast_dropped_.load()},
@@ -371,6 +373,27 @@ void Device::kick(Qp* qp) {
     if (active_.empty()) return;
   }
   signal_kick();
+}
+
+void Device::receives_posted(Qp* qp) {
+  // Not a whole pass for each receive (a program reposts them one by one): the QP only.
+  std::unique_lock lock(progress_mutex_, std::try_to_lock);
+  if (!lock.owns_lock()) {
+    {
+      std::lock_guard kl(kick_mutex_);
+      kicked_.push_back(qp->qpn());
+    }
+    signal_kick();
+    return;
+  }
+  t_in_step = true;
+  {
+    std::lock_guard ql(qp->mutex());
+    qp->drain_ud_hold(Clock::now());
+    list_timers(*qp);
+  }
+  t_in_step = false;
+  release_held_wcs();
 }
 
 void Device::rx_step() {

@@ -26,6 +26,7 @@
 #include "rxe/cc.h"
 #include "rxe/directory.h"
 #include "rxe/qp.h"
+#include "rxe/ud_hold.h"
 #include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
@@ -95,6 +96,8 @@ class Device : public core::Objects {
   std::size_t mcast_attached(const Gid& gid) const;
 
   const CcConfig& cc() const { return cc_; }
+  // The chunks of held UD datagrams its QPs may still grow into (rxe/ud_hold.h).
+  std::atomic<std::int64_t>* ud_hold_budget() { return &ud_hold_chunks_left_; }
   // PFC (docs/congestion.md): until when a switch port's pause holds back this device's
   // requests of priority `prio` (0..7; the past when it does not), and, for a QP that stopped
   // for it, a wake-up when the port resumes it earlier. Progress pass.
@@ -137,6 +140,9 @@ class Device : public core::Objects {
   void tx_commit();
   void tx_send_now() { tx_flush(); }  // sends what is committed so far (not a packet in hand)
   void kick(Qp* qp);                  // the QP has send work (any thread)
+  // Receives were posted to a UD QP holding datagrams (rxe/ud_hold.h): they take them now, or
+  // in the pass under way (any thread, without the QP's lock).
+  void receives_posted(Qp* qp);
   // Runs one step of protocol progress on the calling thread if no other thread
   // is doing so (never blocks). Applications that poll their CQs call it, so a
   // busy-polling program needs no context switch to make progress. False when another
@@ -201,6 +207,8 @@ class Device : public core::Objects {
   std::uint64_t node_guid_ = 0;
 
   mutable std::shared_mutex qps_mutex_;
+  // 64 MiB of held UD datagrams in all (declared before the QPs, which give theirs back).
+  std::atomic<std::int64_t> ud_hold_chunks_left_{(std::int64_t{64} << 20) / UdHold::kChunkBytes};
   QpCounters retired_;  // counters of destroyed QPs (under qps_mutex_)
   std::unordered_map<std::uint32_t, std::unique_ptr<Qp>> qps_;
   std::uint32_t next_qpn_ = 0x11;

@@ -31,6 +31,7 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
   pkey_.store(dev.pkeys().front(), std::memory_order_relaxed);  // pkey_index 0 until modified
   src_port_ = wire::roce_src_port(qpn);
   attr_.cap = cap;
+  if (type == QpType::kUd) ud_hold_.set_budget(dev.ud_hold_budget());
 }
 
 QpState Qp::state() const {
@@ -139,6 +140,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       probing_ = false;
       loss_window_.reset();
       in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = false;
+      counters_.dropped_no_recv += ud_hold_.clear();
       responses_.clear();
       msn_ = 0;
       retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
@@ -264,12 +266,17 @@ int Qp::post_send(const SendWr& wr) {
 }
 
 int Qp::post_recv(const RecvWr& wr) {
-  std::lock_guard lock(mutex_);
+  std::unique_lock lock(mutex_);
   if (srq_ || xrc()) return EINVAL;  // no receive queue of its own
   if (attr_.qp_state == QpState::kReset) return EINVAL;
   const int rc = rq_.post(wr);
   if (rc) return rc;
   if (attr_.qp_state == QpState::kErr) flush_queues();
+  // Datagrams waiting for a WQE take it now (or in the progress pass under way).
+  if (!ud_hold_.empty()) {
+    lock.unlock();
+    dev_.receives_posted(this);
+  }
   return 0;
 }
 
@@ -326,6 +333,7 @@ void Qp::enter_error() {
   retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
   in_message_ = false;
   for (auto& r : resources_) r.active = false;
+  counters_.dropped_no_recv += ud_hold_.clear();
   flush_queues();
   if (!was_err) last_wqe_reached();
 }
@@ -344,7 +352,8 @@ wire::Transport Qp::wire_transport() const {
 }
 
 Clock::time_point Qp::next_deadline() const {
-  return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_});
+  return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_,
+                   ud_hold_.empty() ? Clock::time_point::max() : ud_hold_.front_deadline()});
 }
 
 }  // namespace softrdma::rxe

@@ -100,6 +100,9 @@ struct QpCounters {
                 rp_cnp_ignored = 0;
   // PFC: times the requester stopped because a switch port paused its priority.
   std::uint64_t rp_pause_waits = 0;
+  // UD datagrams that found no receive WQE and waited for one (rxe/ud_hold.h); those still
+  // without one at their deadline are counted in dropped_no_recv too.
+  std::uint64_t held_no_recv = 0;
 };
 
 // Each protocol engine's state is a base of its own (rxe/requester_state.h,
@@ -219,6 +222,11 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   RespResource& claim_resource();
   RespResource& start_read(std::uint32_t psn, const wire::Reth& reth);
   void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  // Places a UD datagram into the receive WQE taken for it, and completes it.
+  void ud_deliver(const wire::RocePacket& pkt, const netdev::Packet& raw);
+  // Delivers the held datagrams that now have a WQE, in order, and drops those past their
+  // deadline (or all, outside RTR/RTS/SQD).
+  void drain_ud_hold(Clock::time_point now);
   // Read responses, ACKs, NAKs and atomic ACKs leave in PSN order: a response
   // never overtakes the responses owed to an earlier read. Returns true if
   // responses are still to be built.

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "rxe/device.h"
 #include "core/payload.h"
+#include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/request_opcode.h"
@@ -81,6 +81,7 @@ bool Qp::run_local(SendWqe& w) {
 }
 
 bool Qp::run_send(Clock::time_point now) {
+  if (!ud_hold_.empty()) drain_ud_hold(now);  // receives were posted
   // Responder duties first: read responses and queued ACKs, in PSN order.
   bool more = respond_in_order();
   const QpState st = attr_.qp_state;

@@ -5,8 +5,8 @@
 // in finish_request only.
 #include "rxe/responder.h"
 
-#include "rxe/device.h"
 #include "core/payload.h"
+#include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/segment.h"
@@ -33,7 +33,7 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     return;
   }
   // Congestion: a CE mark, or (UC, UD) a datagram dropped for want of a receive WQE, which is
-  // where an unpaced sender overruns its receiver.
+  // where an unpaced sender overruns its receiver (UD: or one that joined a deep hold).
   const bool ce = ecn_ce(raw.traffic_class);
   const std::uint64_t no_recv = counters_.dropped_no_recv;
   if (type_ == QpType::kUd) {
@@ -47,7 +47,9 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     if (reliable() && st != QpState::kRtr) rc_response(pkt);
     return;
   }
-  if (ce || (counters_.dropped_no_recv != no_recv && ecn_capable(raw.traffic_class))) {
+  const bool overrun =
+      counters_.dropped_no_recv != no_recv || ud_hold_.size() > UdHold::kCongestedAbove;
+  if (ce || (overrun && ecn_capable(raw.traffic_class))) {
     notify_congestion(pkt, raw, Clock::now());
   }
 }
@@ -96,7 +98,7 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
     case wire::OpKind::kReadRequest:  // its responses take a PSN each
       epsn_ = psn_add(rq.psn, packets_for(rq.pkt.hdr.reth->dma_len, mtu_));
       return;
-    case wire::OpKind::kAtomic:  // answered by its atomic ACK (execute_atomic)
+    case wire::OpKind::kAtomic:       // answered by its atomic ACK (execute_atomic)
     case wire::OpKind::kAtomicWrite:  // and these by an empty read response (execute_flush, ...)
     case wire::OpKind::kFlush:
       epsn_ = psn_add(rq.psn, 1);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/srq.h"
+#include "rxe/ud_hold.h"
 #include "rxe/uses_core.h"
 
 namespace softrdma::rxe {
@@ -54,6 +55,7 @@ struct ResponderState {
   std::deque<Response> responses_;  // answers not yet sent, in order
   std::vector<RespResource> resources_;
   std::size_t next_resource_ = 0;
+  UdHold ud_hold_;  // UD: datagrams waiting for a receive WQE
 };
 
 }  // namespace softrdma::rxe

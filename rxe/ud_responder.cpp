@@ -1,12 +1,12 @@
-// The UD responder: Q_Key check, a receive WQE per datagram, and the 40-byte GRH in front
-// of its payload, as real devices place it.
+// The UD responder: Q_Key check, a receive WQE per datagram (or a wait for one, rxe/ud_hold.h),
+// and the 40-byte GRH in front of its payload, as real devices place it.
 #include <algorithm>
 
-#include "rxe/device.h"
 #include "core/payload.h"
+#include "rxe/device.h"
 #include "rxe/qp.h"
-#include "wire/net.h"
 #include "rxe/uses_core.h"
+#include "wire/net.h"
 
 namespace softrdma::rxe {
 
@@ -16,10 +16,39 @@ void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     ++counters_.dropped_bad_qkey;
     return;
   }
-  if (!take_recv_wqe()) {
-    ++counters_.dropped_no_recv;
+  // In order: behind the datagrams that still wait for a WQE, if any.
+  Clock::time_point now{};
+  if (!ud_hold_.empty()) drain_ud_hold(now = Clock::now());
+  if (ud_hold_.empty() && take_recv_wqe()) {
+    ud_deliver(pkt, raw);
     return;
   }
+  const auto hold_for = dev_.cc().ud_hold;
+  if (hold_for.count() &&
+      ud_hold_.hold(raw, (now == Clock::time_point{} ? Clock::now() : now) + hold_for)) {
+    ++counters_.held_no_recv;
+    return;
+  }
+  ++counters_.dropped_no_recv;
+}
+
+void Qp::drain_ud_hold(Clock::time_point now) {
+  while (!ud_hold_.empty()) {
+    if (take_recv_wqe()) {
+      const netdev::Packet& raw = ud_hold_.front();
+      // It parsed when it came; the WQE stays for the next one if it did not.
+      if (auto pkt = wire::parse_roce(wire::Bytes(raw.data, raw.len))) ud_deliver(*pkt, raw);
+    } else if (ud_hold_.front_deadline() <= now) {
+      ++counters_.dropped_no_recv;
+    } else {
+      return;
+    }
+    ud_hold_.pop();
+  }
+}
+
+void Qp::ud_deliver(const wire::RocePacket& pkt, const netdev::Packet& raw) {
+  const wire::Deth& deth = *pkt.hdr.deth;
   // The 40-byte GRH real devices put in front of a UD payload: for IPv4 the
   // IPv4 header sits at offset 20 after 20 zero bytes.
   std::uint8_t grh[40] = {};

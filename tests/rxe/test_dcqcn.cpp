@@ -190,5 +190,22 @@ TEST(CcSpec, BacklogMarkingIsOnByDefaultAndOffOnRequest) {
   EXPECT_FALSE(c.dcqcn);  // nothing is marked without DCQCN (verbs/engine.cpp)
 }
 
+TEST(CcSpec, UdHoldIsTenMillisecondsUnlessSetAndNoneWithoutCc) {
+  CcConfig c;
+  std::string error;
+  ASSERT_TRUE(parse_cc("dcqcn", c, error)) << error;
+  EXPECT_EQ(c.ud_hold, std::chrono::milliseconds(10));
+  ASSERT_TRUE(parse_cc("dcqcn,ud_hold_us=250", c, error)) << error;
+  EXPECT_EQ(c.ud_hold, std::chrono::microseconds(250));
+  ASSERT_TRUE(parse_cc("dcqcn,ud_hold_us=0", c, error)) << error;
+  EXPECT_EQ(c.ud_hold.count(), 0);
+  ASSERT_TRUE(parse_cc("none", c, error)) << error;
+  EXPECT_EQ(c.ud_hold.count(), 0);
+  EXPECT_FALSE(parse_cc("dcqcn,ud_hold_us=-1", c, error));
+  EXPECT_NE(error.find("bad ud_hold_us"), std::string::npos) << error;
+  EXPECT_FALSE(parse_cc("dcqcn,ud_hold_us=1000001", c, error));
+  EXPECT_FALSE(parse_cc("none,ud_hold_us=5", c, error));
+}
+
 }  // namespace
 }  // namespace softrdma::rxe

@@ -5,7 +5,7 @@ usage: congestion.py SOFTRDMA CASE
   bad_options   impossible --cc and --switch specs: exit 2 with a message, the program never runs
   uc_unpaced    ib_send_bw -c UC -D 3 without perftest's rate limiter: with the default --cc dcqcn
                 (backlog marking on) DCQCN paces it, < 0.1% lost
-  ud_unpaced    the same over UD: < 5% lost, and less than with --cc none
+  ud_unpaced    the same over UD (4 KiB datagrams): < 0.1% lost
   switch_q4     ib_write_bw -q 4 into a --switch port: no switch drops with DCQCN, drops and
                 retransmissions with --cc none
   switch_pfc    the same into a lossless port (pfc=): nothing dropped or resent with either
@@ -58,6 +58,7 @@ if case == "bad_options":
     for args, msg in [(["--cc", "cubic"], "expected dcqcn or none"),
                       (["--cc", "none,cnp_interval_us=4"], "bad item"),
                       (["--cc", "dcqcn,cnp_interval_us=x"], "bad cnp_interval_us"),
+                      (["--cc", "dcqcn,ud_hold_us=2s"], "bad ud_hold_us"),
                       (["--cc", "dcqcn,line_rate=0"], "bad line_rate"),
                       (["--cc", "dcqcn,backlog=maybe"], "bad backlog"),
                       (["--switch", "rate=10G,buffer=1M"], "missing ecn"),
@@ -117,16 +118,9 @@ elif case in ("uc_unpaced", "ud_unpaced"):
 
     loss, s = run("dcqcn")  # the default: backlog marking on
     expect(s.get("np_cnp_sent", 0) > 0, f"{case}: the receiver sent CNPs")
-    if kind == "UC":
-        expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
-    else:
-        # UD's losses are datagrams that find no receive WQE (perftest reposts them too slowly).
-        # UC/UD QPs take every CNP (rxe/cc.h): 0-0.04% lost on this 2-core machine when quiet,
-        # 3-4% at load 10-16 (35-40% before), a tenth to a third with --cc none. The issue's
-        # 0.1% is met only on a quiet machine (docs/congestion.md).
-        none, _ = run("none")
-        expect(loss < 0.05 and loss < none, f"{case}: {100 * loss:.3f}% lost (< 5% and < "
-               f"{100 * none:.1f}% with --cc none)")
+    # UD: datagrams that find no receive WQE while perftest's thread is off its core wait for one
+    # (rxe/ud_hold.h); 0 lost in 12 runs on 2026-12-07, against 0.05-17% with --cc none.
+    expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
 elif case in ("switch_q4", "switch_pfc"):
     # One process pair, four QPs (16 writes of 64 KiB outstanding each: twice the buffer), into a
     # 2 Gb/s port with 2 MB of buffer; the client's line rate is 1G (a 2:1 incast). switch_pfc:

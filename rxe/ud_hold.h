@@ -1,0 +1,68 @@
+// Datagrams a UD QP received while it had no receive WQE, kept in arrival order until WQEs are
+// posted or their deadline passes, instead of being dropped at once (as mlx5's "delay drop"
+// keeps packets for a receive queue that ran out of WQEs). A software device shares the CPU with
+// the program it serves: the datagrams that come while that program is off its core are held
+// for it rather than lost (docs/congestion.md). Storage grows in chunks of kChunkSlots, up to
+// kMaxSlots per QP and as far as a budget of chunks shared by the device allows; it is kept
+// until the QP goes. Owned by one QP, used under its lock.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "netdev/netdev.h"
+
+namespace softrdma::rxe {
+
+class UdHold {
+ public:
+  using Clock = std::chrono::steady_clock;
+  static constexpr std::size_t kChunkSlots = 64;
+  static constexpr std::size_t kMaxSlots = 4096;
+  // A 4096-byte payload with a BTH, DETH, immediate and ICRC.
+  static constexpr std::size_t kSlotBytes = 4096 + 64;
+  static constexpr std::size_t kChunkBytes = kChunkSlots * kSlotBytes;
+  // Deeper than this, the hold is congestion: a datagram that joins it is answered as a
+  // CE-marked one (a queue's KMIN; a shallow hold is a program briefly off its core).
+  static constexpr std::size_t kCongestedAbove = kMaxSlots / 4;
+
+  UdHold() = default;
+  ~UdHold();  // gives its chunks back to the budget
+  UdHold(const UdHold&) = delete;
+  UdHold& operator=(const UdHold&) = delete;
+  // The device's chunks left to grow into (none without it); set before the first hold().
+  void set_budget(std::atomic<std::int64_t>* chunks_left) { budget_ = chunks_left; }
+
+  // Copies `raw` (bytes and addresses) to keep until `until`; false when full or too long.
+  bool hold(const netdev::Packet& raw, Clock::time_point until);
+  bool empty() const { return count_ == 0; }
+  std::size_t size() const { return count_; }
+  // The oldest datagram held (its data points into the hold) and its deadline; not empty().
+  const netdev::Packet& front() const { return ring_[head_]->raw; }
+  Clock::time_point front_deadline() const { return ring_[head_]->until; }
+  void pop();
+  // Empties it; returns how many were held.
+  std::size_t clear();
+
+ private:
+  struct Slot {
+    netdev::Packet raw;
+    Clock::time_point until;
+    std::uint8_t* bytes = nullptr;
+  };
+  struct Chunk {
+    Slot slots[kChunkSlots];
+    std::uint8_t bytes[kChunkBytes];
+  };
+  bool grow();
+  std::vector<std::unique_ptr<Chunk>> chunks_;
+  std::vector<Slot*> ring_;  // the slots in ring order; count_ of them from head_ are held
+  std::size_t head_ = 0, count_ = 0;
+  std::atomic<std::int64_t>* budget_ = nullptr;
+};
+
+}  // namespace softrdma::rxe
