@@ -23,7 +23,8 @@ void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     ud_deliver(pkt, raw);
     return;
   }
-  const auto hold_for = dev_.cc().ud_hold;
+  // Not with an SRQ: receives posted to it do not pass through this QP to take what it holds.
+  const auto hold_for = srq_ ? std::chrono::microseconds{} : dev_.cc().ud_hold;
   if (hold_for.count() &&
       ud_hold_.hold(raw, (now == Clock::time_point{} ? Clock::now() : now) + hold_for)) {
     ++counters_.held_no_recv;

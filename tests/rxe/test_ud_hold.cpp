@@ -169,6 +169,30 @@ TEST(UdHold, WithoutCongestionControlADatagramWithoutAReceiveIsDroppedAtOnce) {
   EXPECT_EQ(n.qb->counters().held_no_recv, 0u);
 }
 
+TEST(UdHold, AQpOfAnSrqHoldsNothing) {
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  Node a(fabric, 1), b(fabric, 2);
+  int err = 0;
+  Srq* srq = b.dev->create_srq(b.pd, 16, 1, 0, &err);
+  ASSERT_EQ(err, 0);
+  Qp* qa = make_qp(a, QpType::kUd);
+  Qp* qb = make_qp(b, QpType::kUd, srq);
+  bring_up(qa, b.gid(), 0, 0, 0, {});
+  bring_up(qb, a.gid(), 0, 0, 0, {});
+  AhAttr attr;
+  attr.dgid = b.gid();
+  const std::uint32_t ah = a.dev->create_ah(a.pd, attr, &err);
+  Buffer src(a, 100, kAllAccess);
+  const Sge ss = src.sge(0, 100);
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&ss, 1));
+  w.ah = ah;
+  w.remote_qpn = qb->qpn();
+  w.remote_qkey = 0x11111111;
+  ASSERT_EQ(qa->post_send(w), 0);
+  EXPECT_TRUE(wait_until([&] { return qb->counters().dropped_no_recv == 1; }));
+  EXPECT_EQ(qb->counters().held_no_recv, 0u);
+}
+
 TEST(UdHold, AQpThatFailsDropsWhatItHeld) {
   CcConfig cc;
   cc.ud_hold = std::chrono::seconds(60);
