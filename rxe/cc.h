@@ -20,8 +20,8 @@ struct CcConfig {
   bool mark_backlog = true;
   // Notification point: at most one CNP per QP per interval (mlx5's min_time_between_cnps).
   std::chrono::nanoseconds cnp_interval{50'000};
-  // A UD datagram that finds no receive WQE waits this long for one (rxe/ud_hold.h), counted as
-  // congestion, before it is dropped; `ud_hold_us=0` (and `none`) drop it at once.
+  // A UD datagram that finds no receive WQE waits this long for one (rxe/ud_hold.h; a deep hold
+  // is congestion), then is dropped; `ud_hold_us=0` (and `none`) drop it at once.
   std::chrono::microseconds ud_hold{10'000};
 };
 

@@ -224,8 +224,8 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   void ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Places a UD datagram into the receive WQE taken for it, and completes it.
   void ud_deliver(const wire::RocePacket& pkt, const netdev::Packet& raw);
-  // Delivers the held datagrams that now have a WQE, in order, and drops those past their
-  // deadline (or all, outside RTR/RTS/SQD).
+  // Delivers the held datagrams that now have a WQE, in order, and drops (counted) those past
+  // their deadline that have none. (Leaving for RESET or ERR drops all it holds.)
   void drain_ud_hold(Clock::time_point now);
   // Read responses, ACKs, NAKs and atomic ACKs leave in PSN order: a response
   // never overtakes the responses owed to an earlier read. Returns true if
