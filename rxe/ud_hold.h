@@ -1,6 +1,6 @@
 // Datagrams a UD QP received while it had no receive WQE, kept in arrival order until WQEs are
 // posted or their deadline passes, instead of being dropped at once (as mlx5's "delay drop"
-// keeps packets for a receive queue that ran out of WQEs). A software device shares the CPU with
+// keeps packets for a raw packet receive queue out of WQEs). A software device shares the CPU with
 // the program it serves: the datagrams that come while that program is off its core are held
 // for it rather than lost (docs/congestion.md). Storage grows in chunks of kChunkSlots, up to
 // kMaxSlots per QP and as far as a budget of chunks shared by the device allows; it is kept
