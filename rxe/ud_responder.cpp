@@ -17,16 +17,14 @@ void Qp::ud_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
     return;
   }
   // In order: behind the datagrams that still wait for a WQE, if any.
-  Clock::time_point now{};
-  if (!ud_hold_.empty()) drain_ud_hold(now = Clock::now());
+  if (!ud_hold_.empty()) drain_ud_hold(Clock::now());
   if (ud_hold_.empty() && take_recv_wqe()) {
     ud_deliver(pkt, raw);
     return;
   }
   // Not with an SRQ: receives posted to it do not pass through this QP to take what it holds.
   const auto hold_for = srq_ ? std::chrono::microseconds{} : dev_.cc().ud_hold;
-  if (hold_for.count() &&
-      ud_hold_.hold(raw, (now == Clock::time_point{} ? Clock::now() : now) + hold_for)) {
+  if (hold_for.count() && ud_hold_.hold(raw, Clock::now() + hold_for)) {
     ++counters_.held_no_recv;
     return;
   }
