@@ -4,7 +4,8 @@
 // the program it serves: the datagrams that come while that program is off its core are held
 // for it rather than lost (docs/congestion.md). Storage grows in chunks of kChunkSlots, up to
 // kMaxSlots per QP and as far as a budget of chunks shared by the device allows; it is kept
-// until the QP goes. Owned by one QP, used under its lock.
+// until the QP goes. Until its first hold() it is two pointers (every QP has one). Owned by one
+// QP, used under its lock.
 #pragma once
 
 #include <atomic>
@@ -39,11 +40,11 @@ class UdHold {
 
   // Copies `raw` (bytes and addresses) to keep until `until`; false when full or too long.
   bool hold(const netdev::Packet& raw, Clock::time_point until);
-  bool empty() const { return count_ == 0; }
-  std::size_t size() const { return count_; }
+  bool empty() const { return size() == 0; }
+  std::size_t size() const { return r_ ? r_->count : 0; }
   // The oldest datagram held (its data points into the hold) and its deadline; not empty().
-  const netdev::Packet& front() const { return ring_[head_]->raw; }
-  Clock::time_point front_deadline() const { return ring_[head_]->until; }
+  const netdev::Packet& front() const { return r_->ring[r_->head]->raw; }
+  Clock::time_point front_deadline() const { return r_->ring[r_->head]->until; }
   void pop();
   // Empties it; returns how many were held.
   std::size_t clear();
@@ -58,11 +59,14 @@ class UdHold {
     Slot slots[kChunkSlots];
     std::uint8_t bytes[kChunkBytes];
   };
+  struct Ring {
+    std::vector<std::unique_ptr<Chunk>> chunks;
+    std::vector<Slot*> ring;  // the slots in ring order; count of them from head are held
+    std::size_t head = 0, count = 0;
+  };
   bool grow();
-  std::vector<std::unique_ptr<Chunk>> chunks_;
-  std::vector<Slot*> ring_;  // the slots in ring order; count_ of them from head_ are held
-  std::size_t head_ = 0, count_ = 0;
   std::atomic<std::int64_t>* budget_ = nullptr;
+  std::unique_ptr<Ring> r_;  // made by the first hold()
 };
 
 }  // namespace softrdma::rxe
