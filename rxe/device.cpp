@@ -360,11 +360,13 @@ void Device::tx_flush() {
   tx_count_ = 0;
 }
 
+void Device::queue_kick(const Qp* qp) {
+  std::lock_guard lock(kick_mutex_);
+  kicked_.push_back(qp->qpn());
+}
+
 void Device::kick(Qp* qp) {
-  {
-    std::lock_guard lock(kick_mutex_);
-    kicked_.push_back(qp->qpn());
-  }
+  queue_kick(qp);
   // Send at once from this thread when nobody else is in a progress pass; only
   // when somebody is (and may already have looked at the kicks) wake the thread.
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
@@ -379,10 +381,7 @@ void Device::receives_posted(Qp* qp) {
   // Not a whole pass for each receive (a program reposts them one by one): the QP only.
   std::unique_lock lock(progress_mutex_, std::try_to_lock);
   if (!lock.owns_lock()) {
-    {
-      std::lock_guard kl(kick_mutex_);
-      kicked_.push_back(qp->qpn());
-    }
+    queue_kick(qp);
     signal_kick();
     return;
   }

@@ -221,6 +221,7 @@ class Device : public core::Objects {
   std::mutex progress_mutex_;  // whoever holds it owns active_ and the TX/RX buffers
   std::mutex kick_mutex_;
   std::vector<std::uint32_t> kicked_;
+  void queue_kick(const Qp* qp);       // for the next pass to take up (any thread)
   std::vector<std::uint32_t> active_;  // progress thread only
   std::uint32_t senders_ = 1;          // active_'s size as this pass began (at least 1)
   // Armed timers (retransmission, RNR, pacing) in a min-heap by deadline: a pass pops only those
