@@ -1,6 +1,8 @@
 // UC and UD: every operation, completion fields, the UD GRH, Q_Key checks, and
 // under loss: only whole messages go missing, never a corrupted one.
+#include <chrono>
 #include <random>
+#include <thread>
 
 #include "tests/rxe/fixture.h"
 
@@ -111,6 +113,13 @@ TEST(UcFaults, LossDropsWholeMessagesOnly) {
   }
   // Some are lost: wait until every packet is lost or taken by the receiver (4 per message).
   EXPECT_TRUE(wait_until([&] { return all_accounted_for(a, b, qb, kMessages * 4); }));
+  // The pass that took the last packets hands out their completions at its end, after the QP
+  // counted them (as UdFaults below): wait until no more arrive.
+  EXPECT_TRUE(wait_until([&] {
+    const std::size_t before = b.cq->count();
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return b.cq->count() == before;
+  }));
   std::vector<Wc> got;
   Wc buf[64];
   int n;
