@@ -150,7 +150,14 @@ Srq* Objects::make_srq(Pd* pd, Xrcd* xrcd, Cq* cq, std::uint32_t max_wr, std::ui
     return nullptr;
   }
   // An XRC SRQ takes a number whose slot in the table is free (the numbers still grow).
-  const std::uint32_t srqn = xrcd ? xrc_srqs_.free_number(next_srqn_) : next_srqn_;
+  // In a domain the host shares, a number no other device of the domain holds.
+  std::uint32_t srqn = next_srqn_;
+  if (xrcd && xrcd->shared) {
+    srqn = xrcd->shared->claim_srqn(
+        next_srqn_, [this](std::uint32_t n) { return xrc_srqs_.free_number(n) == n; });
+  } else if (xrcd) {
+    srqn = xrc_srqs_.free_number(next_srqn_);
+  }
   if (srqn == 0) {
     set(err, ENOMEM);
     return nullptr;
@@ -177,6 +184,7 @@ int Objects::destroy_srq(Srq* srq) {
     // Not under objects_mutex_: a pass holding the SRQ may want it (monitoring, events).
     xrc_srqs_.unpublish(srq);
     xrc_srq_unpublished(srq);
+    if (srq->xrcd()->shared) srq->xrcd()->shared->release_srqn(srq->srqn);
   }
   std::lock_guard lock(objects_mutex_);
   return erase_object(srqs_, srq);

@@ -28,9 +28,16 @@ Xrcd* Objects::open_xrcd(int fd, int oflags, int* err) {
       if (err) *err = 0;
       return it->get();
     }
-    if (!(oflags & O_CREAT)) return fail(EINVAL);
+  }
+  // New to this device: the host's domain for the file decides (O_CREAT, O_EXCL).
+  std::unique_ptr<XrcdRegistry> shared;
+  if (fd != -1) {
+    int e = 0;
+    shared = XrcdRegistry::join(st.st_dev, st.st_ino, oflags, &e);
+    if (!shared) return fail(e);
   }
   auto x = std::make_unique<Xrcd>();
+  x->shared = std::move(shared);
   x->handle = next_xrcd_++;
   x->keyed = fd != -1;
   x->dev = st.st_dev;

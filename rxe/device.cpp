@@ -198,6 +198,7 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.resp_remote_access_errors += c.resp_remote_access_errors;
   sum.xrc_rcvd_requests += c.xrc_rcvd_requests;
   sum.xrc_bad_srqn += c.xrc_bad_srqn;
+  sum.xrc_srq_elsewhere += c.xrc_srq_elsewhere;
   sum.np_ecn_marked_roce_packets += c.np_ecn_marked_roce_packets;
   sum.np_cnp_sent += c.np_cnp_sent;
   sum.rp_cnp_handled += c.rp_cnp_handled;
@@ -254,6 +255,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"resp_remote_access_errors", q.resp_remote_access_errors},
       {"xrc_rcvd_requests", q.xrc_rcvd_requests},
       {"xrc_bad_srqn", q.xrc_bad_srqn},
+      {"xrc_srq_elsewhere", q.xrc_srq_elsewhere},
       {"odp_faults", mrs_.odp_faults()},
       {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
       {"np_cnp_sent", q.np_cnp_sent},

@@ -92,8 +92,9 @@ struct QpCounters {
   std::uint64_t placed_sent = 0, placed_received = 0;
   // Remote access error NAKs this QP's responder sent (mlx5's resp_remote_access_errors).
   std::uint64_t resp_remote_access_errors = 0;
-  // XRC targets: requests taken for an SRQ of the domain, and requests NAKed for naming none.
-  std::uint64_t xrc_rcvd_requests = 0, xrc_bad_srqn = 0;
+  // XRC targets: requests taken for an SRQ of the domain, and requests NAKed for naming none
+  // of this device's; of those, the ones naming another device's SRQ of the domain.
+  std::uint64_t xrc_rcvd_requests = 0, xrc_bad_srqn = 0, xrc_srq_elsewhere = 0;
   // Congestion control (mlx5's names): CE-marked packets received and CNPs sent for them
   // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
   std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,

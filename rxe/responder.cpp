@@ -133,6 +133,9 @@ RxVerdict Qp::check_xrc_srq(const InboundRequest& rq) {
     if (named != xrc_wqe_srqn_) return fail_request(rq, wire::syndrome::kNakInvalidRequest);
   } else if (!hold_xrc_srq(named)) {
     ++counters_.xrc_bad_srqn;
+    // Another device's SRQ of this domain (another process): not reached from here yet
+    // (docs/verbs-abi.md), and never taken for one of ours (the domain's numbers are the host's).
+    if (xrcd_->shared && xrcd_->shared->held_elsewhere(named)) ++counters_.xrc_srq_elsewhere;
     return fail_request(rq, wire::syndrome::kNakInvalidRequest);
   }
   ++counters_.xrc_rcvd_requests;

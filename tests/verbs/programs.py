@@ -258,8 +258,8 @@ elif case in PERFTEST_XRC:
 elif case == "xsrq_pingpong":
     # ibv_xsrq_pingpong, one client, 4096-byte messages (4 packets each way), each side's
     # target QP delivering into its XRC SRQ. (Its -c N server sends a client's messages through
-    # the other clients' target QPs, which needs a domain shared by processes of one host:
-    # softrdma's domains are per process, docs/verbs-abi.md.)
+    # the other clients' target QPs: with the clients on one host, a target QP of one process
+    # delivering into another's SRQ, which softrdma refuses still, docs/verbs-abi.md.)
     port = str(free_port())
     args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "100"]
     sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"(?m)^success$"],

@@ -279,8 +279,8 @@ TEST(XrcDomain, OpenSharesByInodeAndCountsOpens) {
   ibv_close_device(ctx);
 }
 
-// A target QP of another process cannot be opened (docs/verbs-abi.md: each process has a domain
-// of its own): ibv_open_qp answers EOPNOTSUPP, also for a QP of this process's own domain.
+// A target QP of another process cannot be opened (docs/verbs-abi.md: a target QP serves only
+// its own process's SRQs): ibv_open_qp answers EOPNOTSUPP, also for a QP of this process.
 TEST(XrcDomain, OpenQpIsNotSupported) {
   ibv_context* ctx = open_by_name("softroce0");
   ASSERT_NE(ctx, nullptr);
