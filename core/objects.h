@@ -89,6 +89,9 @@ class Objects {
   virtual bool ah_reachable(const AhAttr& attr) const = 0;
   // Whether one of the transport's XRC target QPs belongs to `xrcd` (none: no XRC).
   virtual bool qp_uses_xrcd(const Xrcd*) const { return false; }
+  // The channel other devices of a host-wide XRC domain reach this one by (rxe/xrc_relay.h),
+  // made on first use; 0 for a transport with none. Under objects_mutex_.
+  virtual std::uint64_t xrc_channel() { return 0; }
   // An XRC SRQ being destroyed is out of reach of the receive path (no hold is left on it):
   // the transport hands out or drops whatever completions for it it still keeps, as long as
   // its CQ exists (the SRQ is still listed, so destroy_cq answers EBUSY).

@@ -33,7 +33,7 @@ Xrcd* Objects::open_xrcd(int fd, int oflags, int* err) {
   std::unique_ptr<XrcdRegistry> shared;
   if (fd != -1) {
     int e = 0;
-    shared = XrcdRegistry::join(st.st_dev, st.st_ino, oflags, &e);
+    shared = XrcdRegistry::join(st.st_dev, st.st_ino, oflags, xrc_channel(), &e);
     if (!shared) return fail(e);
   }
   auto x = std::make_unique<Xrcd>();

@@ -27,6 +27,7 @@ struct XrcdRegistry::Shared {
     std::atomic<std::int32_t> pid;  // 0: a free slot
     std::atomic<std::uint64_t> start;
     std::atomic<std::uint64_t> token;
+    std::atomic<std::uint64_t> channel;
   };
   struct SrqOwner {
     std::atomic<std::uint32_t> srqn;
@@ -104,7 +105,7 @@ std::string XrcdRegistry::segment_name(std::uint64_t dev, std::uint64_t ino) {
 }
 
 std::unique_ptr<XrcdRegistry> XrcdRegistry::join(std::uint64_t dev, std::uint64_t ino, int oflags,
-                                                 int* err) {
+                                                 std::uint64_t channel, int* err) {
   const std::string name = segment_name(dev, ino);
   const auto fail = [err](int e) -> std::unique_ptr<XrcdRegistry> {
     if (err) *err = e;
@@ -165,6 +166,7 @@ std::unique_ptr<XrcdRegistry> XrcdRegistry::join(std::uint64_t dev, std::uint64_
   auto& m = s->members[free_slot];
   m.start.store(own_start());
   m.token.store(next_token.fetch_add(1));
+  m.channel.store(channel);
   m.pid.store(getpid());
   flock(fd, LOCK_UN);
   if (err) *err = 0;
@@ -223,11 +225,15 @@ void XrcdRegistry::release_srqn(std::uint32_t srqn) {
   unlock();
 }
 
-bool XrcdRegistry::held_elsewhere(std::uint32_t srqn) const {
+bool XrcdRegistry::owner_of(std::uint32_t srqn, std::int32_t* pid, std::uint64_t* channel) const {
   const auto& o = shared_->srqs[srqn % kSrqSlots];
   const std::uint32_t owner = o.member.load();
   if (owner == 0 || owner == member_ + 1 || owner > kMembers || o.srqn.load() != srqn) return false;
-  return alive(shared_->members[owner - 1]);
+  const auto& m = shared_->members[owner - 1];
+  if (!alive(m)) return false;
+  if (pid) *pid = m.pid.load();
+  if (channel) *channel = m.channel.load();
+  return true;
 }
 
 }  // namespace softrdma::core

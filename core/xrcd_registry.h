@@ -22,8 +22,9 @@ class XrcdRegistry {
   // member has it open, O_EXCL (with O_CREAT) refuses it when one has, as the kernel does
   // (EINVAL). nullptr and *err (EINVAL, ENOMEM when kMembers have it open, or the OS's error
   // for the segment) otherwise.
+  // `channel`: the member's relay channel (rxe/xrc_relay.h), which other members reach it by.
   static std::unique_ptr<XrcdRegistry> join(std::uint64_t dev, std::uint64_t ino, int oflags,
-                                            int* err);
+                                            std::uint64_t channel, int* err);
   ~XrcdRegistry();  // leaves: frees this member's SRQ numbers; the last member removes the segment
   XrcdRegistry(const XrcdRegistry&) = delete;
   XrcdRegistry& operator=(const XrcdRegistry&) = delete;
@@ -33,7 +34,9 @@ class XrcdRegistry {
   std::uint32_t claim_srqn(std::uint32_t from, const std::function<bool(std::uint32_t)>& free_here);
   void release_srqn(std::uint32_t srqn);
   // Whether another live member of the domain holds SRQ number `srqn`.
-  bool held_elsewhere(std::uint32_t srqn) const;
+  bool held_elsewhere(std::uint32_t srqn) const { return owner_of(srqn, nullptr, nullptr); }
+  // The same, with that member's process and relay channel.
+  bool owner_of(std::uint32_t srqn, std::int32_t* pid, std::uint64_t* channel) const;
   // The segment's name under /dev/shm (for docs and tests).
   static std::string segment_name(std::uint64_t dev, std::uint64_t ino);
 

@@ -298,6 +298,15 @@ bool Qp::run_timers(Clock::time_point now) {
     return false;
   }
   if (!ud_hold_.empty()) drain_ud_hold(now);  // drops the datagrams past their deadline
+  if (fwd_ && fwd_->deadline <= now) {
+    // A passed request got no answer (its holder stalled or died): forget it and what waited
+    // behind it; the initiator sends them again.
+    fwd_->outstanding = false;
+    fwd_->deadline = Clock::time_point::max();
+    fwd_->parked.clear();
+    fwd_->timed_out = true;
+    fwd_->timed_out_psn = fwd_->psn;
+  }
   bool resend = false;
   if (pace_deadline_ <= now) {  // a paced QP may send again
     pace_deadline_ = Clock::time_point::max();

@@ -119,7 +119,7 @@ bool Device::qp_uses(const Pd* pd, const Cq* cq, const Srq* srq) const {
 bool Device::qp_uses_xrcd(const Xrcd* xrcd) const {
   std::shared_lock lock(qps_mutex_);
   for (const auto& [n, qp] : qps_) {
-    if (qp->xrcd_ == xrcd) return true;
+    if (qp->xrcd_ == xrcd && !qp->proxy_) return true;  // (proxies go with their SRQs)
   }
   return false;
 }
@@ -199,6 +199,9 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.xrc_rcvd_requests += c.xrc_rcvd_requests;
   sum.xrc_bad_srqn += c.xrc_bad_srqn;
   sum.xrc_srq_elsewhere += c.xrc_srq_elsewhere;
+  sum.xrc_relayed += c.xrc_relayed;
+  sum.xrc_proxied += c.xrc_proxied;
+  sum.xrc_relay_dropped += c.xrc_relay_dropped;
   sum.np_ecn_marked_roce_packets += c.np_ecn_marked_roce_packets;
   sum.np_cnp_sent += c.np_cnp_sent;
   sum.rp_cnp_handled += c.rp_cnp_handled;
@@ -256,6 +259,9 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"xrc_rcvd_requests", q.xrc_rcvd_requests},
       {"xrc_bad_srqn", q.xrc_bad_srqn},
       {"xrc_srq_elsewhere", q.xrc_srq_elsewhere},
+      {"xrc_relayed", q.xrc_relayed},
+      {"xrc_proxied", q.xrc_proxied},
+      {"xrc_relay_dropped", q.xrc_relay_dropped},
       {"odp_faults", mrs_.odp_faults()},
       {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
       {"np_cnp_sent", q.np_cnp_sent},
@@ -322,6 +328,7 @@ void Device::set_async_handler(std::function<void(const AsyncEvent&)> fn) {
 }
 
 void Device::async_event(const AsyncEvent& ev) {
+  if (ev.qp && ev.qp->proxy_) return;  // the application never made it: its target reports
   std::lock_guard lock(async_mutex_);
   if (async_handler_) async_handler_(ev);
 }
@@ -596,6 +603,26 @@ void Device::xrc_srq_unpublished(const Srq* srq) {
   for (const HeldWc& h : mine) {
     if (!h.cq->push(h.wc, h.solicited)) async_event({AsyncEventType::kCqErr, nullptr, h.cq});
   }
+  if (release.owns_lock()) release.unlock();
+  // Its proxies: a request for it finds no SRQ now, and the proxies go before its domain can.
+  std::vector<std::uint32_t> gone;
+  {
+    std::lock_guard lock(proxies_mutex_);
+    std::erase_if(proxies_, [&](const auto& e) {
+      if (std::get<3>(e.first) != srq->srqn) return false;
+      gone.push_back(e.second);
+      return true;
+    });
+  }
+  for (std::uint32_t qpn : gone) {
+    Qp* qp = nullptr;
+    {
+      std::shared_lock lock(qps_mutex_);
+      auto it = qps_.find(qpn);
+      if (it != qps_.end() && it->second->proxy_) qp = it->second.get();
+    }
+    if (qp) destroy_qp(qp);
+  }
 }
 
 void Device::drop_held_wcs(std::uint64_t qp_serial) {
@@ -614,6 +641,7 @@ Clock::time_point Device::step() {
     (void)!read(kick_fd_, &drain, sizeof drain);
   }
   rx_step();
+  if (XrcRelay* relay = this->relay()) relay_step(*relay);
   const auto now = Clock::now();
   auto deadline = Clock::time_point::max();
   ++pass_;

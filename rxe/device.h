@@ -14,6 +14,7 @@
 #include <shared_mutex>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 #include <vector>
 
@@ -28,6 +29,7 @@
 #include "rxe/qp.h"
 #include "rxe/ud_hold.h"
 #include "rxe/uses_core.h"
+#include "rxe/xrc_relay.h"
 
 namespace softrdma::rxe {
 
@@ -149,6 +151,10 @@ class Device : public core::Objects {
   // thread was in a pass (nothing ran).
   bool poll_progress();
 
+  // XRC across processes (rxe/xrc_relay.h): this device's relay channel, null until a domain
+  // keyed by a file was opened.
+  XrcRelay* relay() const { return relay_ptr_.load(std::memory_order_acquire); }
+
   void async_event(const AsyncEvent& ev);
   // Inside a progress pass, receive completions (and UC/UD send completions) wait until
   // the pass has sent what it owes (ACKs above all, or the datagram itself): as on a NIC,
@@ -165,8 +171,19 @@ class Device : public core::Objects {
   bool qp_uses_xrcd(const Xrcd* xrcd) const override;
   bool ah_reachable(const AhAttr& attr) const override;
   void object_event(AsyncEventType type, Cq* cq, Srq* srq) override;
-  // The receive completions a pass still holds for the XRC SRQ are handed to its CQ now.
+  // The receive completions a pass still holds for the XRC SRQ are handed to its CQ now, and
+  // the proxies that delivered into it for other devices are destroyed.
   void xrc_srq_unpublished(const Srq* srq) override;
+  std::uint64_t xrc_channel() override;  // opens the relay on first use
+  // A pass's part of the relay: answers to this device's targets, and requests its proxies run
+  // for other devices' targets. Caller holds progress_mutex_, not qps_mutex_.
+  void relay_step(XrcRelay& relay);
+  void relay_answered(const RelayAnswer& a);
+  void relay_request(XrcRelay& relay, const RelayRequest& r, const std::uint8_t* packet,
+                     std::size_t len);
+  // The proxy for (device, target QP, SRQ), made and brought up as needed: its QPN, 0 if none
+  // could be made.
+  std::uint32_t proxy_for(const RelayRequest& r, Xrcd* xrcd);
   void progress_loop();
   // One pass: receive, run QPs with send work, fire timers, transmit. Returns
   // the next timer deadline. Caller holds progress_mutex_.
@@ -269,6 +286,14 @@ class Device : public core::Objects {
   std::array<std::atomic<std::int64_t>, 8> paused_until_ns_{};  // steady-clock ns, per priority
   std::vector<std::uint32_t> pause_waiters_;                    // progress pass only
   std::atomic<std::uint64_t> rx_pause_{0}, rx_pause_bad_{0};
+
+  // XRC relay: the channel, and the proxies by (device's pid, channel, target QPN, SRQ number).
+  std::mutex relay_mutex_;  // making the channel
+  std::unique_ptr<XrcRelay> relay_;
+  std::atomic<XrcRelay*> relay_ptr_{nullptr};
+  std::mutex proxies_mutex_;
+  std::map<std::tuple<std::int32_t, std::uint64_t, std::uint32_t, std::uint32_t>, std::uint32_t>
+      proxies_;
 
   std::atomic<bool> sample_latency_{false};
   std::atomic<bool> stop_{false};

@@ -21,6 +21,7 @@ Qp::Qp(Device& dev, std::uint32_t qpn, QpType type, Pd* pd, Cq* send_cq, Cq* rec
       recv_cq_(recv_cq),
       srq_(srq),
       xrcd_(xrcd),
+      reported_qpn_(qpn),
       sq_sig_all_(sq_sig_all),
       cap_(cap),
       cc_on_(dev.cc().dcqcn),
@@ -142,6 +143,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       in_message_ = have_wqe_ = uc_drop_ = nak_sent_ = false;
       counters_.dropped_no_recv += ud_hold_.clear();
       responses_.clear();
+      if (fwd_) *fwd_ = XrcForward{};
       msn_ = 0;
       retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
     } else if (next == QpState::kErr) {
@@ -334,6 +336,7 @@ void Qp::enter_error() {
   in_message_ = false;
   for (auto& r : resources_) r.active = false;
   counters_.dropped_no_recv += ud_hold_.clear();
+  if (fwd_) *fwd_ = XrcForward{};  // a passed request's answer is ignored, the parked dropped
   flush_queues();
   if (!was_err) last_wqe_reached();
 }
@@ -353,7 +356,8 @@ wire::Transport Qp::wire_transport() const {
 
 Clock::time_point Qp::next_deadline() const {
   return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_,
-                   ud_hold_.empty() ? Clock::time_point::max() : ud_hold_.front_deadline()});
+                   ud_hold_.empty() ? Clock::time_point::max() : ud_hold_.front_deadline(),
+                   fwd_ ? fwd_->deadline : Clock::time_point::max()});
 }
 
 }  // namespace softrdma::rxe

@@ -26,6 +26,7 @@
 #include "rxe/requester_state.h"
 #include "rxe/responder_state.h"
 #include "rxe/uses_core.h"
+#include "rxe/xrc_relay.h"
 #include "wire/roce_headers.h"
 
 namespace softrdma::rxe {
@@ -93,8 +94,12 @@ struct QpCounters {
   // Remote access error NAKs this QP's responder sent (mlx5's resp_remote_access_errors).
   std::uint64_t resp_remote_access_errors = 0;
   // XRC targets: requests taken for an SRQ of the domain, and requests NAKed for naming none
-  // of this device's; of those, the ones naming another device's SRQ of the domain.
+  // of this device's; of those, the ones naming another device's SRQ of the domain that could
+  // not be passed to it (rxe/xrc_relay.h). Requests passed to the device holding their SRQ,
+  // requests a proxy executed for another device's target, and packets dropped because too
+  // many waited behind a passed one.
   std::uint64_t xrc_rcvd_requests = 0, xrc_bad_srqn = 0, xrc_srq_elsewhere = 0;
+  std::uint64_t xrc_relayed = 0, xrc_proxied = 0, xrc_relay_dropped = 0;
   // Congestion control (mlx5's names): CE-marked packets received and CNPs sent for them
   // (notification point); CNPs that cut the rate and CNPs ignored (reaction point).
   std::uint64_t np_ecn_marked_roce_packets = 0, np_cnp_sent = 0, rp_cnp_handled = 0,
@@ -190,6 +195,20 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // request or one flush; false when there is none. drop_xrc_srq lets it go.
   bool hold_xrc_srq(std::uint32_t srqn);
   void drop_xrc_srq();
+  // --- XRC across processes (xrc_forward.cpp, rxe/xrc_relay.h)
+  // The SRQ `srqn` another device of the domain holds: notes it for forward_xrc; false if none.
+  bool find_remote_srq(std::uint32_t srqn);
+  // A request for such an SRQ, its PSN and opcode sequence checked: passed to its holder.
+  RxVerdict forward_xrc(const InboundRequest& rq);
+  // A packet that came while a passed one waits for its answer: kept for after it.
+  void park(const netdev::Packet& raw);
+  // The holder's answer: the responses sent as this QP's, the PSN and message moved on, then
+  // the packets parked meanwhile run. Device, with the QP's lock.
+  void forward_answered(const RelayAnswer& a);
+  void run_parked();
+  // A proxy (the holder's side): runs a passed request and returns what it answered.
+  RelayAnswer run_proxied(const RelayRequest& r, const wire::RocePacket& pkt,
+                          const netdev::Packet& raw);
   RxVerdict check_psn(const InboundRequest& rq);
   RxVerdict check_uc_psn(const InboundRequest& rq);
   void duplicate_request(const InboundRequest& rq);
@@ -308,6 +327,14 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   core::XrcSrqTable::Hold xrc_hold_;
   Srq* xrc_srq_ = nullptr;
   std::uint32_t xrc_wqe_srqn_ = 0;
+  // XRC targets that passed requests to another device (made by the first one), and proxies:
+  // the target QPN their completions report, and where their responses go instead of the wire.
+  std::unique_ptr<XrcForward> fwd_;
+  std::uint32_t reported_qpn_;
+  bool proxy_ = false;
+  RelayAnswer* capture_ = nullptr;
+  bool proxy_has_last_ = false;  // a proxy: the PSN of the last request it executed
+  std::uint32_t proxy_last_psn_ = 0;
   const bool sq_sig_all_;
   mutable std::mutex mutex_;
   QpAttr attr_;

@@ -55,6 +55,12 @@ void Qp::receive(const wire::RocePacket& pkt, const netdev::Packet& raw) {
 }
 
 void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
+  // XRC: a request passed to another device waits for its answer; what comes meanwhile is
+  // taken after it, in order (rxe/xrc_relay.h).
+  if (fwd_ && fwd_->outstanding) {
+    park(raw);
+    return;
+  }
   const wire::Seg seg = pkt.info->seg;
   const InboundRequest rq{pkt,
                           raw,
@@ -68,9 +74,11 @@ void Qp::rc_uc_request(const wire::RocePacket& pkt, const netdev::Packet& raw) {
   // In the order of the kernel's rxe_resp.c: a request that finds no receive WQE gets an RNR
   // NAK before its length and target are looked at (it is retried, and checked then).
   // An XRC target first finds the SRQ the request names: duplicates are answered from it too.
+  // One that names another device's SRQ of the domain is passed to it once the checks that
+  // need no SRQ passed.
   static constexpr Step kSteps[] = {
-      &Qp::check_xrc_srq, &Qp::check_psn,    &Qp::check_opcode_sequence, &Qp::check_resources,
-      &Qp::check_length,  &Qp::check_target, &Qp::execute_request};
+      &Qp::check_xrc_srq,   &Qp::check_psn,    &Qp::check_opcode_sequence, &Qp::forward_xrc,
+      &Qp::check_resources, &Qp::check_length, &Qp::check_target,          &Qp::execute_request};
   RxVerdict v = RxVerdict::kPass;
   for (const Step step : kSteps) {
     v = (this->*step)(rq);
@@ -93,6 +101,8 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
       break;
     case RxVerdict::kPass:
       return;  // (every request reaches a verdict at execute)
+    case RxVerdict::kPassed:
+      return;  // its answer moves the PSN (Qp::forward_answered)
   }
   switch (rq.info.kind) {
     case wire::OpKind::kReadRequest:  // its responses take a PSN each
@@ -122,6 +132,17 @@ RxVerdict Qp::check_xrc_srq(const InboundRequest& rq) {
   }
   // A message's receive WQE stays with the SRQ it came from; otherwise each request names its
   // SRQ. Not one of the domain's: an invalid request (the XRCETH names nothing it may reach).
+  if (fwd_) fwd_->remote = false;
+  if (fwd_ && fwd_->msg_srqn) {
+    // A message passed to another device: its rest goes the same way.
+    if (named != fwd_->msg_srqn) return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+    if (!find_remote_srq(named)) {
+      fwd_->msg_srqn = 0;
+      ++counters_.xrc_bad_srqn;
+      return fail_request(rq, wire::syndrome::kNakInvalidRequest);
+    }
+    return RxVerdict::kPass;
+  }
   if (have_wqe_) {
     if (!hold_xrc_srq(xrc_wqe_srqn_)) {
       // Its SRQ was destroyed in the middle of the message: the WQE went with the SRQ's other
@@ -132,10 +153,12 @@ RxVerdict Qp::check_xrc_srq(const InboundRequest& rq) {
     }
     if (named != xrc_wqe_srqn_) return fail_request(rq, wire::syndrome::kNakInvalidRequest);
   } else if (!hold_xrc_srq(named)) {
+    // Another device's SRQ of this domain (another process): passed to it (forward_xrc).
+    if (find_remote_srq(named)) return RxVerdict::kPass;
     ++counters_.xrc_bad_srqn;
-    // Another device's SRQ of this domain (another process): not reached from here yet
-    // (docs/verbs-abi.md), and never taken for one of ours (the domain's numbers are the host's).
-    if (xrcd_->shared && xrcd_->shared->held_elsewhere(named)) ++counters_.xrc_srq_elsewhere;
+    if (!proxy_ && xrcd_->shared && xrcd_->shared->held_elsewhere(named)) {
+      ++counters_.xrc_srq_elsewhere;  // but it cannot be reached
+    }
     return fail_request(rq, wire::syndrome::kNakInvalidRequest);
   }
   ++counters_.xrc_rcvd_requests;

@@ -4,10 +4,10 @@
 
 #include <cstdint>
 
-#include "netdev/netdev.h"
 #include "core/mr.h"
-#include "wire/roce_headers.h"
+#include "netdev/netdev.h"
 #include "rxe/uses_core.h"
+#include "wire/roce_headers.h"
 
 namespace softrdma::rxe {
 
@@ -30,6 +30,7 @@ enum class RxVerdict : std::uint8_t {
   kIgnore,  // not taken: RC keeps its expected PSN, UC resynchronises on this one
   kSkip,    // UC: dropped, its PSN consumed (the rest of a damaged message)
   kDone,    // executed: its PSN(s) consumed, acknowledged when it asks
+  kPassed,  // XRC: passed to the device holding its SRQ; its answer decides (rxe/xrc_relay.h)
 };
 
 // The NAK for a request whose region check failed: a remote access error, whatever the cause.

@@ -4,9 +4,9 @@
 #include <atomic>
 #include <cstring>
 
-#include "rxe/device.h"
 #include "core/payload.h"
 #include "core/safe_copy.h"
+#include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/responder.h"
@@ -58,7 +58,7 @@ RxVerdict Qp::execute_send(const InboundRequest& rq) {
   wc.wr_id = cur_wqe_.wr_id;
   wc.opcode = WcOpcode::kRecv;
   wc.byte_len = static_cast<std::uint32_t>(cur_offset_);
-  wc.qp_num = qpn_;
+  wc.qp_num = reported_qpn_;
   wc.src_qp = attr_.dest_qp_num;
   if (hdr.imm) {
     wc.imm_data = *hdr.imm;
@@ -104,7 +104,7 @@ RxVerdict Qp::execute_write(const InboundRequest& rq) {
     wc.wr_id = cur_wqe_.wr_id;
     wc.opcode = WcOpcode::kRecvRdmaWithImm;
     wc.byte_len = static_cast<std::uint32_t>(write_len_);
-    wc.qp_num = qpn_;
+    wc.qp_num = reported_qpn_;
     wc.src_qp = attr_.dest_qp_num;
     wc.imm_data = *rq.pkt.hdr.imm;
     wc.wc_flags = kWcWithImm;

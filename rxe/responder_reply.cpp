@@ -4,9 +4,9 @@
 #include <cstring>
 #include <optional>
 
-#include "rxe/device.h"
 #include "core/payload.h"
 #include "core/safe_copy.h"
+#include "rxe/device.h"
 #include "rxe/psn.h"
 #include "rxe/qp.h"
 #include "rxe/segment.h"
@@ -41,6 +41,13 @@ void Qp::send_atomic_ack(std::uint32_t psn, std::uint64_t orig) {
 void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
                           std::optional<std::uint64_t> atomic_orig) {
   using namespace wire;
+  if (capture_) {  // a proxy's: its target sends it (rxe/xrc_relay.h)
+    if (capture_->count < capture_->responses.size()) {
+      capture_->responses[capture_->count++] =
+          RelayResponse{syndrome, atomic_orig.has_value(), false, psn, atomic_orig.value_or(0)};
+    }
+    return;
+  }
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
   h.bth.opcode = *segment_opcode(wire_transport(), atomic_orig ? OpKind::kAtomicAck : OpKind::kAck,
@@ -58,6 +65,13 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
 
 void Qp::send_empty_read_response(std::uint32_t psn) {
   using namespace wire;
+  if (capture_) {
+    if (capture_->count < capture_->responses.size()) {
+      capture_->responses[capture_->count++] =
+          RelayResponse{syndrome::kAckNoCredit, false, true, psn, 0};
+    }
+    return;
+  }
   netdev::Packet* p = dev_.tx_packet();
   RoceHeaders h;
   h.bth.opcode = op::kRcReadResponseOnly;
@@ -88,7 +102,7 @@ void Qp::fail_recv_wqe(WcStatus status) {
   wc.wr_id = cur_wqe_.wr_id;
   wc.status = status;
   wc.opcode = WcOpcode::kRecv;
-  wc.qp_num = qpn_;
+  wc.qp_num = reported_qpn_;
   post_recv_completion(wc, false);
   have_wqe_ = false;
 }

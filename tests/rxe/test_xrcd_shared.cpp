@@ -1,8 +1,8 @@
 // XRC domains keyed by a file are the host's (core/xrcd_registry.h): two devices opening one
 // file are in one domain (O_CREAT and O_EXCL decided across them, as the kernel decides them
 // across processes), their XRC SRQs never share a number, a request naming another device's SRQ
-// is refused and counted as such (nothing reaches either device's memory), and a member whose
-// process died without closing is dropped by the next open.
+// is passed to that device and executed there (rxe/xrc_relay.h), and a member whose process died
+// without closing is dropped by the next open.
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <string>
 
 #include "core/xrcd_registry.h"
@@ -102,81 +103,238 @@ TEST(XrcdShared, SrqNumbersAreTheDomains) {
   EXPECT_EQ(b.dev->close_xrcd(xb), 0);
 }
 
-// An initiator on c sends through a's target QP to the SRQ b holds in the domain a and b share:
-// a refuses it (invalid request NAK, the initiator's completion REM_INV_REQ_ERR) and counts it
-// as another device's SRQ; neither a's nor b's receive buffer is touched.
-TEST(XrcdShared, RequestForAnotherDevicesSrqIsRefused) {
-  auto fabric = std::make_shared<netdev::MemoryFabric>();
-  Node a(fabric, 1), b(fabric, 2), c(fabric, 3);
+// Three devices: a and b share a domain (a file) and each has an XRC SRQ in it, a with a target
+// QP connected to an initiator on c. Requests through a's target that name b's SRQ are passed to
+// b (rxe/xrc_relay.h), as between two processes of one host.
+class Relay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    fabric = std::make_shared<netdev::MemoryFabric>();
+    a = std::make_unique<Node>(fabric, 1);
+    b = std::make_unique<Node>(fabric, 2);
+    c = std::make_unique<Node>(fabric, 3);
+    int err = 0;
+    xa = a->dev->open_xrcd(f.fd, O_CREAT, &err);
+    xb = b->dev->open_xrcd(f.fd, O_CREAT, &err);
+    ASSERT_TRUE(xa && xb);
+    srq_a = a->dev->create_xrc_srq(a->pd, xa, a->cq, 64, 1, 0, &err);
+    srq_b = b->dev->create_xrc_srq(b->pd, xb, b->cq, 64, 1, 0, &err);
+    ASSERT_TRUE(srq_a && srq_b);
+    tgt = make_qp(*a, QpType::kXrcRecv, nullptr, xa);
+    ini = make_qp(*c, QpType::kXrcSend);
+    ASSERT_TRUE(tgt && ini);
+    QpAttr at;
+    at.qp_state = QpState::kInit;
+    at.port_num = 1;
+    at.qp_access_flags = kAllAccess;
+    ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+    ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+    at.qp_state = QpState::kRtr;
+    at.path_mtu = Mtu::k1024;
+    at.rq_psn = 0xFFFFFE;  // wraps soon
+    at.min_rnr_timer = 1;
+    at.max_dest_rd_atomic = 4;
+    at.ah_attr.dgid = c->gid();
+    at.dest_qp_num = ini->qpn();
+    ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                                  kQpMinRnrTimer | kQpMaxDestRdAtomic),
+              0);
+    at.ah_attr.dgid = a->gid();
+    at.dest_qp_num = tgt->qpn();
+    ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
+    at.qp_state = QpState::kRts;
+    at.timeout = 14;
+    at.retry_cnt = 7;
+    at.rnr_retry = 7;  // for ever
+    at.max_rd_atomic = 4;
+    at.sq_psn = 0xFFFFFE;
+    ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
+    ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
+                                  kQpMaxQpRdAtomic),
+              0);
+  }
+  void TearDown() override {
+    if (tgt) {
+      EXPECT_EQ(a->dev->destroy_qp(tgt), 0);
+    }
+    if (ini) {
+      EXPECT_EQ(c->dev->destroy_qp(ini), 0);
+    }
+    if (srq_a) {
+      EXPECT_EQ(a->dev->destroy_srq(srq_a), 0);
+    }
+    if (srq_b) {
+      EXPECT_EQ(b->dev->destroy_srq(srq_b), 0);
+    }
+    if (xa) {
+      EXPECT_EQ(a->dev->close_xrcd(xa), 0);
+    }
+    if (xb) {
+      EXPECT_EQ(b->dev->close_xrcd(xb), 0);
+    }
+  }
+  void post(Srq* srq, const Buffer& buf, std::size_t off, std::uint32_t len, std::uint64_t id) {
+    RecvWr r;
+    r.wr_id = id;
+    const Sge sg = buf.sge(off, len);
+    r.sg_list = std::span(&sg, 1);
+    ASSERT_EQ(srq->post(r), 0);
+  }
+  std::uint64_t hw(Node& n, const std::string& name) {
+    for (const auto& [k, v] : n.dev->hw_counters()) {
+      if (k == name) return v;
+    }
+    return ~0ull;
+  }
   TempFile f;
-  int err = 0;
-  Xrcd* xa = a.dev->open_xrcd(f.fd, O_CREAT, &err);
-  Xrcd* xb = b.dev->open_xrcd(f.fd, O_CREAT, &err);
-  ASSERT_TRUE(xa && xb);
-  Srq* srq_a = a.dev->create_xrc_srq(a.pd, xa, a.cq, 16, 1, 0, &err);
-  Srq* srq_b = b.dev->create_xrc_srq(b.pd, xb, b.cq, 16, 1, 0, &err);
-  ASSERT_TRUE(srq_a && srq_b);
-  Buffer in_a(a, 4096, kAllAccess, 0xA5), in_b(b, 4096, kAllAccess, 0xA5);
-  RecvWr r;
-  const Sge ra = in_a.sge(0, 4096), rb = in_b.sge(0, 4096);
-  r.sg_list = std::span(&ra, 1);
-  ASSERT_EQ(srq_a->post(r), 0);
-  r.sg_list = std::span(&rb, 1);
-  ASSERT_EQ(srq_b->post(r), 0);
+  std::shared_ptr<netdev::MemoryFabric> fabric;
+  std::unique_ptr<Node> a, b, c;
+  Xrcd *xa = nullptr, *xb = nullptr;
+  Srq *srq_a = nullptr, *srq_b = nullptr;
+  Qp *tgt = nullptr, *ini = nullptr;
+};
 
-  Qp* tgt = make_qp(a, QpType::kXrcRecv, nullptr, xa);
-  Qp* ini = make_qp(c, QpType::kXrcSend);
-  ASSERT_TRUE(tgt && ini);
-  QpAttr at;
-  at.qp_state = QpState::kInit;
-  at.port_num = 1;
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-  ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-  at.qp_state = QpState::kRtr;
-  at.path_mtu = Mtu::k1024;
-  at.rq_psn = 100;
-  at.min_rnr_timer = 1;
-  at.ah_attr.dgid = c.gid();
-  at.dest_qp_num = ini->qpn();
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMinRnrTimer |
-                                kQpMaxDestRdAtomic),
-            0);
-  at.ah_attr.dgid = a.gid();
-  at.dest_qp_num = tgt->qpn();
-  ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
-  at.qp_state = QpState::kRts;
-  at.timeout = 12;
-  at.retry_cnt = 1;
-  at.rnr_retry = 1;
-  at.sq_psn = 100;
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
-  ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
-                                kQpMaxQpRdAtomic),
-            0);
+// SENDs of several packets, with immediate data, and empty, land in b's receive WQEs and
+// complete on b's CQ as the target's (its QPN, the initiator's as source); one for a's own SRQ
+// between them completes on a's. The guard bytes after each message are untouched.
+TEST_F(Relay, SendsReachTheSrqOfAnotherDevice) {
+  Buffer in_a(*a, 4096, kAllAccess, 0xA5), in_b(*b, 4 * 4096, kAllAccess, 0xA5);
+  for (int i = 0; i < 4; ++i) post(srq_b, in_b, i * 4096, 4096, 100 + i);
+  post(srq_a, in_a, 0, 4096, 200);
+  Buffer src(*c, 4096, kAllAccess);
+  for (std::size_t i = 0; i < src.bytes.size(); ++i)
+    src.bytes[i] = static_cast<std::uint8_t>(i * 7);
+  const std::uint32_t lens[] = {3000, 1024, 0, 2500};  // 3, 1, 1 and 3 packets
+  for (int i = 0; i < 4; ++i) {
+    const Sge s = src.sge(0, lens[i]);
+    SendWr w = wr(i == 1 ? WrOpcode::kSendWithImm : WrOpcode::kSend, i, std::span(&s, 1));
+    w.imm_data = 0xBEEF;
+    w.remote_srqn = i == 2 ? srq_a->srqn : srq_b->srqn;
+    ASSERT_EQ(ini->post_send(w), 0);
+  }
+  const std::vector<Wc> sent = wait_wc(c->cq, 4);
+  ASSERT_EQ(sent.size(), 4u);
+  for (const Wc& w : sent) {
+    EXPECT_EQ(w.status, WcStatus::kSuccess) << w.wr_id;
+  }
+  const std::vector<Wc> got = wait_wc(b->cq, 3);
+  ASSERT_EQ(got.size(), 3u);
+  const std::uint32_t b_lens[] = {3000, 1024, 2500};
+  for (int i = 0; i < 3; ++i) {
+    const Wc& w = got[i];
+    EXPECT_EQ(w.status, WcStatus::kSuccess);
+    EXPECT_EQ(w.wr_id, 100u + i);
+    EXPECT_EQ(w.qp_num, tgt->qpn());
+    EXPECT_EQ(w.src_qp, ini->qpn());
+    EXPECT_EQ(w.byte_len, b_lens[i]);
+    EXPECT_EQ((w.wc_flags & kWcWithImm) != 0, i == 1);
+    if (i == 1) {
+      EXPECT_EQ(w.imm_data, 0xBEEFu);
+    }
+    const std::uint8_t* m = in_b.bytes.data() + i * 4096;
+    EXPECT_TRUE(std::equal(m, m + b_lens[i], src.bytes.begin())) << i;
+    EXPECT_TRUE(std::all_of(m + b_lens[i], m + 4096, [](auto x) { return x == 0xA5; })) << i;
+  }
+  const Wc own = one_wc(a->cq);
+  EXPECT_EQ(own.wr_id, 200u);
+  EXPECT_EQ(own.qp_num, tgt->qpn());
+  EXPECT_EQ(own.byte_len, 0u);
+  EXPECT_EQ(tgt->counters().xrc_relayed, 7u);  // the packets of the three messages for b
+  EXPECT_EQ(tgt->counters().xrc_bad_srqn, 0u);
+  EXPECT_EQ(hw(*b, "xrc_proxied"), 7u);
+  EXPECT_EQ(tgt->state(), QpState::kRts);
+}
 
-  Buffer src(c, 3000, kAllAccess, 0x3C);
-  const Sge s = src.sge(0, 3000);  // 3 packets
-  SendWr w = wr(WrOpcode::kSend, 7, std::span(&s, 1));
+// b's SRQ has no receive WQE: the initiator is told RNR (by a, for b) until b posts one.
+TEST_F(Relay, RnrUntilTheHolderPostsAReceive) {
+  Buffer in_b(*b, 4096, kAllAccess, 0xA5);
+  Buffer src(*c, 2048, kAllAccess, 0x3C);
+  const Sge s = src.sge(0, 2048);
+  SendWr w = wr(WrOpcode::kSend, 9, std::span(&s, 1));
   w.remote_srqn = srq_b->srqn;
   ASSERT_EQ(ini->post_send(w), 0);
-  const Wc wc = one_wc(c.cq);
-  EXPECT_EQ(wc.wr_id, 7u);
-  EXPECT_EQ(wc.status, WcStatus::kRemInvReqErr);
-  EXPECT_EQ(tgt->counters().xrc_bad_srqn, 1u);
-  EXPECT_EQ(tgt->counters().xrc_srq_elsewhere, 1u);
-  EXPECT_EQ(tgt->counters().xrc_rcvd_requests, 0u);
-  EXPECT_TRUE(std::all_of(in_a.bytes.begin(), in_a.bytes.end(), [](auto x) { return x == 0xA5; }));
-  EXPECT_TRUE(std::all_of(in_b.bytes.begin(), in_b.bytes.end(), [](auto x) { return x == 0xA5; }));
-  Wc none[4];
-  EXPECT_EQ(a.cq->poll(none), 0);
-  EXPECT_EQ(b.cq->poll(none), 0);
+  EXPECT_TRUE(wait_until([&] { return ini->counters().rnr_naks_received >= 2; }));
+  Wc none[2];
+  EXPECT_EQ(c->cq->poll(none), 0);
+  EXPECT_GE(tgt->counters().rnr_naks_sent, 2u);
+  post(srq_b, in_b, 0, 4096, 1);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kSuccess);
+  const Wc w2 = one_wc(b->cq);
+  EXPECT_EQ(w2.byte_len, 2048u);
+  EXPECT_EQ(in_b.bytes[2047], 0x3C);
+  EXPECT_EQ(in_b.bytes[2048], 0xA5);
+}
 
-  EXPECT_EQ(a.dev->destroy_qp(tgt), 0);
-  EXPECT_EQ(c.dev->destroy_qp(ini), 0);
-  EXPECT_EQ(a.dev->destroy_srq(srq_a), 0);
-  EXPECT_EQ(b.dev->destroy_srq(srq_b), 0);
-  EXPECT_EQ(a.dev->close_xrcd(xa), 0);
-  EXPECT_EQ(b.dev->close_xrcd(xb), 0);
+// RDMA WRITE with immediate and atomics reach b's memory through rkeys of the SRQ's PD (b's);
+// an rkey b does not have is a remote access error and fails the target; READ is not passed.
+TEST_F(Relay, WritesAndAtomicsUseTheHoldersMemory) {
+  Buffer in_b(*b, 8192, kAllAccess, 0xA5);
+  post(srq_b, in_b, 4096, 64, 5);
+  Buffer src(*c, 4096, kAllAccess, 0x5A);
+  const Sge s = src.sge(0, 2100);
+  SendWr w = rdma_wr(WrOpcode::kRdmaWriteWithImm, 1, std::span(&s, 1), in_b, 10);
+  w.imm_data = 77;
+  w.remote_srqn = srq_b->srqn;
+  ASSERT_EQ(ini->post_send(w), 0);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kSuccess);
+  const Wc r = one_wc(b->cq);
+  EXPECT_EQ(r.opcode, WcOpcode::kRecvRdmaWithImm);
+  EXPECT_EQ(r.imm_data, 77u);
+  EXPECT_EQ(r.qp_num, tgt->qpn());
+  EXPECT_EQ(in_b.bytes[9], 0xA5);
+  EXPECT_EQ(in_b.bytes[10], 0x5A);
+  EXPECT_EQ(in_b.bytes[2109], 0x5A);
+  EXPECT_EQ(in_b.bytes[2110], 0xA5);
+
+  // Fetch and add on b's word at 4000: the initiator gets the old value.
+  std::uint64_t word = 40;
+  std::memcpy(in_b.bytes.data() + 4000, &word, 8);
+  const Sge rs = src.sge(0, 8);
+  SendWr fa = rdma_wr(WrOpcode::kAtomicFetchAndAdd, 2, std::span(&rs, 1), in_b, 4000);
+  fa.compare_add = 2;
+  fa.remote_srqn = srq_b->srqn;
+  ASSERT_EQ(ini->post_send(fa), 0);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kSuccess);
+  std::uint64_t old = 0;
+  std::memcpy(&old, src.bytes.data(), 8);
+  EXPECT_EQ(old, 40u);
+  std::memcpy(&word, in_b.bytes.data() + 4000, 8);
+  EXPECT_EQ(word, 42u);
+
+  // READ: refused (its responses would carry b's memory), the target fails.
+  SendWr rd = rdma_wr(WrOpcode::kRdmaRead, 3, std::span(&rs, 1), in_b, 0);
+  rd.remote_srqn = srq_b->srqn;
+  ASSERT_EQ(ini->post_send(rd), 0);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kRemInvReqErr);
+  EXPECT_TRUE(wait_until([&] { return tgt->state() == QpState::kErr; }));
+}
+
+TEST_F(Relay, AnRkeyTheHolderDoesNotHaveIsARemoteAccessError) {
+  Buffer in_b(*b, 4096, kAllAccess, 0xA5);
+  Buffer elsewhere(*a, 4096, kAllAccess, 0xA5);  // a's: not in b's PD
+  Buffer src(*c, 4096, kAllAccess, 0x5A);
+  const Sge s = src.sge(0, 3000);
+  SendWr w = rdma_wr(WrOpcode::kRdmaWrite, 1, std::span(&s, 1), elsewhere, 0);
+  w.remote_srqn = srq_b->srqn;
+  ASSERT_EQ(ini->post_send(w), 0);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kRemAccessErr);
+  EXPECT_TRUE(wait_until([&] { return tgt->state() == QpState::kErr; }));
+  EXPECT_TRUE(std::all_of(elsewhere.bytes.begin(), elsewhere.bytes.end(),
+                          [](auto x) { return x == 0xA5; }));
+  EXPECT_TRUE(std::all_of(in_b.bytes.begin(), in_b.bytes.end(), [](auto x) { return x == 0xA5; }));
+}
+
+// An SRQ number the domain's registry gives to nobody is refused, as within one device.
+TEST_F(Relay, AnSrqNobodyHoldsIsRefused) {
+  Buffer src(*c, 64, kAllAccess);
+  const Sge s = src.sge(0, 64);
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&s, 1));
+  w.remote_srqn = srq_b->srqn + 1000;
+  ASSERT_EQ(ini->post_send(w), 0);
+  EXPECT_EQ(one_wc(c->cq).status, WcStatus::kRemInvReqErr);
+  EXPECT_EQ(tgt->counters().xrc_bad_srqn, 1u);
+  EXPECT_EQ(tgt->counters().xrc_srq_elsewhere, 0u);
+  EXPECT_EQ(tgt->counters().xrc_relayed, 0u);
 }
 
 // Another process in the domain: while it lives O_EXCL fails here and its SRQ number is
@@ -194,7 +352,7 @@ TEST(XrcdShared, AnotherProcessAndOneThatDied) {
   if (child == 0) {
     // Only the registry, no device: nothing of the parent's threads is needed.
     int e = 0;
-    auto reg = core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT, &e);
+    auto reg = core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT, 0, &e);
     const std::uint32_t n = reg ? reg->claim_srqn(5, [](std::uint32_t) { return true; }) : 0;
     (void)!write(up[1], &n, sizeof n);
     char c;
@@ -206,10 +364,10 @@ TEST(XrcdShared, AnotherProcessAndOneThatDied) {
   ASSERT_EQ(read(up[0], &n, sizeof n), static_cast<ssize_t>(sizeof n));
   EXPECT_EQ(n, 5u);
   int e = 0;
-  EXPECT_EQ(core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT | O_EXCL, &e), nullptr);
+  EXPECT_EQ(core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT | O_EXCL, 0, &e), nullptr);
   EXPECT_EQ(e, EINVAL);
   {
-    auto found = core::XrcdRegistry::join(st.st_dev, st.st_ino, 0, &e);
+    auto found = core::XrcdRegistry::join(st.st_dev, st.st_ino, 0, 0, &e);
     ASSERT_NE(found, nullptr);
     EXPECT_TRUE(found->held_elsewhere(5));
     EXPECT_EQ(found->claim_srqn(5, [](std::uint32_t) { return true; }), 6u);
@@ -218,7 +376,7 @@ TEST(XrcdShared, AnotherProcessAndOneThatDied) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
-  auto reg = core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT | O_EXCL, &e);
+  auto reg = core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT | O_EXCL, 0, &e);
   ASSERT_NE(reg, nullptr) << e;
   EXPECT_FALSE(reg->held_elsewhere(5));
   EXPECT_EQ(reg->claim_srqn(5, [](std::uint32_t) { return true; }), 5u);

@@ -255,11 +255,44 @@ elif case in PERFTEST_XRC:
                             client_only=True, timeout=240, run_opts=("--stats",))
     # 300 messages of 16 packets each at perftest's path MTU (4096), a READ request each.
     expect_xrc(case, [sout, cout], 300 if prog == "ib_read_bw" else 300 * 16)
+elif case == "xsrq_pingpong_clients":
+    # ibv_xsrq_pingpong -c 3: the server sends each client's messages round robin through the
+    # target QPs of all three clients, which share the XRC domain of /tmp/xrc_domain on this
+    # host. A client's target QP passes the messages for another client's SRQ to that client
+    # (rxe/xrc_relay.h). Client i's messages go through target QP (i + k) % 3 for its k-th:
+    # each client's target gets 10 messages of each client's 30, passes the 20 for the others'
+    # SRQs on (4 packets each), and 20 of its own come through the others; none is refused.
+    port = str(free_port())
+    args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "30"]
+    srv = subprocess.Popen([softrdma, "run", "--stats", "--", *args, "-c", "3"],
+                           stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_listening(port, proc=srv)
+    clients = [subprocess.Popen([softrdma, "run", "--stats", "--", *args, "127.0.0.1"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+               for _ in range(3)]
+    outs = []
+    for p in [srv, *clients]:
+        try:
+            out, _ = p.communicate(timeout=120)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out = p.communicate()[0] + "\n(timed out)"
+        outs.append((p.returncode, out))
+    for i, (rc, out) in enumerate(outs):
+        who = "server" if i == 0 else f"client {i}"
+        expect(rc == 0 and re.search(r"(?m)^success$", out), f"xsrq_pingpong -c 3: {who}", out)
+    lines = [stats(out) for _, out in outs]
+    if all(lines):
+        for i, st in enumerate(lines[1:], 1):
+            expect(st["xrc_relayed"] == 20 * 4 and st["xrc_proxied"] == 20 * 4,
+                   f"client {i}: 80 packets passed on and 80 run for the others", outs[i][1])
+        expect(all(st["xrc_bad_srqn"] == 0 for st in lines), "no SRQ refused",
+               "".join(o for _, o in outs))
+    else:
+        expect(False, "a stats line from each", "".join(o for _, o in outs))
 elif case == "xsrq_pingpong":
     # ibv_xsrq_pingpong, one client, 4096-byte messages (4 packets each way), each side's
-    # target QP delivering into its XRC SRQ. (Its -c N server sends a client's messages through
-    # the other clients' target QPs: with the clients on one host, a target QP of one process
-    # delivering into another's SRQ, which softrdma refuses still, docs/verbs-abi.md.)
+    # target QP delivering into its XRC SRQ. (Several clients: xsrq_pingpong_clients.)
     port = str(free_port())
     args = ["ibv_xsrq_pingpong", "-g", "1", "-p", port, "-n", "100"]
     sout, cout = check_pair(case, args, args + ["127.0.0.1"], [r"(?m)^success$"],
