@@ -291,6 +291,8 @@ class Device : public core::Objects {
   std::mutex relay_mutex_;  // making the channel
   std::unique_ptr<XrcRelay> relay_;
   std::atomic<XrcRelay*> relay_ptr_{nullptr};
+  // Until when (steady-clock ns) an application's pass also reads the channel: a message came.
+  std::atomic<std::int64_t> relay_busy_until_ns_{0};
   std::mutex proxies_mutex_;
   std::map<std::tuple<std::int32_t, std::uint64_t, std::uint32_t, std::uint32_t>, std::uint32_t>
       proxies_;

@@ -29,6 +29,9 @@ void Device::relay_step(XrcRelay& relay) {
   for (int i = 0; i < 64; ++i) {
     const XrcRelay::Message m = relay.receive();
     if (m.kind == XrcRelay::Message::Kind::kNone) return;
+    relay_busy_until_ns_.store(
+        (Clock::now() + std::chrono::milliseconds(1)).time_since_epoch().count(),
+        std::memory_order_relaxed);
     if (m.kind == XrcRelay::Message::Kind::kAnswer) {
       relay_answered(m.answer);
     } else {
