@@ -2,9 +2,11 @@
 // tests) named by its process's pid and start time, which outlive a reused pid, and a token of
 // its own. Every change takes the flock, first drops the members whose process is gone, and a
 // last member's leave unlinks the segment under the lock: a device that opened the segment
-// meanwhile finds it unlinked once it holds the lock, and opens it afresh.
+// meanwhile finds it unlinked once it holds the lock, and opens it afresh. A join also removes
+// the segments of other domains that only dead members held.
 #include "core/xrcd_registry.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/file.h>
@@ -96,6 +98,36 @@ void drop_dead(XrcdRegistry::Shared* s) {
   }
 }
 
+// Removes the segments of other domains whose members all died without closing them (the last
+// close removes a segment; a killed process cannot): each is looked at under its lock, skipped
+// when another device holds that.
+void sweep(const std::string& keep) {
+  DIR* d = opendir("/dev/shm");
+  if (!d) return;
+  while (const dirent* e = readdir(d)) {
+    const std::string name = std::string("/") + e->d_name;
+    if (name.rfind("/softrdma-xrcd-", 0) != 0 || name == keep) continue;
+    const int fd = shm_open(name.c_str(), O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) continue;
+    struct stat st {};
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0 && fstat(fd, &st) == 0 && st.st_nlink > 0 &&
+        static_cast<std::size_t>(st.st_size) >= sizeof(XrcdRegistry::Shared)) {
+      void* p =
+          mmap(nullptr, sizeof(XrcdRegistry::Shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+      if (p != MAP_FAILED) {
+        auto* s = static_cast<XrcdRegistry::Shared*>(p);
+        drop_dead(s);
+        bool empty = true;
+        for (const auto& m : s->members) empty = empty && m.pid.load() == 0;
+        if (empty) shm_unlink(name.c_str());
+        munmap(p, sizeof(XrcdRegistry::Shared));
+      }
+    }
+    close(fd);
+  }
+  closedir(d);
+}
+
 }  // namespace
 
 std::string XrcdRegistry::segment_name(std::uint64_t dev, std::uint64_t ino) {
@@ -107,6 +139,7 @@ std::string XrcdRegistry::segment_name(std::uint64_t dev, std::uint64_t ino) {
 std::unique_ptr<XrcdRegistry> XrcdRegistry::join(std::uint64_t dev, std::uint64_t ino, int oflags,
                                                  std::uint64_t channel, int* err) {
   const std::string name = segment_name(dev, ino);
+  sweep(name);
   const auto fail = [err](int e) -> std::unique_ptr<XrcdRegistry> {
     if (err) *err = e;
     return nullptr;

@@ -376,10 +376,51 @@ TEST(XrcdShared, AnotherProcessAndOneThatDied) {
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+  EXPECT_TRUE(segment_exists(f.fd));  // the dead member is still listed
   auto reg = core::XrcdRegistry::join(st.st_dev, st.st_ino, O_CREAT | O_EXCL, 0, &e);
   ASSERT_NE(reg, nullptr) << e;
   EXPECT_FALSE(reg->held_elsewhere(5));
   EXPECT_EQ(reg->claim_srqn(5, [](std::uint32_t) { return true; }), 5u);
+  reg.reset();
+  EXPECT_FALSE(segment_exists(f.fd));
+}
+
+// A domain whose every member died without closing it is removed by the next join of any
+// domain: segments of killed programs do not pile up in /dev/shm.
+TEST(XrcdShared, SegmentsOnlyDeadMembersHeldAreRemoved) {
+  TempFile f, g;
+  struct stat sf {
+  }, sg{};
+  ASSERT_EQ(fstat(f.fd, &sf), 0);
+  ASSERT_EQ(fstat(g.fd, &sg), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    int e = 0;
+    auto reg = core::XrcdRegistry::join(sg.st_dev, sg.st_ino, O_CREAT, 0, &e);
+    (void)reg.release();  // dies holding it
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  EXPECT_TRUE(segment_exists(g.fd));
+  int e = 0;
+  auto other = core::XrcdRegistry::join(sg.st_dev, sg.st_ino, 0, 0, &e);  // still there...
+  EXPECT_EQ(other, nullptr);  // ... but nobody alive has it: no domain, and no segment
+  EXPECT_FALSE(segment_exists(g.fd));
+  // Killed again, then another domain is opened: that removes it.
+  const pid_t again = fork();
+  ASSERT_GE(again, 0);
+  if (again == 0) {
+    auto reg = core::XrcdRegistry::join(sg.st_dev, sg.st_ino, O_CREAT, 0, &e);
+    (void)reg.release();
+    _exit(0);
+  }
+  ASSERT_EQ(waitpid(again, &status, 0), again);
+  EXPECT_TRUE(segment_exists(g.fd));
+  auto reg = core::XrcdRegistry::join(sf.st_dev, sf.st_ino, O_CREAT, 0, &e);
+  ASSERT_NE(reg, nullptr);
+  EXPECT_FALSE(segment_exists(g.fd));
   reg.reset();
   EXPECT_FALSE(segment_exists(f.fd));
 }
