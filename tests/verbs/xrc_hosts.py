@@ -16,8 +16,9 @@ import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "netdev"))
-from testlib import expect, failures, run_stats, skip, wait_for  # noqa: E402
+from testlib import expect, failures, skip, wait_for  # noqa: E402
 from veth_pair import VethPair, sh  # noqa: E402
+from xsrq_check import expect_xsrq_clients, finish_all  # noqa: E402
 
 softrdma = sys.argv[1]
 if os.geteuid() != 0:
@@ -52,31 +53,11 @@ try:
     srv = run("a", PAIR.addr["a"], [*args, "-c", "3"])
     expect(wait_for(lambda: listening(port), 30, proc=srv), "server listens", "")
     clients = [run("b", addr, [*args, PAIR.addr["a"]]) for addr in CLIENTS]
-    outs = []
-    for p in [srv, *clients]:
-        try:
-            out, _ = p.communicate(timeout=120)
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out = p.communicate()[0] + "\n(timed out)"
-        outs.append((p.returncode, out))
-    for i, (rc, out) in enumerate(outs):
-        who = "server" if i == 0 else f"client {CLIENTS[i - 1]}"
-        expect(rc == 0 and "\nsuccess" in "\n" + out, f"{who}: exit {rc} and success", out)
-    lines = [run_stats(out) for _, out in outs]
-    if all(lines):
-        # Client i's k-th message goes through target QP (i + k) % 3: each client's target passes
-        # the 20 messages of the other two clients' on, and 20 of its own come through them.
-        for i, st in enumerate(lines[1:]):
-            expect(st["xrc_relayed"] == 20 * 4 and st["xrc_proxied"] == 20 * 4,
-                   f"client {CLIENTS[i]}: 80 packets passed on, 80 run for the others",
-                   outs[i + 1][1])
+    outs = finish_all([srv, *clients])
+    lines = expect_xsrq_clients(outs, N, [f"client {a}" for a in CLIENTS])
+    if lines:
         expect(lines[0]["xrc_rcvd_requests"] == 3 * N * 4, "the server took every request",
                outs[0][1])
-        expect(all(st["xrc_bad_srqn"] == 0 for st in lines), "no SRQ refused",
-               "".join(o for _, o in outs))
-    else:
-        expect(False, "a stats line from each program", "".join(o for _, o in outs))
 finally:
     PAIR.delete()
 sys.exit(1 if failures else 0)
