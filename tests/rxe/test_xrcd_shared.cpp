@@ -4,6 +4,7 @@
 // is passed to that device and executed there (rxe/xrc_relay.h), and a member whose process died
 // without closing is dropped by the next open.
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -335,6 +336,111 @@ TEST_F(Relay, AnSrqNobodyHoldsIsRefused) {
   EXPECT_EQ(tgt->counters().xrc_bad_srqn, 1u);
   EXPECT_EQ(tgt->counters().xrc_srq_elsewhere, 0u);
   EXPECT_EQ(tgt->counters().xrc_relayed, 0u);
+}
+
+// The holder is another process that stops (SIGSTOP) while a request waits for its answer: the
+// target forgets the request after a second, the initiator sends it again, and when the holder
+// runs again it gets both, executes the first and answers the second as a duplicate. The
+// message is delivered once (the holder posted two receives), and the initiator's send succeeds.
+TEST(RelayHolderProcess, StalledHolderExecutesAResendOnce) {
+  TempFile f;
+  int up[2], down[2];
+  ASSERT_EQ(pipe(up), 0);
+  ASSERT_EQ(pipe(down), 0);
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // The holder: a device of its own (its fabric reaches nobody: only the relay matters).
+    auto fabric = std::make_shared<netdev::MemoryFabric>();
+    Node b(fabric, 2);
+    int err = 0;
+    Xrcd* xb = b.dev->open_xrcd(f.fd, O_CREAT, &err);
+    Srq* srq = xb ? b.dev->create_xrc_srq(b.pd, xb, b.cq, 16, 1, 0, &err) : nullptr;
+    Buffer in(b, 8192, kAllAccess, 0xA5);
+    for (int i = 0; i < 2 && srq; ++i) {
+      RecvWr r;
+      r.wr_id = i;
+      const Sge sg = in.sge(i * 4096, 4096);
+      r.sg_list = std::span(&sg, 1);
+      srq->post(r);
+    }
+    const std::uint32_t srqn = srq ? srq->srqn : 0;
+    (void)!write(up[1], &srqn, sizeof srqn);
+    char c;
+    (void)!read(down[0], &c, 1);  // the parent's send completed: count what arrived
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    Wc wc[4];
+    std::uint32_t got = 0;
+    for (int n; (n = b.cq->poll(wc)) > 0;) got += static_cast<std::uint32_t>(n);
+    const std::uint32_t report[2] = {got, in.bytes[0] == 0x3C && in.bytes[4096] == 0xA5 ? 1u : 0u};
+    (void)!write(up[1], report, sizeof report);
+    b.dev->destroy_srq(srq);
+    b.dev->close_xrcd(xb);
+    _exit(0);
+  }
+  std::uint32_t srqn = 0;
+  ASSERT_EQ(read(up[0], &srqn, sizeof srqn), static_cast<ssize_t>(sizeof srqn));
+  ASSERT_NE(srqn, 0u);
+  auto fabric = std::make_shared<netdev::MemoryFabric>();
+  Node a(fabric, 1), c(fabric, 3);
+  int err = 0;
+  Xrcd* xa = a.dev->open_xrcd(f.fd, O_CREAT, &err);
+  ASSERT_NE(xa, nullptr);
+  Qp* tgt = make_qp(a, QpType::kXrcRecv, nullptr, xa);
+  Qp* ini = make_qp(c, QpType::kXrcSend);
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  at.port_num = 1;
+  at.qp_access_flags = kAllAccess;
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  at.qp_state = QpState::kRtr;
+  at.path_mtu = Mtu::k1024;
+  at.rq_psn = 500;
+  at.min_rnr_timer = 1;
+  at.max_dest_rd_atomic = 1;
+  at.ah_attr.dgid = c.gid();
+  at.dest_qp_num = ini->qpn();
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMinRnrTimer |
+                                kQpMaxDestRdAtomic),
+            0);
+  at.ah_attr.dgid = a.gid();
+  at.dest_qp_num = tgt->qpn();
+  ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
+  at.qp_state = QpState::kRts;
+  at.timeout = 18;  // 1.07 s: the resend comes after the target forgot the request (1 s)
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;
+  at.sq_psn = 500;
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
+  ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
+                                kQpMaxQpRdAtomic),
+            0);
+  ASSERT_EQ(kill(child, SIGSTOP), 0);
+  Buffer src(c, 1000, kAllAccess, 0x3C);
+  const Sge s = src.sge(0, 1000);
+  SendWr w = wr(WrOpcode::kSend, 1, std::span(&s, 1));
+  w.remote_srqn = srqn;
+  ASSERT_EQ(ini->post_send(w), 0);
+  // Past the target's 1 s and the initiator's resend at 1.07 s, then let the holder run.
+  EXPECT_TRUE(
+      wait_until([&] { return ini->counters().retransmits >= 1; }, std::chrono::seconds(5)));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(tgt->counters().xrc_relayed, 2u);  // the request, and its resend
+  ASSERT_EQ(kill(child, SIGCONT), 0);
+  const Wc wc = one_wc(c.cq);
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  ASSERT_EQ(write(down[1], "x", 1), 1);
+  std::uint32_t report[2] = {};
+  ASSERT_EQ(read(up[0], report, sizeof report), static_cast<ssize_t>(sizeof report));
+  EXPECT_EQ(report[0], 1u);  // delivered once
+  EXPECT_EQ(report[1], 1u);  // into the first receive, the second untouched
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+  EXPECT_EQ(a.dev->destroy_qp(tgt), 0);
+  EXPECT_EQ(c.dev->destroy_qp(ini), 0);
+  EXPECT_EQ(a.dev->close_xrcd(xa), 0);
 }
 
 // Another process in the domain: while it lives O_EXCL fails here and its SRQ number is
