@@ -65,10 +65,12 @@ void Device::relay_request(XrcRelay& relay, const RelayRequest& r, const std::ui
   a.responses[0] = RelayResponse{wire::syndrome::kNakInvalidRequest, false, false, r.psn, 0};
   const auto pkt = wire::parse_roce(wire::Bytes(packet, len));
   Xrcd* xrcd = nullptr;
+  // Its SRQ, of the same domain as the target (a file's domain: the same inode), held until the
+  // proxy ran: destroy_srq, which destroys the SRQ's proxies, waits for the hold.
+  core::XrcSrqTable::Hold h;
   if (pkt && pkt->hdr.xrceth && pkt->hdr.xrceth->srqn == r.srqn && pkt->hdr.bth.psn == r.psn &&
       pkt->info->request) {
-    // Its SRQ, of the same domain as the target (a file's domain: the same inode).
-    const auto h = find_xrc_srq(r.srqn);
+    h = find_xrc_srq(r.srqn);
     Xrcd* x = h.get() ? h.get()->xrcd() : nullptr;
     if (x && x->keyed && x->dev == r.xrcd_dev && x->ino == r.xrcd_ino) xrcd = x;
   }

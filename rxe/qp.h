@@ -331,7 +331,7 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // the target QPN their completions report, and where their responses go instead of the wire.
   std::unique_ptr<XrcForward> fwd_;
   std::uint32_t reported_qpn_;
-  bool proxy_ = false;
+  std::atomic<bool> proxy_{false};  // set once, as it is made (read by other threads)
   RelayAnswer* capture_ = nullptr;
   bool proxy_has_last_ = false;  // a proxy: the PSN of the last request it executed
   std::uint32_t proxy_last_psn_ = 0;
