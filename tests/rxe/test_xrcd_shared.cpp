@@ -104,6 +104,42 @@ TEST(XrcdShared, SrqNumbersAreTheDomains) {
   EXPECT_EQ(b.dev->close_xrcd(xb), 0);
 }
 
+// Brings XRC target `tgt` (on `tn`) and initiator `ini` (on `in`) up to RTS, connected to each
+// other: all access, path MTU 1024, PSN `psn` both ways, the initiator's ACK timeout `timeout`
+// with 7 retries and RNR retries for ever, `rd_atomic` READs and atomics outstanding.
+void connect_xrc(Node& tn, Qp* tgt, Node& in, Qp* ini, std::uint32_t psn, std::uint8_t timeout,
+                 std::uint8_t rd_atomic) {
+  QpAttr at;
+  at.qp_state = QpState::kInit;
+  at.port_num = 1;
+  at.qp_access_flags = kAllAccess;
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  at.qp_state = QpState::kRtr;
+  at.path_mtu = Mtu::k1024;
+  at.rq_psn = psn;
+  at.min_rnr_timer = 1;
+  at.max_dest_rd_atomic = rd_atomic;
+  at.ah_attr.dgid = in.gid();
+  at.dest_qp_num = ini->qpn();
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMinRnrTimer |
+                                kQpMaxDestRdAtomic),
+            0);
+  at.ah_attr.dgid = tn.gid();
+  at.dest_qp_num = tgt->qpn();
+  ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
+  at.qp_state = QpState::kRts;
+  at.timeout = timeout;
+  at.retry_cnt = 7;
+  at.rnr_retry = 7;  // for ever
+  at.max_rd_atomic = rd_atomic;
+  at.sq_psn = psn;
+  ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
+  ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
+                                kQpMaxQpRdAtomic),
+            0);
+}
+
 // Three devices: a and b share a domain (a file) and each has an XRC SRQ in it, a with a target
 // QP connected to an initiator on c. Requests through a's target that name b's SRQ are passed to
 // b (rxe/xrc_relay.h), as between two processes of one host.
@@ -124,35 +160,7 @@ class Relay : public ::testing::Test {
     tgt = make_qp(*a, QpType::kXrcRecv, nullptr, xa);
     ini = make_qp(*c, QpType::kXrcSend);
     ASSERT_TRUE(tgt && ini);
-    QpAttr at;
-    at.qp_state = QpState::kInit;
-    at.port_num = 1;
-    at.qp_access_flags = kAllAccess;
-    ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-    ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-    at.qp_state = QpState::kRtr;
-    at.path_mtu = Mtu::k1024;
-    at.rq_psn = 0xFFFFFE;  // wraps soon
-    at.min_rnr_timer = 1;
-    at.max_dest_rd_atomic = 4;
-    at.ah_attr.dgid = c->gid();
-    at.dest_qp_num = ini->qpn();
-    ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                  kQpMinRnrTimer | kQpMaxDestRdAtomic),
-              0);
-    at.ah_attr.dgid = a->gid();
-    at.dest_qp_num = tgt->qpn();
-    ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
-    at.qp_state = QpState::kRts;
-    at.timeout = 14;
-    at.retry_cnt = 7;
-    at.rnr_retry = 7;  // for ever
-    at.max_rd_atomic = 4;
-    at.sq_psn = 0xFFFFFE;
-    ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
-    ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
-                                  kQpMaxQpRdAtomic),
-              0);
+    ASSERT_NO_FATAL_FAILURE(connect_xrc(*a, tgt, *c, ini, 0xFFFFFE, 14, 4));  // PSNs wrap soon
   }
   void TearDown() override {
     if (tgt) {
@@ -430,34 +438,9 @@ TEST(RelayHolderProcess, StalledHolderExecutesAResendOnce) {
   ASSERT_NE(xa, nullptr);
   Qp* tgt = make_qp(a, QpType::kXrcRecv, nullptr, xa);
   Qp* ini = make_qp(c, QpType::kXrcSend);
-  QpAttr at;
-  at.qp_state = QpState::kInit;
-  at.port_num = 1;
-  at.qp_access_flags = kAllAccess;
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-  ASSERT_EQ(ini->modify(at, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-  at.qp_state = QpState::kRtr;
-  at.path_mtu = Mtu::k1024;
-  at.rq_psn = 500;
-  at.min_rnr_timer = 1;
-  at.max_dest_rd_atomic = 1;
-  at.ah_attr.dgid = c.gid();
-  at.dest_qp_num = ini->qpn();
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMinRnrTimer |
-                                kQpMaxDestRdAtomic),
-            0);
-  at.ah_attr.dgid = a.gid();
-  at.dest_qp_num = tgt->qpn();
-  ASSERT_EQ(ini->modify(at, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn), 0);
-  at.qp_state = QpState::kRts;
-  at.timeout = 19;  // 2.1 s: the resend comes after the target forgot the request (1 s)
-  at.retry_cnt = 7;
-  at.rnr_retry = 7;
-  at.sq_psn = 500;
-  ASSERT_EQ(tgt->modify(at, kQpState | kQpTimeout | kQpSqPsn), 0);
-  ASSERT_EQ(ini->modify(at, kQpState | kQpTimeout | kQpSqPsn | kQpRetryCnt | kQpRnrRetry |
-                                kQpMaxQpRdAtomic),
-            0);
+  // The initiator's ACK timeout 19 (2.1 s): the resend comes after the target forgot the
+  // request (1 s).
+  ASSERT_NO_FATAL_FAILURE(connect_xrc(a, tgt, c, ini, 500, 19, 1));
   ASSERT_EQ(kill(child, SIGSTOP), 0);
   Buffer src(c, 1000, kAllAccess, 0x3C);
   const Sge s = src.sge(0, 1000);
