@@ -35,14 +35,11 @@ struct XrcdRegistry::Shared {
     std::atomic<std::uint32_t> srqn;
     std::atomic<std::uint32_t> member;  // the member's slot + 1; 0: free
   };
-  std::atomic<std::uint32_t> magic;
   Member members[kMembers];
   SrqOwner srqs[kSrqSlots];
 };
 
 namespace {
-
-constexpr std::uint32_t kMagic = 0x58524344;  // "XRCD", version 1
 
 static_assert(std::atomic<std::int32_t>::is_always_lock_free &&
                   std::atomic<std::uint64_t>::is_always_lock_free,
@@ -172,7 +169,6 @@ std::unique_ptr<XrcdRegistry> XrcdRegistry::join(std::uint64_t dev, std::uint64_
     return fail(e);
   }
   auto* s = static_cast<Shared*>(p);
-  s->magic.store(kMagic);
   drop_dead(s);
   std::uint32_t live = 0, free_slot = kMembers;
   for (std::uint32_t i = 0; i < kMembers; ++i) {

@@ -263,6 +263,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"xrc_relayed", q.xrc_relayed},
       {"xrc_proxied", q.xrc_proxied},
       {"xrc_relay_dropped", q.xrc_relay_dropped},
+      {"xrc_relay_malformed", relay() ? relay()->malformed() : 0},
       {"odp_faults", mrs_.odp_faults()},
       {"np_ecn_marked_roce_packets", q.np_ecn_marked_roce_packets},
       {"np_cnp_sent", q.np_cnp_sent},

@@ -61,8 +61,7 @@ void Device::relay_request(XrcRelay& relay, const RelayRequest& r, const std::ui
   a.target_qpn = r.target_qpn;
   a.psn = r.psn;
   a.failed = true;  // unless a proxy runs it
-  a.count = 1;
-  a.responses[0] = RelayResponse{wire::syndrome::kNakInvalidRequest, false, false, r.psn, 0};
+  a.add(RelayResponse{wire::syndrome::kNakInvalidRequest, false, false, r.psn, 0});
   const auto pkt = wire::parse_roce(wire::Bytes(packet, len));
   Xrcd* xrcd = nullptr;
   // Its SRQ, of the same domain as the target (a file's domain: the same inode), held until the

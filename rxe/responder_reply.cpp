@@ -42,10 +42,8 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
                           std::optional<std::uint64_t> atomic_orig) {
   using namespace wire;
   if (capture_) {  // a proxy's: its target sends it (rxe/xrc_relay.h)
-    if (capture_->count < capture_->responses.size()) {
-      capture_->responses[capture_->count++] =
-          RelayResponse{syndrome, atomic_orig.has_value(), false, psn, atomic_orig.value_or(0)};
-    }
+    capture_->add(
+        RelayResponse{syndrome, atomic_orig.has_value(), false, psn, atomic_orig.value_or(0)});
     return;
   }
   netdev::Packet* p = dev_.tx_packet();
@@ -66,10 +64,7 @@ void Qp::send_acknowledge(std::uint8_t syndrome, std::uint32_t psn,
 void Qp::send_empty_read_response(std::uint32_t psn) {
   using namespace wire;
   if (capture_) {
-    if (capture_->count < capture_->responses.size()) {
-      capture_->responses[capture_->count++] =
-          RelayResponse{syndrome::kAckNoCredit, false, true, psn, 0};
-    }
+    capture_->add(RelayResponse{syndrome::kAckNoCredit, false, true, psn, 0});
     return;
   }
   netdev::Packet* p = dev_.tx_packet();

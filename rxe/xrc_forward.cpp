@@ -106,7 +106,7 @@ void Qp::forward_answered(const RelayAnswer& a) {
     fwd_->parked.clear();
     return;
   }
-  const std::size_t count = std::min<std::size_t>(a.count, a.responses.size());
+  const std::size_t count = a.count;  // at most 4: add() and XrcRelay::receive see to it
   if (a.failed) {
     // The proxy NAKed it and failed: so does the target, with the same NAK.
     std::uint8_t syndrome = wire::syndrome::kNakInvalidRequest;
@@ -193,9 +193,7 @@ RelayAnswer Qp::run_proxied(const RelayRequest& r, const wire::RocePacket& pkt,
   capture_ = nullptr;
   // What it queued to send (ACKs, RNR NAKs, atomic ACKs), and what it sent at once (a NAK).
   for (const Response& x : responses_) {
-    if (a.count < a.responses.size()) {
-      a.responses[a.count++] = RelayResponse{x.syndrome, x.atomic, x.empty_read, x.psn, x.orig};
-    }
+    a.add(RelayResponse{x.syndrome, x.atomic, x.empty_read, x.psn, x.orig});
   }
   responses_.clear();
   a.executed = epsn_ != r.psn;  // (or was, for a duplicate)

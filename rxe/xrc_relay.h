@@ -9,6 +9,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -51,6 +52,10 @@ struct RelayAnswer {
   bool failed = false;    // the proxy failed it: the target sends the NAK and fails too
   std::uint8_t count = 0;
   std::array<RelayResponse, 4> responses{};
+  // Appends `r`; a full answer keeps the first four (one request makes one or two).
+  void add(const RelayResponse& r) {
+    if (count < responses.size()) responses[count++] = r;
+  }
 };
 
 // An XRC target's side: the request passed and not yet answered (one at a time, so that no
@@ -112,7 +117,8 @@ class XrcRelay {
   };
   // The next well-formed message, kNone when none waits (malformed ones are counted, skipped).
   Message receive();
-  std::uint64_t malformed() const { return malformed_; }
+  // Messages dropped for breaking the format (any thread).
+  std::uint64_t malformed() const { return malformed_.load(std::memory_order_relaxed); }
 
  private:
   XrcRelay(int fd, std::uint64_t channel, std::int32_t pid)
@@ -124,7 +130,7 @@ class XrcRelay {
   std::uint64_t channel_;
   std::int32_t pid_;
   std::vector<std::uint8_t> buf_ = std::vector<std::uint8_t>(kMaxPacket + 256);
-  std::uint64_t malformed_ = 0;
+  std::atomic<std::uint64_t> malformed_{0};
 };
 
 }  // namespace softrdma::rxe
