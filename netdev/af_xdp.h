@@ -4,8 +4,9 @@
 // (netdev/xdp/roce_redirect.bpf.c, embedded at build time, attached through a BPF link that goes
 // away with the process) redirects UDP to our address (IPv4 or IPv6) and port 4791 into the socket
 // and passes every other frame, ARP and ND included, to the kernel. Frames are built by
-// RawEthNetdev and sent through the TX ring, or in copy mode (RoCE) through a packet socket with
-// UDP GSO (packet_tx.h: copy mode costs the kernel an skb and a copy per frame either way);
+// RawEthNetdev and sent through the TX ring, or in copy mode through a packet socket (packet_tx.h:
+// copy mode costs the kernel an skb and a copy per frame either way) with UDP GSO for RoCE, TCP
+// GSO for a userspace TCP whose frames fit one chunk;
 // neighbours come from the kernel's table, the kernel being asked to resolve
 // (netlink NTF_USE) when it has no entry, since ARP replies and advertisements go to it. Needs
 // CAP_NET_ADMIN and CAP_BPF (root); one AF_XDP device per interface (one XDP program). A UMEM chunk
@@ -65,10 +66,16 @@ class AfXdpNetdev : public RawFramePortNetdev {
   // Steering kTcpShared: marks `port` in the XDP program's tcp_ports (its segments come here,
   // the rest of the address's go to the kernel).
   bool steer_tcp_port(std::uint16_t port, bool ours) override;
-  // Between them, frames wait in the TX ring and one kick sends them all (unless the ring fills).
+  // Between them, frames wait in the TX ring and one kick sends them all (unless the ring fills);
+  // in copy mode they wait here and leave through the packet socket in one sendmmsg.
   void hold_sends() override;
   bool tcp_large_segments() const override { return true; }
   void release_sends() override;
+  bool send_frame(const std::uint8_t* frame, std::size_t len) override;
+  // Copy mode: super-segments leave through the packet socket as TCP GSO frames, cut by the
+  // kernel (packet_tx.h); in zero-copy mode the stack cuts them and they take the TX ring.
+  bool tcp_segmentation() const override { return tcp_gso_; }
+  bool send_tcp_segments(const std::uint8_t* frame, std::size_t len, std::uint16_t mss) override;
   // RoCE in copy mode: frames leave through a packet socket (packet_tx.h), runs of datagrams as
   // UDP GSO frames; in zero-copy mode through the TX ring.
   bool udp_segmentation() const override { return udp_gso_; }
@@ -115,8 +122,15 @@ class AfXdpNetdev : public RawFramePortNetdev {
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
   std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed
   bool tx_held_ = false;                     // hold_sends(): no kick until release_sends()
-  int gso_fd_ = -1;                          // RoCE in copy mode: the packet socket frames leave by
+  int gso_fd_ = -1;                          // copy mode: the packet socket frames leave by
   bool udp_gso_ = false;                     // until the kernel refuses a UDP GSO frame
+  bool tcp_gso_ = false;                     // a userspace TCP's frames take gso_fd_ (copy mode)
+  static constexpr std::size_t kHeldFrames = 64;
+  std::vector<std::pair<std::size_t, std::size_t>> held_;  // frames held (offset, length)
+  std::vector<std::uint8_t> held_bytes_;                   // their bytes, tags put in
+  std::vector<std::uint8_t> vlan_scratch_;
+  // Sends the held frames through gso_fd_ (tx_mu_ held).
+  void send_held();
 };
 
 }  // namespace softrdma::netdev

@@ -579,7 +579,8 @@ def set_offloads(side, on):
 
 
 def case_offload():
-    """lwIP's data segments (large ones, of up to 16 wire segments) leave af_packet joined, for
+    """lwIP's data segments (large ones, of up to 16 wire segments) leave af_packet (af_xdp in
+    copy mode, xdp_offload, through the same packet socket) joined, for
     the link's segmentation offload: with the lwIP side's veth made to cut every super-segment
     (offloads off) the segments on the wire are, field for field, the ones its trace shows (IPv4
     IDs, sequence numbers, lengths, flags, checksums), none beyond the MSS; left whole, frames
@@ -646,6 +647,12 @@ def case_offload():
         for n in ("t1", "w1", "t2", "w2"):
             if os.path.exists(f"{tmp}_{n}.pcapng"):
                 os.remove(f"{tmp}_{n}.pcapng")
+
+
+def case_xdp_offload():
+    global backend
+    backend = "af_xdp"
+    case_offload()
 
 
 def case_xdp_trace():
@@ -788,7 +795,7 @@ def case_vlan():
     in hl-b and 10.231.5.3 in hl-a on the veths (this kernel has no 802.1Q devices, so no kernel
     TCP peer on a VLAN). rping (data checked) with lwIP at both ends on af_packet (each way),
     af_xdp and dpdk, lwIP's counters showing it carried each, in large segments on af_packet
-    (the tag in the super-segment the kernel segments) and af_xdp (cut by softrdma); both traces
+    and af_xdp in copy mode (the tag in the super-segment the kernel segments); both traces
     show lwIP's segments tagged with VLAN 5 as on the wire, and a capture on hl-v0 shows them
     tagged and none untagged (not on af_xdp, whose program there takes them first, and only
     VLAN 5's)."""
