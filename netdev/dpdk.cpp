@@ -29,6 +29,9 @@ namespace {
 constexpr std::uint16_t kRxDesc = 512, kTxDesc = 512;
 constexpr std::uint32_t kPerQp = 64;  // mbufs in flight per QP (a send window's worth)
 constexpr std::uint32_t kPoolCache = 32;
+// What the pool holds beyond its users' needs: the caches of up to kCachedThreads threads, each
+// of which may hold up to 1.5 times the cache size before it flushes.
+constexpr std::uint32_t kCachedThreads = 8, kPoolCacheMax = kPoolCache * 3 / 2;
 constexpr std::uint32_t kRingSize = 1024;
 constexpr std::uint16_t kBurst = 32;
 constexpr auto kIdleSleepMax = std::chrono::microseconds(1000);
@@ -36,6 +39,28 @@ constexpr auto kIdleSleepMax = std::chrono::microseconds(1000);
 std::mutex eal_mu;
 bool eal_up = false;
 int pool_serial = 0;
+
+// A thread that is not one of EAL's has no lcore, and so no mempool cache: every mbuf it takes
+// or gives back goes through the pool's shared ring (a compare-and-swap each, the cache line
+// bouncing between the cores). Each thread that touches the pool (the receive thread, the
+// progress thread, an application's that sends) registers as an lcore on its first touch and
+// gets one; unregistered at its exit (its cache flushed). Without a free lcore slot it goes on
+// without a cache.
+struct LcoreSlot {
+  bool tried = false;
+  bool registered = false;
+  ~LcoreSlot() {
+    if (registered) rte_thread_unregister();
+  }
+};
+thread_local LcoreSlot t_lcore;
+
+void ensure_lcore() {
+  if (t_lcore.tried) return;
+  t_lcore.tried = true;
+  if (rte_lcore_id() != LCORE_ID_ANY) return;  // EAL's own thread
+  t_lcore.registered = rte_thread_register() == 0;
+}
 
 long free_hugepages() {
   std::ifstream in("/proc/meminfo");
@@ -165,7 +190,7 @@ std::unique_ptr<DpdkNetdev> DpdkNetdev::open(const std::string& device, std::opt
 
   // The pool: a window of mbufs per QP, plus what the rings and caches hold.
   const std::uint32_t qps = std::max<std::uint32_t>(1, expected_qps);
-  d->pool_size_ = qps * kPerQp + kRxDesc + kTxDesc + kRingSize + 2 * kPoolCache;
+  d->pool_size_ = qps * kPerQp + kRxDesc + kTxDesc + kRingSize + kCachedThreads * kPoolCacheMax;
   const std::uint32_t frame_max =
       d->link_.mtu + wire::kEthernetLen + wire::kVlanTagLen + 4 /* FCS */;
   const std::string pool_name =
@@ -252,6 +277,7 @@ DpdkNetdev::~DpdkNetdev() {
 
 void DpdkNetdev::poll_loop() {
   pthread_setname_np(pthread_self(), "softrdma-dpdk");
+  ensure_lcore();
   std::array<rte_mbuf*, kBurst> burst;
   auto idle = std::chrono::microseconds(0);
   while (!stop_.load(std::memory_order_relaxed)) {
@@ -288,6 +314,7 @@ void DpdkNetdev::poll_loop() {
 }
 
 std::size_t DpdkNetdev::recv_batch(std::span<Packet* const> pkts) {
+  ensure_lcore();
   std::uint64_t ignored;
   (void)!read(event_fd_, &ignored, sizeof ignored);
   std::array<rte_mbuf*, kBurst> got;
@@ -350,6 +377,7 @@ bool DpdkNetdev::keeps_for_tcp(const std::uint8_t* f, std::uint32_t len) const {
 }
 
 std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
+  ensure_lcore();
   std::uint64_t ignored;
   (void)!read(event_fd_, &ignored, sizeof ignored);
   std::array<rte_mbuf*, kBurst> got;
@@ -386,6 +414,7 @@ std::vector<std::pair<std::string, std::uint64_t>> DpdkNetdev::frame_counters() 
 }
 
 std::size_t DpdkNetdev::send_mbufs(std::span<const TxFrame> frames) {
+  ensure_lcore();
   std::array<rte_mbuf*, kBurst> out;
   std::size_t sent = 0;
   std::lock_guard lock(tx_mu_);
