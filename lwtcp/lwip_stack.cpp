@@ -35,6 +35,7 @@
 #include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
 #include "lwtcp/tcp_address.h"
+#include "netdev/frame_port.h"
 #include "netif/ethernet.h"
 #include "pcap/pcapng_writer.h"
 #include "wire/bytes.h"
@@ -232,21 +233,69 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
             make_room_for_syn();
           }
           if (link_mss_ > TCP_MSS && k != SegmentKind::kOther) peer_mss_.note(f, len);
-          pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
-          if (!p) {
-            ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
-            return;
+          // Data segments that continue one another join (receive offload), the rest keep
+          // their place after what was joined before them.
+          if (k == SegmentKind::kTcp) {
+            if (rx_join_.append(f, len)) return;
+            flush_rx_join();
+            if (rx_join_.append(f, len)) return;
+          } else {
+            flush_rx_join();
           }
-          pbuf_take(p, f, static_cast<u16_t>(len));
-          if (netif_.input(p, &netif_) != ERR_OK) {
-            ++counts_.rx_dropped;
-            pbuf_free(p);
-          }
+          input(f, len);
         },
         kFramesPerPoll);
+    flush_rx_join();
+    if (rx_joined_now_) ack_joined();
     sys_check_timeouts();
     if (holds_) holds_->expire();
     end_batch();
+  }
+
+  // One frame into lwIP (a copy in a pbuf of its own), mu held.
+  void input(const std::uint8_t* f, std::size_t len) {
+    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
+    if (!p) {
+      ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
+      return;
+    }
+    pbuf_take(p, f, static_cast<u16_t>(len));
+    if (netif_.input(p, &netif_) != ERR_OK) {
+      ++counts_.rx_dropped;
+      pbuf_free(p);
+    }
+  }
+
+  // The data segments joined so far (each checked by classify) into lwIP as one: a segment
+  // alone as it came, several as one long segment with its checksum completed (mu held). lwIP
+  // then copies, checks and acknowledges one segment for many, as a kernel's TCP does behind
+  // GRO.
+  void flush_rx_join() {
+    if (rx_join_.empty()) return;
+    std::uint8_t* f = rx_join_.frame();
+    const std::size_t len = rx_join_.frame_len();
+    if (rx_join_.segments() > 1) {
+      netdev::complete_checksum(f, static_cast<std::uint32_t>(len),
+                                static_cast<std::uint16_t>(SegmentBatch::tcp_at(f, len)), 16);
+      counts_.rx_joined += rx_join_.segments();
+      rx_joined_now_ = true;
+    }
+    input(f, len);
+    rx_join_.clear();
+  }
+
+  // After a pass that gave lwIP joined segments: the acknowledgement lwIP holds back (it
+  // acknowledges every second segment, the others after up to 250 ms) goes now, since a joined
+  // segment stands for several full ones (RFC 9293: at least every second full-sized segment).
+  // A sender waiting for it would otherwise stall (mu held).
+  void ack_joined() {
+    rx_joined_now_ = false;
+    for (tcp_pcb* p = lwip_active_pcbs(); p; p = p->next) {
+      if ((p->flags & TF_ACK_DELAY) != 0) {
+        tcp_ack_now(p);
+        tcp_output(p);
+      }
+    }
   }
 
   // Before a connection request reaches lwIP: at kMaxHalfOpen half-open connections, the oldest
@@ -424,6 +473,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
         {"tcp_rx_dropped", counts_.rx_dropped},
         {"tcp_accept_refused", counts_.accept_refused},
         {"tcp_tx_super_segments", counts_.tx_joined},
+        {"tcp_rx_joined_segments", counts_.rx_joined},
         {"tcp_tx_large_segments", counts_.tx_large},
         {"tcp_jumbo_connections", counts_.jumbo},
         {"tcp_rx_kernels", counts_.rx_kernels}};
@@ -705,11 +755,11 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   // sent (each of several of the tx_frames), large segments cut (go_large); the most half-open
   // connections lwIP held when a request came, and those pushed out for a newer one (kMaxHalfOpen);
   // with held ports, TCP frames to a port of the kernel's (not given to lwIP); connections whose
-  // MSS go_jumbo raised.
+  // MSS go_jumbo raised; received segments joined with others before lwIP took them.
   struct Counts {
     std::uint64_t rx_frames = 0, tx_frames = 0, rx_syn = 0, rx_rst = 0, tx_rst = 0,
                   rx_malformed = 0, rx_dropped = 0, accept_refused = 0, tx_joined = 0, tx_large = 0,
-                  half_open_peak = 0, syn_evicted = 0, rx_kernels = 0, jumbo = 0;
+                  half_open_peak = 0, syn_evicted = 0, rx_kernels = 0, jumbo = 0, rx_joined = 0;
   };
 
   std::unique_ptr<netdev::FramePort> port_;
@@ -746,6 +796,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
   PeerMss peer_mss_;
   bool batching_ = false;
   SegmentBatch batch_;
+  // Received data segments being joined (flush_rx_join), and whether a pass joined any.
+  SegmentBatch rx_join_;
+  bool rx_joined_now_ = false;
 };
 
 }  // namespace

@@ -169,7 +169,7 @@ std::size_t SegmentBatch::pieces() const {
   return payload == 0 ? 1 : (payload + cut_ - 1) / cut_;
 }
 
-const std::uint8_t* SegmentBatch::frame() {
+std::uint8_t* SegmentBatch::frame() {
   std::uint8_t* f = buf_.data();
   if (pieces() > 1) {
     put_ip_length(f, tcp_, len_);

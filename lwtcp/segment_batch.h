@@ -41,8 +41,9 @@ class SegmentBatch {
   // The batch as one frame: a single wire segment as it came, or the super-segment (IP length
   // of the whole (IPv4: and header checksum), the last segment's flags, and in the TCP checksum
   // field the pseudo-header sum over the whole length, as segmentation offload expects). Valid
-  // until the next append or clear.
-  const std::uint8_t* frame();
+  // until the next append or clear (and the caller's to complete, as a receiver joining the
+  // segments it received does).
+  std::uint8_t* frame();
   std::size_t frame_len() const { return len_; }
   // The batch cut into its segments again, each with complete checksums, as `out` frames (what
   // segmentation offload puts on the wire; also the fallback where the offload fails).

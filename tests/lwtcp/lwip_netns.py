@@ -649,6 +649,30 @@ def case_offload():
                 os.remove(f"{tmp}_{n}.pcapng")
 
 
+def case_rx_join():
+    """Data segments that arrive one by one (on af_xdp the kernel cuts its super-segments before
+    a veth with an XDP program) join before lwIP takes them: ib_write_bw -R from kernel TCP into
+    lwIP on af_xdp has lwIP count joined segments and send under a quarter as many frames as it
+    receives (lwIP acknowledges every second segment it takes: about half, unjoined); rping of
+    60000 bytes the same way, every ping's data checked."""
+    global backend
+    backend = "af_xdp"
+
+    def run():
+        args = ["ib_write_bw", "-R", "-p", str(PORT), "-s", "65536", "-n", "2000", "-F"]
+        _, sout = pair("rx_join: ib_write_bw into lwIP", "lwip", args, args + [ADDR["lwip"]],
+                       opts=("--stats",))
+        c = stats(sout)
+        rx, tx = c.get("tcp_rx_frames", 0), c.get("tcp_tx_frames", 0)
+        joined = c.get("tcp_rx_joined_segments", 0)
+        expect(rx > 10000 and joined > rx // 2, f"rx_join: {joined} of {rx} segments joined", sout)
+        expect(tx * 4 < rx, f"rx_join: {tx} frames sent for {rx} received", sout)
+        _, sout = rping("lwip", opts=("--stats",), count=20, size=60000)
+        joined = stats(sout).get("tcp_rx_joined_segments", 0)
+        expect(joined > 0, f"rx_join: rping's segments joined ({joined})", sout)
+    with_hosts(run)
+
+
 def case_xdp_offload():
     global backend
     backend = "af_xdp"
