@@ -270,9 +270,8 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
     // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:
     // RoCE's frames leave through a packet socket instead, runs of datagrams as UDP GSO frames;
     // so do a userspace TCP's, super-segments as TCP GSO frames, where a frame fits one chunk.
-    // Measured across a veth (bench/wire.sh, lwIP at both ends, 2026-12-07): 562-627 MB/s
-    // against 321-460 through the TX ring at MTU 1500, but 775-801 against 1031-1069 at 9000,
-    // whose frames span chunks: those keep the TX ring.
+    // Across a veth that measured faster at MTU 1500 and no better at 9000, whose frames span
+    // chunks: those keep the TX ring (figures in docs/iwarp.md).
     const bool tcp_gso = steers_tcp(steer) && d->link_.mtu + wire::kEthernetLen + tag <= kChunk;
     if (steer == Steering::kRoce || tcp_gso) d->gso_fd_ = open_offload_socket(d->link_.ifindex);
     d->udp_gso_ = d->gso_fd_ >= 0 && steer == Steering::kRoce;
