@@ -121,6 +121,24 @@ struct ShmLinks::Window : PeerWindow::Link {
   void refuse() override { refused.store(true, std::memory_order_relaxed); }
 };
 
+void ShmLinks::HeldQueue::push_back(Held&& h) {
+  if (count_ == slots_.size()) {  // full: twice the slots, in order from the first
+    std::vector<Held> bigger(std::max<std::size_t>(16, slots_.size() * 2));
+    for (std::size_t i = 0; i < count_; ++i) {
+      bigger[i] = std::move(slots_[(head_ + i) % slots_.size()]);
+    }
+    slots_.swap(bigger);
+    head_ = 0;
+  }
+  slots_[(head_ + count_) % slots_.size()] = std::move(h);
+  ++count_;
+}
+
+void ShmLinks::HeldQueue::clear() {
+  slots_ = {};
+  head_ = count_ = 0;
+}
+
 void ShmLinks::Out::reset() {
   if (ring) ring->publish();
   ring.reset();

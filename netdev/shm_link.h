@@ -12,7 +12,6 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -109,15 +108,34 @@ class ShmLinks {
     std::vector<std::uint8_t> bytes;
     bool icrc_filled = false;
   };
+  // Held datagrams in order, in slots reused as they leave: it allocates only to grow. (A deque
+  // freed and allocated a block every few datagrams, on the sending thread: perftest's -D alarm
+  // handler, which allocates, deadlocked on malloc's lock when it came during such a free.)
+  class HeldQueue {
+   public:
+    bool empty() const { return count_ == 0; }
+    std::size_t size() const { return count_; }
+    Held& front() { return slots_[head_]; }
+    void pop_front() {
+      head_ = head_ + 1 == slots_.size() ? 0 : head_ + 1;
+      --count_;
+    }
+    void push_back(Held&& h);
+    void clear();  // frees the slots (not on the send path)
+
+   private:
+    std::vector<Held> slots_;
+    std::size_t head_ = 0, count_ = 0;
+  };
   struct Out {
     enum class State { kNone, kPending, kUp } state = State::kNone;
     int conn = -1, bell = -1;
     std::shared_ptr<ShmRing> ring;   // shared with open windows
     std::shared_ptr<Window> window;  // null: the receiver shared no directory
     std::chrono::steady_clock::time_point retry_at{}, next_check{};
-    bool dirty = false;     // pushed, not yet published
-    bool stalled = false;   // stayed full for kFullWait in this batch
-    std::deque<Held> held;  // waiting for room, in order
+    bool dirty = false;    // pushed, not yet published
+    bool stalled = false;  // stayed full for kFullWait in this batch
+    HeldQueue held;        // waiting for room, in order
     std::size_t held_bytes = 0;
     void reset();  // held datagrams are left for ShmLinks::reset to count
   };
