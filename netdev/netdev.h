@@ -77,6 +77,8 @@ struct Packet {
   // rings only; see netdev/placement.h): the receiver checks the datagram but does not copy it
   // again.
   bool placed = false;
+  // Received through a host-local ring (the udp backend's; netdev/shm_link.h), not the network.
+  bool host_local = false;
 };
 
 // Something that happened to a packet below the caller, reported to a FaultObserver: a fault

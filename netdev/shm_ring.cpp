@@ -224,6 +224,7 @@ bool ShmRing::peek(Packet& view, bool& icrc_filled) {
     view.hop_limit = r.hop_limit;
     icrc_filled = !(r.flags & kNoIcrc);
     view.placed = (r.flags & kPlaced) != 0;
+    view.host_local = true;
     view.data = data() + pos + sizeof r;
     view.len = r.len;
     view.cap = r.len;

@@ -295,6 +295,7 @@ bool Qp::has_outstanding() const {
 bool Qp::run_timers(Clock::time_point now) {
   if (attr_.qp_state == QpState::kErr) {
     retransmit_deadline_ = rnr_deadline_ = pace_deadline_ = Clock::time_point::max();
+    ack_hold_.reset();
     return false;
   }
   if (!ud_hold_.empty()) drain_ud_hold(now);  // drops the datagrams past their deadline
@@ -308,6 +309,11 @@ bool Qp::run_timers(Clock::time_point now) {
     fwd_->timed_out_psn = fwd_->psn;
   }
   bool resend = false;
+  if (ack_hold_.deadline() <= now) {  // an ACK waited in vain for a request: it leaves alone
+    ack_hold_.reset();
+    ++counters_.ack_waits_expired;
+    resend = true;
+  }
   if (pace_deadline_ <= now) {  // a paced QP may send again
     pace_deadline_ = Clock::time_point::max();
     resend = true;

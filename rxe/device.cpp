@@ -67,6 +67,18 @@ Device::Device(std::unique_ptr<netdev::Netdev> nd, std::string name, const CcCon
 }
 
 Device::~Device() {
+  // ACKs waiting for a reply (rxe/ack_hold.h) leave: the peers' last requests are acknowledged.
+  {
+    std::lock_guard pl(progress_mutex_);
+    {
+      std::shared_lock ql(qps_mutex_);
+      for (const auto& [qpn, qp] : qps_) {
+        std::lock_guard l(qp->mutex());
+        qp->send_waiting_ack();
+      }
+    }
+    tx_flush();
+  }
   stop_ = true;
   signal_kick();
   thread_.join();
@@ -193,6 +205,8 @@ void add(QpCounters& sum, const QpCounters& c) {
   sum.dropped_bad_qkey += c.dropped_bad_qkey;
   sum.dropped_no_recv += c.dropped_no_recv;
   sum.held_no_recv += c.held_no_recv;
+  sum.acks_with_request += c.acks_with_request;
+  sum.ack_waits_expired += c.ack_waits_expired;
   sum.dropped_bad_opcode += c.dropped_bad_opcode;
   sum.placed_sent += c.placed_sent;
   sum.placed_received += c.placed_received;
@@ -234,6 +248,8 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"drop_bad_qkey", q.dropped_bad_qkey},
       {"drop_no_recv_wqe", q.dropped_no_recv},
       {"held_no_recv_wqe", q.held_no_recv},
+      {"acks_with_request", q.acks_with_request},
+      {"ack_waits_expired", q.ack_waits_expired},
       {"drop_bad_opcode", q.dropped_bad_opcode},
       {"drop_unknown_qp", rx_unknown_qp_.load()},
       {"drop_mcast", rx_mcast_dropped_.load()},
@@ -281,7 +297,38 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
   };
 }
 
+void Device::send_waiting_ack(std::uint32_t qpn) {
+  {
+    std::shared_lock ql(qps_mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return;
+    std::lock_guard l(it->second->mutex());
+    if (!it->second->ack_waiting()) return;  // (destroy_qp waits for no pass then)
+  }
+  // The TX batch is the pass's: wait for a pass under way to end (microseconds), though not for
+  // one stopped for good, which must not stop a destroy (the peer then sends its request again,
+  // to a QP that is gone).
+  std::unique_lock lock(progress_mutex_, std::defer_lock);
+  if (!t_in_step && !t_releasing) {
+    const auto until = Clock::now() + std::chrono::milliseconds(2);
+    while (!lock.try_lock()) {
+      if (Clock::now() >= until) return;
+      std::this_thread::yield();
+    }
+  }
+  bool sent = false;
+  {
+    std::shared_lock ql(qps_mutex_);
+    auto it = qps_.find(qpn);
+    if (it == qps_.end()) return;
+    std::lock_guard l(it->second->mutex());
+    sent = it->second->send_waiting_ack();
+  }
+  if (sent) tx_flush();
+}
+
 int Device::destroy_qp(Qp* qp) {
+  send_waiting_ack(qp->qpn());
   std::uint64_t serial = 0;
   {
     // Passes reach a QP through qps_ under a shared lock only: once it is out of the map no

@@ -57,6 +57,8 @@ int Qp::query(QpAttr& attr, QpCap& cap) {
 }
 
 int Qp::modify(const QpAttr& a, std::uint32_t mask) {
+  // Leaving RTS: an ACK waiting for a reply leaves first (rxe/ack_hold.h).
+  if ((mask & kQpState) && a.qp_state != QpState::kRts && reliable()) dev_.send_waiting_ack(qpn_);
   std::unique_lock lock(mutex_);
   const QpState cur = attr_.qp_state;
   if ((mask & kQpCurState) && a.cur_qp_state != cur) return EINVAL;
@@ -145,6 +147,7 @@ int Qp::modify(const QpAttr& a, std::uint32_t mask) {
       responses_.clear();
       if (fwd_) *fwd_ = XrcForward{};
       msn_ = 0;
+      ack_hold_.reset();
       retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
     } else if (next == QpState::kErr) {
       enter_error();
@@ -333,6 +336,7 @@ void Qp::enter_error() {
   publish_receiving(QpState::kErr);
   attr_.qp_state = QpState::kErr;
   retransmit_deadline_ = rnr_deadline_ = Clock::time_point::max();
+  ack_hold_.reset();
   in_message_ = false;
   for (auto& r : resources_) r.active = false;
   counters_.dropped_no_recv += ud_hold_.clear();
@@ -355,7 +359,7 @@ wire::Transport Qp::wire_transport() const {
 }
 
 Clock::time_point Qp::next_deadline() const {
-  return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_,
+  return std::min({retransmit_deadline_, rnr_deadline_, pace_deadline_, ack_hold_.deadline(),
                    ud_hold_.empty() ? Clock::time_point::max() : ud_hold_.front_deadline(),
                    fwd_ ? fwd_->deadline : Clock::time_point::max()});
 }

@@ -109,6 +109,9 @@ struct QpCounters {
   // UD datagrams that found no receive WQE and waited for one (rxe/ud_hold.h); those still
   // without one at their deadline are counted in dropped_no_recv too.
   std::uint64_t held_no_recv = 0;
+  // ACKs that waited for a request of the QP's own and left with it, and ACKs that waited in
+  // vain and left alone (rxe/ack_hold.h).
+  std::uint64_t acks_with_request = 0, ack_waits_expired = 0;
 };
 
 // Each protocol engine's state is a base of its own (rxe/requester_state.h,
@@ -135,6 +138,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // Attributes, PSNs, queue depths and counters for monitoring (rxe/snapshot.h).
   void info(QpInfo& out) const;
 
+  // Sends the ACK waiting for a reply, if one waits (rxe/ack_hold.h): true if it did. With the
+  // progress lock (Device::send_waiting_ack) and the QP's.
+  bool send_waiting_ack();
+  bool ack_waiting() const { return ack_hold_.deadline() != Clock::time_point::max(); }  // QP lock
   // Progress-thread entry points.
   void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Builds packets while there is work and TX room; returns true if work remains.
@@ -155,6 +162,7 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   void send_to(netdev::Packet* p, const netdev::IpAddr& dst, const netdev::IpAddr& src,
                std::uint8_t traffic_class, std::uint8_t hop_limit);
   // --- requester (requester.cpp)
+  bool run_requester(Clock::time_point now);  // run_send's requester part
   bool build_next_packet(SendWqe& w, Clock::time_point now);
   // The next packet's headers, opcode from the tables (rxe/request_opcode.h); false when the
   // transport has no opcode for it.
@@ -251,6 +259,10 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // never overtakes the responses owed to an earlier read. Returns true if
   // responses are still to be built.
   bool respond_in_order();
+  // When the queued answers leave (rxe/ack_hold.h): now, before the requests; after this
+  // step's requests; or not yet, an ACK waiting for the QP's next request.
+  enum class AckPlan : std::uint8_t { kNow, kAfter, kWait };
+  AckPlan plan_ack(Clock::time_point now);
   bool build_read_responses(RespResource& r, int& budget);
   // Queues an ACK/NAK (coalescing with a queued one) or an atomic ACK.
   void respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic = false,

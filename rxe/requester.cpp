@@ -82,11 +82,21 @@ bool Qp::run_local(SendWqe& w) {
 
 bool Qp::run_send(Clock::time_point now) {
   if (!ud_hold_.empty()) drain_ud_hold(now);  // receives were posted
-  // Responder duties first: read responses and queued ACKs, in PSN order.
-  bool more = respond_in_order();
+  // Responder duties first: read responses and queued ACKs, in PSN order. An ACK for a
+  // request/reply exchange (rxe/ack_hold.h) waits for the reply instead and leaves after its
+  // packets: the peer, polling its CQ for the ACK, then finds the reply placed with it.
+  const AckPlan plan = plan_ack(now);
+  if (plan == AckPlan::kWait) return false;
+  const bool more = plan == AckPlan::kNow && respond_in_order();
+  const bool requests_more = run_requester(now);
+  if (plan == AckPlan::kAfter) return respond_in_order() || requests_more;
+  return more || requests_more;
+}
+
+bool Qp::run_requester(Clock::time_point now) {
   const QpState st = attr_.qp_state;
-  if (st != QpState::kRts && st != QpState::kSqd) return more;
-  if (rnr_deadline_ != Clock::time_point::max()) return more;  // waiting out an RNR NAK
+  if (st != QpState::kRts && st != QpState::kSqd) return false;
+  if (rnr_deadline_ != Clock::time_point::max()) return false;  // waiting out an RNR NAK
   int budget = kBudget;
   bool pace_wait = false;  // waiting for the pacer, soon enough to stay in the pass
   while (budget > 0 && req_idx_ < sq_.size()) {
@@ -104,7 +114,7 @@ bool Qp::run_send(Clock::time_point now) {
           // A failed local operation completes in error and the QP goes to the error state.
           complete_ready();
           enter_error();
-          return more;
+          return false;
         }
       }
       ++req_idx_;
@@ -118,6 +128,7 @@ bool Qp::run_send(Clock::time_point now) {
         break;
       }
       w.started = true;
+      if (reliable()) ack_hold_.request_started(now);
       w.first_psn = w.next_psn = w.resp_psn = req_psn_;
       w.npkts = (w.is_read_or_atomic() && w.opcode != WrOpcode::kRdmaRead)
                     ? 1
@@ -155,7 +166,7 @@ bool Qp::run_send(Clock::time_point now) {
       dev_.async_event({AsyncEventType::kSqDrained, this});
     }
   }
-  return more || pace_wait || (budget == 0 && req_idx_ < sq_.size());
+  return pace_wait || (budget == 0 && req_idx_ < sq_.size());
 }
 
 bool Qp::build_next_packet(SendWqe& w, Clock::time_point now) {

@@ -115,7 +115,16 @@ void Qp::finish_request(const InboundRequest& rq, RxVerdict v) {
       return;
     default:
       epsn_ = psn_add(rq.psn, 1);
-      if (rq.rc && rq.pkt.hdr.bth.ack_req) respond(wire::syndrome::kAckNoCredit, rq.psn);
+      if (rq.rc && rq.pkt.hdr.bth.ack_req) {
+        respond(wire::syndrome::kAckNoCredit, rq.psn);
+        // (Not through a host-local ring: the peer's poll then reads the ring without a system
+        // call, and an ACK after the reply only lengthens its pass: ib_send_lat 2.6 against
+        // 2.1 µs.)
+        if (rq.ends && !rq.raw.host_local) {
+          ack_holdable_ = true;
+          ack_hold_.request_received(Clock::now());
+        }
+      }
       return;
   }
 }

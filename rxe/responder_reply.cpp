@@ -103,6 +103,7 @@ void Qp::fail_recv_wqe(WcStatus status) {
 }
 
 void Qp::respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic, std::uint64_t orig) {
+  ack_holdable_ = false;  // finish_request says when it may wait
   // ACKs and NAKs are cumulative: a queued one is replaced by a newer one.
   if (!atomic && !responses_.empty() && !responses_.back().atomic &&
       !responses_.back().empty_read) {
@@ -114,6 +115,30 @@ void Qp::respond(std::uint8_t syndrome, std::uint32_t psn, bool atomic, std::uin
 
 void Qp::respond_empty_read(std::uint32_t psn) {
   responses_.push_back(Response{wire::syndrome::kAckNoCredit, psn, false, 0, true});
+}
+
+Qp::AckPlan Qp::plan_ack(Clock::time_point now) {
+  // Only a lone ACK for a whole message, with no READ being answered, ever waits.
+  const bool lone = ack_holdable_ && responses_.size() == 1 && attr_.qp_state == QpState::kRts &&
+                    std::none_of(resources_.begin(), resources_.end(),
+                                 [](const RespResource& r) { return r.active; });
+  if (lone && ack_hold_.engaged()) {
+    if (req_idx_ < sq_.size() && rnr_deadline_ == Clock::time_point::max()) {
+      ack_hold_.released();
+      ++counters_.acks_with_request;
+      return AckPlan::kAfter;  // the requester has work: the ACK follows its packets
+    }
+    if (ack_hold_.hold(now)) return AckPlan::kWait;
+  }
+  ack_hold_.released();
+  return AckPlan::kNow;
+}
+
+bool Qp::send_waiting_ack() {
+  if (ack_hold_.deadline() == Clock::time_point::max()) return false;
+  ack_hold_.reset();
+  respond_in_order();
+  return true;
 }
 
 bool Qp::respond_in_order() {

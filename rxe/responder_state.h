@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/srq.h"
+#include "rxe/ack_hold.h"
 #include "rxe/ud_hold.h"
 #include "rxe/uses_core.h"
 
@@ -53,6 +54,10 @@ struct ResponderState {
     bool empty_read = false;  // ATOMIC WRITE / FLUSH: a zero-length RDMA READ response ONLY
   };
   std::deque<Response> responses_;  // answers not yet sent, in order
+  // The ACK queued last is for a message received whole (not a duplicate, a NAK...): it may
+  // wait for the QP's next request (rxe/ack_hold.h).
+  bool ack_holdable_ = false;
+  AckHold ack_hold_;
   std::vector<RespResource> resources_;
   std::size_t next_resource_ = 0;
   UdHold ud_hold_;  // UD: datagrams waiting for a receive WQE

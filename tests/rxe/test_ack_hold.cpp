@@ -1,0 +1,242 @@
+// Delayed ACKs for request/reply traffic (rxe/ack_hold.h): the heuristic, and two devices
+// playing ping-pong with RDMA WRITEs as ib_write_lat does (each side polls memory for the other's
+// write, then writes back): once the exchange is recognised, each ACK leaves just after the
+// reply's WRITE, in the same batch; a one-way stream never holds an ACK; and an ACK whose
+// reply never comes leaves at its deadline.
+#include <atomic>
+#include <mutex>
+
+#include "netdev/forwarding.h"
+#include "rxe/ack_hold.h"
+#include "tests/rxe/fixture.h"
+#include "wire/roce_opcode.h"
+
+namespace softrdma::rxe::test {
+namespace {
+
+using Clock = AckHold::Clock;
+using std::chrono::microseconds;
+
+TEST(AckHold, EngagesAfterQuickRepliesInARowOnly) {
+  AckHold h;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < AckHold::kQuickToEngage - 1; ++i) {
+    h.request_received(t0);
+    h.request_started(t0 + microseconds(5));
+  }
+  EXPECT_FALSE(h.engaged());
+  h.request_started(t0 + microseconds(6));  // no request came since the last reply: no reply
+  h.request_received(t0);
+  h.request_started(t0 + microseconds(5));
+  EXPECT_FALSE(h.engaged());
+  for (int i = 0; i < AckHold::kQuickToEngage - 1; ++i) {
+    h.request_received(t0);
+    h.request_started(t0 + microseconds(5));
+  }
+  EXPECT_TRUE(h.engaged());
+  h.request_received(t0);
+  h.request_started(t0 + AckHold::kHold + microseconds(1));  // a slow one ends it
+  EXPECT_FALSE(h.engaged());
+  EXPECT_FALSE(h.hold(t0));
+  EXPECT_EQ(h.deadline(), Clock::time_point::max());
+}
+
+TEST(AckHold, WaitsUntilItsDeadlineThenEndsTheMode) {
+  AckHold h;
+  const auto t0 = Clock::now();
+  for (int i = 0; i < AckHold::kQuickToEngage; ++i) {
+    h.request_received(t0);
+    h.request_started(t0);
+  }
+  ASSERT_TRUE(h.engaged());
+  EXPECT_TRUE(h.hold(t0));
+  EXPECT_EQ(h.deadline(), t0 + AckHold::kHold);
+  EXPECT_TRUE(h.hold(t0 + AckHold::kHold - microseconds(1)));  // the deadline stays the first's
+  EXPECT_EQ(h.deadline(), t0 + AckHold::kHold);
+  h.released();
+  EXPECT_EQ(h.deadline(), Clock::time_point::max());
+  EXPECT_TRUE(h.hold(t0 + microseconds(100)));  // the next ACK's own deadline
+  EXPECT_FALSE(h.hold(t0 + microseconds(100) + AckHold::kHold));
+  EXPECT_FALSE(h.engaged());
+  EXPECT_EQ(h.deadline(), Clock::time_point::max());
+}
+
+// Records the opcodes of every batch a device sends.
+class OpcodeRecorder : public netdev::ForwardingNetdev {
+ public:
+  using ForwardingNetdev::ForwardingNetdev;
+  std::size_t send_batch(std::span<netdev::Packet* const> pkts) override {
+    {
+      std::lock_guard l(mu_);
+      std::vector<std::uint8_t> ops;
+      for (const netdev::Packet* p : pkts) ops.push_back(p->len ? p->data[0] : 0xFF);
+      batches_.push_back(std::move(ops));
+    }
+    return ForwardingNetdev::send_batch(pkts);
+  }
+  std::vector<std::vector<std::uint8_t>> batches() {
+    std::lock_guard l(mu_);
+    return batches_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::vector<std::uint8_t>> batches_;
+};
+
+struct Pair {
+  std::shared_ptr<netdev::MemoryFabric> fabric = std::make_shared<netdev::MemoryFabric>();
+  OpcodeRecorder* rec_b = nullptr;
+  Node a{fabric, 1, 1500};
+  Node b;
+  Qp *qa = nullptr, *qb = nullptr;
+  Pair() : b(make_b()) { std::tie(qa, qb) = connected_qps(a, b); }
+  std::unique_ptr<netdev::Netdev> make_b() {
+    auto r = std::make_unique<OpcodeRecorder>(
+        std::make_unique<netdev::MemoryNetdev>(fabric, addr(2), 1500));
+    rec_b = r.get();
+    return r;
+  }
+};
+
+// One WRITE of `value` into byte 0 of `remote`, waited for.
+void write_byte(Qp* qp, Cq* cq, Buffer& local, Buffer& remote, std::uint8_t value) {
+  local.bytes[0] = value;
+  const Sge sge = local.sge(0, 1);
+  ASSERT_EQ(qp->post_send(rdma_wr(WrOpcode::kRdmaWrite, value, std::span(&sge, 1), remote)), 0);
+  const Wc wc = one_wc(cq);
+  ASSERT_EQ(wc.status, WcStatus::kSuccess);
+}
+
+bool wait_byte(const Buffer& buf, std::uint8_t value) {
+  return wait_until([&] { return std::atomic_ref(buf.bytes[0]).load() == value; },
+                    std::chrono::seconds(10), std::chrono::microseconds(0));
+}
+
+TEST(AckHoldRc, PingPongWritesSendEachAckAfterTheReply) {
+  Pair p;
+  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
+  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
+  constexpr int kRounds = 200;
+  std::atomic<bool> b_ok{true};
+  std::thread b_side([&] {  // b: waits for each write of a's, and writes back
+    for (int i = 1; i <= kRounds && b_ok; ++i) {
+      if (!wait_byte(b_dst, static_cast<std::uint8_t>(i))) b_ok = false;
+      b_src.bytes[0] = static_cast<std::uint8_t>(i);
+      const Sge sge = b_src.sge(0, 1);
+      if (p.qb->post_send(rdma_wr(WrOpcode::kRdmaWrite, i, std::span(&sge, 1), a_dst)) != 0) {
+        b_ok = false;
+      }
+      if (one_wc(p.b.cq).status != WcStatus::kSuccess) b_ok = false;
+    }
+  });
+  for (int i = 1; i <= kRounds; ++i) {
+    write_byte(p.qa, p.a.cq, a_src, b_dst, static_cast<std::uint8_t>(i));
+    ASSERT_TRUE(wait_byte(a_dst, static_cast<std::uint8_t>(i))) << "round " << i;
+  }
+  b_side.join();
+  ASSERT_TRUE(b_ok);
+  // b's ACKs went with its reply (once the first rounds recognised the exchange; on a loaded
+  // machine a thread descheduled past the hold sends its ACK alone and starts over, so not all).
+  EXPECT_GT(p.qb->counters().acks_with_request, kRounds / 10u);
+  int after = 0;
+  for (const auto& batch : p.rec_b->batches()) {
+    for (std::size_t i = 1; i < batch.size(); ++i) {
+      if (batch[i] == wire::op::kRcAck && batch[i - 1] == wire::op::kRcWriteOnly) ++after;
+    }
+  }
+  EXPECT_GT(after, kRounds / 10);
+}
+
+TEST(AckHoldRc, AOneWayStreamNeverHoldsAnAck) {
+  Pair p;
+  Buffer src(p.a, 64, kAllAccess), dst(p.b, 64, kAllAccess);
+  for (int i = 1; i <= 50; ++i) write_byte(p.qa, p.a.cq, src, dst, static_cast<std::uint8_t>(i));
+  EXPECT_EQ(p.qb->counters().acks_with_request, 0u);
+  EXPECT_EQ(p.qb->counters().ack_waits_expired, 0u);
+  EXPECT_EQ(p.qa->counters().acks_with_request, 0u);
+}
+
+TEST(AckHoldRc, AnAckWhoseReplyNeverComesLeavesAtItsDeadline) {
+  Pair p;
+  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
+  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
+  std::uint8_t v = 0;
+  // One round of ping-pong: true when b's ACK went with its reply.
+  auto round = [&] {
+    const std::uint64_t with = p.qb->counters().acks_with_request;
+    a_src.bytes[0] = ++v;
+    const Sge sa = a_src.sge(0, 1);
+    EXPECT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
+    EXPECT_TRUE(wait_byte(b_dst, v));
+    write_byte(p.qb, p.b.cq, b_src, a_dst, v);
+    EXPECT_EQ(one_wc(p.a.cq).status, WcStatus::kSuccess);
+    return p.qb->counters().acks_with_request > with;
+  };
+  // Ping-pong until b holds its ACKs, then b stops answering: a's next WRITE still completes,
+  // its ACK sent alone at the deadline. (On a loaded machine a round may be too slow and end
+  // the mode before that WRITE: then again.)
+  bool expired = false;
+  for (int attempt = 0; attempt < 20 && !expired; ++attempt) {
+    int rounds = 0;
+    while (!round() && ++rounds < 100) {
+    }
+    ASSERT_LT(rounds, 100) << "b never held an ACK";
+    const std::uint64_t before = p.qb->counters().ack_waits_expired;
+    write_byte(p.qa, p.a.cq, a_src, b_dst, ++v);
+    expired = p.qb->counters().ack_waits_expired == before + 1;
+    if (expired) {
+      write_byte(p.qa, p.a.cq, a_src, b_dst, ++v);  // the mode has ended: no wait
+      EXPECT_EQ(p.qb->counters().ack_waits_expired, before + 1);
+    }
+  }
+  EXPECT_TRUE(expired);
+  EXPECT_EQ(p.qa->counters().retransmits, 0u);
+}
+
+// A program that ends the exchange as ibv_rc_pingpong does (its last request received, it
+// destroys its QP at once, or moves it to ERR as rdma_disconnect does): the ACK waiting for a
+// reply leaves then, and the peer's last WRITE completes without a retry.
+void ends_right_after_receiving(bool destroy) {
+  Pair p;
+  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
+  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
+  std::uint8_t v = 0;
+  int rounds = 0;
+  for (bool held = false; !held && rounds < 100; ++rounds) {
+    const std::uint64_t with = p.qb->counters().acks_with_request;
+    a_src.bytes[0] = ++v;
+    const Sge sa = a_src.sge(0, 1);
+    ASSERT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
+    ASSERT_TRUE(wait_byte(b_dst, v));
+    write_byte(p.qb, p.b.cq, b_src, a_dst, v);
+    ASSERT_EQ(one_wc(p.a.cq).status, WcStatus::kSuccess);
+    held = p.qb->counters().acks_with_request > with;
+  }
+  ASSERT_LT(rounds, 100) << "b never held an ACK";
+  a_src.bytes[0] = ++v;
+  const Sge sa = a_src.sge(0, 1);
+  ASSERT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
+  ASSERT_TRUE(wait_byte(b_dst, v));
+  if (destroy) {
+    ASSERT_EQ(p.b.dev->destroy_qp(p.qb), 0);
+  } else {
+    QpAttr err;
+    err.qp_state = QpState::kErr;
+    ASSERT_EQ(p.qb->modify(err, kQpState), 0);
+  }
+  const Wc wc = one_wc(p.a.cq, std::chrono::seconds(30));
+  EXPECT_EQ(wc.status, WcStatus::kSuccess);
+  EXPECT_EQ(p.qa->counters().retransmits, 0u);
+}
+
+TEST(AckHoldRc, AQpDestroyedRightAfterARequestAcknowledgesItFirst) {
+  ends_right_after_receiving(true);
+}
+
+TEST(AckHoldRc, AQpMovedToErrorRightAfterARequestAcknowledgesItFirst) {
+  ends_right_after_receiving(false);
+}
+
+}  // namespace
+}  // namespace softrdma::rxe::test
