@@ -303,7 +303,7 @@ void Device::send_waiting_ack(std::uint32_t qpn) {
     auto it = qps_.find(qpn);
     if (it == qps_.end()) return;
     std::lock_guard l(it->second->mutex());
-    if (!it->second->ack_waiting()) return;  // (destroy_qp waits for no pass then)
+    if (!it->second->answers_owed()) return;  // (destroy_qp waits for no pass then)
   }
   // The TX batch is the pass's: wait for a pass under way to end (microseconds), though not for
   // one stopped for good, which must not stop a destroy (the peer then sends its request again,

@@ -82,7 +82,8 @@ class Device : public core::Objects {
   Qp* create_qp(Pd* pd, QpType type, Cq* send_cq, Cq* recv_cq, Srq* srq, QpCap& cap,
                 bool sq_sig_all, int* err, std::uint32_t qpn = 0, Xrcd* xrcd = nullptr);
   int destroy_qp(Qp* qp);
-  // An ACK of the QP numbered `qpn` waiting for a reply (rxe/ack_hold.h) leaves now: the QP is
+  // The answers the QP numbered `qpn` owes leave now (an ACK waiting for a reply,
+  // rxe/ack_hold.h, or one a pass under way queued after placing the request): the QP is
   // leaving RTS or going away, and the peer's request must not go unacknowledged. Only then
   // takes the progress lock (waiting at most 2 ms for it), unless this thread's pass holds it
   // (a CQ callback); never with the QP's lock.

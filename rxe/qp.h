@@ -138,10 +138,14 @@ class Qp : private RequesterState, private ResponderState, private CompleterStat
   // Attributes, PSNs, queue depths and counters for monitoring (rxe/snapshot.h).
   void info(QpInfo& out) const;
 
-  // Sends the ACK waiting for a reply, if one waits (rxe/ack_hold.h): true if it did. With the
-  // progress lock (Device::send_waiting_ack) and the QP's.
+  // Sends the answers owed: an ACK waiting for a reply (rxe/ack_hold.h), or queued by a pass
+  // that has not reached the QP's send step yet. True if any. With the progress lock
+  // (Device::send_waiting_ack) and the QP's.
   bool send_waiting_ack();
-  bool ack_waiting() const { return ack_hold_.deadline() != Clock::time_point::max(); }  // QP lock
+  // An answer is queued or waits (the QP's lock): a pass has not sent it yet.
+  bool answers_owed() const {
+    return !responses_.empty() || ack_hold_.deadline() != Clock::time_point::max();
+  }
   // Progress-thread entry points.
   void receive(const wire::RocePacket& pkt, const netdev::Packet& raw);
   // Builds packets while there is work and TX room; returns true if work remains.

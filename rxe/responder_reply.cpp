@@ -135,7 +135,7 @@ Qp::AckPlan Qp::plan_ack(Clock::time_point now) {
 }
 
 bool Qp::send_waiting_ack() {
-  if (ack_hold_.deadline() == Clock::time_point::max()) return false;
+  if (!answers_owed()) return false;
   ack_hold_.reset();
   respond_in_order();
   return true;
