@@ -84,21 +84,6 @@ class OpcodeRecorder : public netdev::ForwardingNetdev {
   std::vector<std::vector<std::uint8_t>> batches_;
 };
 
-struct Pair {
-  std::shared_ptr<netdev::MemoryFabric> fabric = std::make_shared<netdev::MemoryFabric>();
-  OpcodeRecorder* rec_b = nullptr;
-  Node a{fabric, 1, 1500};
-  Node b;
-  Qp *qa = nullptr, *qb = nullptr;
-  Pair() : b(make_b()) { std::tie(qa, qb) = connected_qps(a, b); }
-  std::unique_ptr<netdev::Netdev> make_b() {
-    auto r = std::make_unique<OpcodeRecorder>(
-        std::make_unique<netdev::MemoryNetdev>(fabric, addr(2), 1500));
-    rec_b = r.get();
-    return r;
-  }
-};
-
 // One WRITE of `value` into byte 0 of `remote`, waited for.
 void write_byte(Qp* qp, Cq* cq, Buffer& local, Buffer& remote, std::uint8_t value) {
   local.bytes[0] = value;
@@ -113,10 +98,51 @@ bool wait_byte(const Buffer& buf, std::uint8_t value) {
                     std::chrono::seconds(10), std::chrono::microseconds(0));
 }
 
+// Two devices (b's batches recorded), an RC QP on each, and a byte each writes into the other.
+struct Pair {
+  std::shared_ptr<netdev::MemoryFabric> fabric = std::make_shared<netdev::MemoryFabric>();
+  OpcodeRecorder* rec_b = nullptr;
+  Node a{fabric, 1, 1500};
+  Node b;
+  Qp *qa = nullptr, *qb = nullptr;
+  Buffer a_src{a, 64, kAllAccess}, a_dst{a, 64, kAllAccess};
+  Buffer b_src{b, 64, kAllAccess}, b_dst{b, 64, kAllAccess};
+  std::uint8_t v = 0;  // the last value a wrote
+  Pair() : b(make_b()) { std::tie(qa, qb) = connected_qps(a, b); }
+  std::unique_ptr<netdev::Netdev> make_b() {
+    auto r = std::make_unique<OpcodeRecorder>(
+        std::make_unique<netdev::MemoryNetdev>(fabric, addr(2), 1500));
+    rec_b = r.get();
+    return r;
+  }
+  // a posts its next WRITE; b sees it placed.
+  void a_writes() {
+    a_src.bytes[0] = ++v;
+    const Sge sa = a_src.sge(0, 1);
+    ASSERT_EQ(qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
+    ASSERT_TRUE(wait_byte(b_dst, v));
+  }
+  // One round of ping-pong (a writes, b writes back as soon as it sees it): true when b's ACK
+  // went with its reply.
+  bool round() {
+    const std::uint64_t with = qb->counters().acks_with_request;
+    a_writes();
+    write_byte(qb, b.cq, b_src, a_dst, v);
+    EXPECT_EQ(one_wc(a.cq).status, WcStatus::kSuccess);
+    return qb->counters().acks_with_request > with;
+  }
+  // Rounds until b's ACK goes with its reply (the mode engaged); false if it never does.
+  bool until_b_waits() {
+    for (int rounds = 0; rounds < 100; ++rounds) {
+      if (round()) return true;
+    }
+    return false;
+  }
+};
+
 TEST(AckHoldRc, PingPongWritesSendEachAckAfterTheReply) {
   Pair p;
-  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
-  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
+  Buffer &a_src = p.a_src, &a_dst = p.a_dst, &b_src = p.b_src, &b_dst = p.b_dst;
   // Rounds until b has sent 20 ACKs with its replies: once the first rounds recognise the
   // exchange, most do (on a loaded machine, or under ASan, a thread descheduled past the hold
   // sends its ACK alone and starts over). Without the waiting ACK, none would.
@@ -160,8 +186,9 @@ TEST(AckHoldRc, PingPongWritesSendEachAckAfterTheReply) {
 
 TEST(AckHoldRc, AOneWayStreamNeverHoldsAnAck) {
   Pair p;
-  Buffer src(p.a, 64, kAllAccess), dst(p.b, 64, kAllAccess);
-  for (int i = 1; i <= 50; ++i) write_byte(p.qa, p.a.cq, src, dst, static_cast<std::uint8_t>(i));
+  for (int i = 1; i <= 50; ++i) {
+    write_byte(p.qa, p.a.cq, p.a_src, p.b_dst, static_cast<std::uint8_t>(i));
+  }
   EXPECT_EQ(p.qb->counters().acks_with_request, 0u);
   EXPECT_EQ(p.qb->counters().ack_waits_expired, 0u);
   EXPECT_EQ(p.qa->counters().acks_with_request, 0u);
@@ -169,34 +196,17 @@ TEST(AckHoldRc, AOneWayStreamNeverHoldsAnAck) {
 
 TEST(AckHoldRc, AnAckWhoseReplyNeverComesLeavesAtItsDeadline) {
   Pair p;
-  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
-  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
-  std::uint8_t v = 0;
-  // One round of ping-pong: true when b's ACK went with its reply.
-  auto round = [&] {
-    const std::uint64_t with = p.qb->counters().acks_with_request;
-    a_src.bytes[0] = ++v;
-    const Sge sa = a_src.sge(0, 1);
-    EXPECT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
-    EXPECT_TRUE(wait_byte(b_dst, v));
-    write_byte(p.qb, p.b.cq, b_src, a_dst, v);
-    EXPECT_EQ(one_wc(p.a.cq).status, WcStatus::kSuccess);
-    return p.qb->counters().acks_with_request > with;
-  };
   // Ping-pong until b holds its ACKs, then b stops answering: a's next WRITE still completes,
   // its ACK sent alone at the deadline. (On a loaded machine a round may be too slow and end
   // the mode before that WRITE: then again.)
   bool expired = false;
   for (int attempt = 0; attempt < 20 && !expired; ++attempt) {
-    int rounds = 0;
-    while (!round() && ++rounds < 100) {
-    }
-    ASSERT_LT(rounds, 100) << "b never held an ACK";
+    ASSERT_TRUE(p.until_b_waits()) << "b never held an ACK";
     const std::uint64_t before = p.qb->counters().ack_waits_expired;
-    write_byte(p.qa, p.a.cq, a_src, b_dst, ++v);
+    write_byte(p.qa, p.a.cq, p.a_src, p.b_dst, ++p.v);
     expired = p.qb->counters().ack_waits_expired == before + 1;
     if (expired) {
-      write_byte(p.qa, p.a.cq, a_src, b_dst, ++v);  // the mode has ended: no wait
+      write_byte(p.qa, p.a.cq, p.a_src, p.b_dst, ++p.v);  // the mode has ended: no wait
       EXPECT_EQ(p.qb->counters().ack_waits_expired, before + 1);
     }
   }
@@ -209,25 +219,8 @@ TEST(AckHoldRc, AnAckWhoseReplyNeverComesLeavesAtItsDeadline) {
 // reply leaves then, and the peer's last WRITE completes without a retry.
 void ends_right_after_receiving(bool destroy) {
   Pair p;
-  Buffer a_src(p.a, 64, kAllAccess), a_dst(p.a, 64, kAllAccess);
-  Buffer b_src(p.b, 64, kAllAccess), b_dst(p.b, 64, kAllAccess);
-  std::uint8_t v = 0;
-  int rounds = 0;
-  for (bool held = false; !held && rounds < 100; ++rounds) {
-    const std::uint64_t with = p.qb->counters().acks_with_request;
-    a_src.bytes[0] = ++v;
-    const Sge sa = a_src.sge(0, 1);
-    ASSERT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
-    ASSERT_TRUE(wait_byte(b_dst, v));
-    write_byte(p.qb, p.b.cq, b_src, a_dst, v);
-    ASSERT_EQ(one_wc(p.a.cq).status, WcStatus::kSuccess);
-    held = p.qb->counters().acks_with_request > with;
-  }
-  ASSERT_LT(rounds, 100) << "b never held an ACK";
-  a_src.bytes[0] = ++v;
-  const Sge sa = a_src.sge(0, 1);
-  ASSERT_EQ(p.qa->post_send(rdma_wr(WrOpcode::kRdmaWrite, v, std::span(&sa, 1), b_dst)), 0);
-  ASSERT_TRUE(wait_byte(b_dst, v));
+  ASSERT_TRUE(p.until_b_waits()) << "b never held an ACK";
+  p.a_writes();
   if (destroy) {
     ASSERT_EQ(p.b.dev->destroy_qp(p.qb), 0);
   } else {
