@@ -17,6 +17,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "lwip/etharp.h"
@@ -27,6 +28,7 @@
 #include "lwip/priv/tcp_priv.h"  // tcp_abandon
 #include "lwip/tcp.h"
 #include "lwip/timeouts.h"
+#include "lwtcp/ephemeral_port.h"
 #include "lwtcp/jumbo_mss.h"
 #include "lwtcp/lwip_internal.h"
 #include "lwtcp/lwip_loader.h"
@@ -360,8 +362,8 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     return 0;
   }
 
-  // tcp_bind, the port held in the kernel first when the kernel holds the address too (mu
-  // held); 0 or an errno value.
+  // tcp_bind, the port held in the kernel first when the kernel holds the address too, and port
+  // 0 a dynamic port of our choice (lwtcp/ephemeral_port.h); mu held; 0 or an errno value.
   int bind_pcb(Conn& c, bool wildcard, std::uint16_t port) {
     if (holds_) {
       const int got = holds_->hold(port);
@@ -369,6 +371,17 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       port = static_cast<std::uint16_t>(got);
     }
     ip_addr_t ip = to_lwip(wildcard ? any_ : cfg_.address);
+    if (port == 0) {  // (held ports come from the kernel's choice)
+      int err = 0;
+      bind_dynamic_port(
+          static_cast<std::uint32_t>(port_draw_()),
+          [&](std::uint16_t p) {
+            const err_t e = tcp_bind(c.pcb, &ip, p);
+            return e == ERR_OK ? 0 : errno_of(e);  // (ERR_USE: EADDRINUSE, the next port)
+          },
+          err);
+      return err;
+    }
     if (const err_t e = tcp_bind(c.pcb, &ip, port); e != ERR_OK) {
       if (holds_) holds_->release(port);
       return errno_of(e);
@@ -398,8 +411,9 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     Conn* c = find(handle);
     if (!c || !c->pcb) return EBADF;
-    // Unbound, lwIP would pick a port the kernel knows nothing of: the kernel picks it.
-    if (holds_ && c->pcb->local_port == 0) {
+    // Unbound, lwIP would pick a port the kernel knows nothing of (the kernel picks it), or one
+    // of its own choice, which can fail (lwtcp/ephemeral_port.h).
+    if (c->pcb->local_port == 0) {
       if (const int e = bind_pcb(*c, false, 0); e != 0) return e;
     }
     ip_addr_t ip = to_lwip(to->addr);
@@ -774,6 +788,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
                                                       return port_->steer_tcp_port(port, held);
                                                     })
                       : nullptr;
+  std::minstd_rand port_draw_{std::random_device{}()};  // where port 0's search starts (mu)
   netif netif_{};
   std::uint32_t trace_iface_ = 0;
   const std::optional<std::uint16_t> vlan_ = port_->frame_vlan();  // the port tags every frame
