@@ -15,11 +15,13 @@ void AckHold::request_started(Clock::time_point now) {
 bool AckHold::hold(Clock::time_point now) {
   if (!engaged()) return false;
   if (deadline_ == Clock::time_point::max()) deadline_ = now + kHold;
-  if (now < deadline_) return true;
-  // Nobody replied in time: this traffic is not request/reply (or no longer).
-  deadline_ = Clock::time_point::max();
-  quick_ = 0;
-  return false;
+  return now < deadline_;
+}
+
+bool AckHold::expire(Clock::time_point now) {
+  if (deadline_ > now) return false;  // (none armed: max)
+  reset();                            // this traffic is not request/reply, or no longer
+  return true;
 }
 
 }  // namespace softrdma::rxe

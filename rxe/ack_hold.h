@@ -1,7 +1,7 @@
 // Delayed ACKs for request/reply traffic, as TCP delays its ACKs in interactive mode: once a
 // QP's own requests have followed the requests it received within kHold a few times in a row,
 // the ACK owed for a received message waits, up to kHold, for the QP's next request and leaves
-// in the same batch, just before it. The peer, polling its CQ for that ACK, then takes the
+// in the same batch, just after its packets. The peer, polling its CQ for that ACK, then takes the
 // request in the same pass instead of waiting for its progress thread (a program that polls
 // memory, as ib_write_lat does across hosts). An ACK that waited in vain leaves alone at its
 // deadline and ends the mode. The QP's lock.
@@ -23,8 +23,11 @@ class AckHold {
   // The requester started a WQE at `now`: a reply if a request came within kHold before.
   void request_started(Clock::time_point now);
   // May the queued ACK wait now? The first call for an ACK arms the deadline; false once it has
-  // passed (and the mode ends).
+  // passed (expire then ends the mode).
   bool hold(Clock::time_point now);
+  // The deadline has passed, nobody having replied in time: the mode ends. True if it did (the
+  // one place an ACK that waited in vain is told, whoever notices first: the timer or a pass).
+  bool expire(Clock::time_point now);
   // The ACK left (with a request, or anything else the responder sends).
   void released() { deadline_ = Clock::time_point::max(); }
   // Armed while an ACK waits.

@@ -309,8 +309,7 @@ bool Qp::run_timers(Clock::time_point now) {
     fwd_->timed_out_psn = fwd_->psn;
   }
   bool resend = false;
-  if (ack_hold_.deadline() <= now) {  // an ACK waited in vain for a request: it leaves alone
-    ack_hold_.reset();
+  if (ack_hold_.expire(now)) {  // an ACK waited in vain for a request: it leaves alone
     ++counters_.ack_waits_expired;
     resend = true;
   }

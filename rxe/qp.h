@@ -109,8 +109,8 @@ struct QpCounters {
   // UD datagrams that found no receive WQE and waited for one (rxe/ud_hold.h); those still
   // without one at their deadline are counted in dropped_no_recv too.
   std::uint64_t held_no_recv = 0;
-  // ACKs that waited for a request of the QP's own and left with it, and ACKs that waited in
-  // vain and left alone (rxe/ack_hold.h).
+  // In a request/reply exchange (rxe/ack_hold.h): ACKs that left right after a request of the
+  // QP's own, and ACKs that waited in vain for one and left alone.
   std::uint64_t acks_with_request = 0, ack_waits_expired = 0;
 };
 

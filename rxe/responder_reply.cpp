@@ -130,6 +130,7 @@ Qp::AckPlan Qp::plan_ack(Clock::time_point now) {
     }
     if (ack_hold_.hold(now)) return AckPlan::kWait;
   }
+  if (ack_hold_.expire(now)) ++counters_.ack_waits_expired;  // before its timer fired
   ack_hold_.released();
   return AckPlan::kNow;
 }

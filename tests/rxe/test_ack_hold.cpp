@@ -57,6 +57,9 @@ TEST(AckHold, WaitsUntilItsDeadlineThenEndsTheMode) {
   EXPECT_EQ(h.deadline(), Clock::time_point::max());
   EXPECT_TRUE(h.hold(t0 + microseconds(100)));  // the next ACK's own deadline
   EXPECT_FALSE(h.hold(t0 + microseconds(100) + AckHold::kHold));
+  EXPECT_TRUE(h.engaged());  // until told
+  EXPECT_TRUE(h.expire(t0 + microseconds(100) + AckHold::kHold));
+  EXPECT_FALSE(h.expire(t0 + microseconds(200) + AckHold::kHold));  // once
   EXPECT_FALSE(h.engaged());
   EXPECT_EQ(h.deadline(), Clock::time_point::max());
 }
