@@ -34,6 +34,9 @@ constexpr std::uint16_t kXdpUseSg = 1U << 4;     // XDP_USE_SG
 constexpr std::uint32_t kXdpPktContd = 1U << 0;  // XDP_PKT_CONTD
 // A frame's chunks at most: 12 KiB, a 9000-byte MTU and its headers.
 constexpr std::uint32_t kFrameChunks = 3;
+// The largest super-segment generic XDP hands over: an IPv4 or IPv6 packet of 64 KiB, its
+// Ethernet header and a VLAN tag.
+constexpr std::size_t kMaxSuperFrame = 65535 + 40 + 18;
 constexpr int kBusyTries = 100;  // 1 s
 constexpr useconds_t kBusyWaitUs = 10'000;
 
@@ -56,6 +59,7 @@ std::string why(int err) {
 struct AfXdpNetdev::Xsk {
   bpf_object* obj = nullptr;
   bpf_link* link = nullptr;
+  int skb_link_fd = -1;  // the program attached in generic (skb) mode, through a BPF link
   void* umem_area = nullptr;
   std::size_t umem_size = 0;
   int tcp_ports_fd = -1;  // the program's tcp_ports map (steering kTcpShared)
@@ -75,13 +79,14 @@ struct AfXdpNetdev::Xsk {
   // The XDP socket on `queue`, zero-copy where the driver can, multi-buffer where the kernel can.
   bool create_socket(const std::string& where, const std::string& ifname, std::uint32_t queue,
                      bool& zero_copy, bool& multi_buffer, std::string& error);
-  // Attaches the program to the interface through a BPF link.
-  bool attach(bpf_program* prog, int ifindex, const std::string& where, const std::string& ifname,
-              std::string& error);
+  // Attaches the program to the interface through a BPF link, in generic mode with `skb_mode`.
+  bool attach(bpf_program* prog, int ifindex, bool skb_mode, const std::string& where,
+              const std::string& ifname, std::string& error);
   ~Xsk() {
     if (xsk) xsk_socket__delete(xsk);
     if (umem) xsk_umem__delete(umem);
     if (link) bpf_link__destroy(link);
+    if (skb_link_fd >= 0) close(skb_link_fd);
     if (obj) bpf_object__close(obj);
     if (umem_area) munmap(umem_area, umem_size);
   }
@@ -104,8 +109,8 @@ bool AfXdpNetdev::Xsk::load_program(const std::string& where, const IpAddr& loca
   }
   prog = bpf_object__find_program_by_name(obj, "softrdma_roce_redirect");
   // Declared able to see multi-buffer frames (it reads only the headers, in the first buffer):
-  // veth refuses other programs on links with an MTU beyond a page (9000). Frames larger than a
-  // UMEM chunk still never reach the socket; the MTU we offer keeps ours below it.
+  // veth refuses other programs on links with an MTU beyond a page (9000), and in generic mode
+  // a super-segment is then handed over in pages rather than copied into one linear buffer.
   if (prog) bpf_program__set_flags(prog, bpf_program__flags(prog) | BPF_F_XDP_HAS_FRAGS);
   int load = bpf_object__load(obj);
   if (load != 0 && prog) {  // a kernel before 5.18 knows no such flag: load it without
@@ -210,11 +215,22 @@ bool AfXdpNetdev::Xsk::create_socket(const std::string& where, const std::string
   return true;
 }
 
-bool AfXdpNetdev::Xsk::attach(bpf_program* prog, int ifindex, const std::string& where,
-                              const std::string& ifname, std::string& error) {
-  link = bpf_program__attach_xdp(prog, ifindex);
-  if (!link) {
-    const int e = errno;
+bool AfXdpNetdev::Xsk::attach(bpf_program* prog, int ifindex, bool skb_mode,
+                              const std::string& where, const std::string& ifname,
+                              std::string& error) {
+  int e = 0;
+  if (skb_mode) {
+    bpf_link_create_opts opts;
+    std::memset(&opts, 0, sizeof opts);
+    opts.sz = sizeof opts;
+    opts.flags = XDP_FLAGS_SKB_MODE;
+    skb_link_fd = bpf_link_create(bpf_program__fd(prog), ifindex, BPF_XDP, &opts);
+    if (skb_link_fd < 0) e = errno;
+  } else {
+    link = bpf_program__attach_xdp(prog, ifindex);
+    if (!link) e = errno;
+  }
+  if (e != 0) {
     error = where + ": attaching the XDP program: " + why(e);
     if (e == EBUSY || e == EEXIST) {
       error +=
@@ -265,17 +281,17 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   const auto tag = static_cast<std::uint32_t>(vlan_tci ? wire::kVlanTagLen : 0);
   d->link_.mtu = std::min<std::uint32_t>(
       d->link_.mtu, d->max_frame_ - static_cast<std::uint32_t>(wire::kEthernetLen) - tag);
-  d->rx_frame_.resize(d->max_frame_);
+  // A userspace TCP in copy mode with multi-buffer frames: the program runs in generic (skb)
+  // mode, after the kernel's GRO, so super-segments come whole (see the header).
+  d->skb_mode_ = steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_;
+  d->rx_frame_.resize(d->skb_mode_ ? kMaxSuperFrame : d->max_frame_);
   if (!d->zero_copy_) {
     // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:
     // RoCE's frames leave through a packet socket instead, runs of datagrams as UDP GSO frames;
-    // so do a userspace TCP's, super-segments as TCP GSO frames, where a frame fits one chunk.
-    // Across a veth that measured faster at MTU 1500 and no better at 9000, whose frames span
-    // chunks: those keep the TX ring (figures in docs/iwarp.md).
-    const bool tcp_gso = steers_tcp(steer) && d->link_.mtu + wire::kEthernetLen + tag <= kChunk;
-    if (steer == Steering::kRoce || tcp_gso) d->gso_fd_ = open_offload_socket(d->link_.ifindex);
+    // so do a userspace TCP's, super-segments as TCP GSO frames (figures in docs/iwarp.md).
+    d->gso_fd_ = open_offload_socket(d->link_.ifindex);
     d->udp_gso_ = d->gso_fd_ >= 0 && steer == Steering::kRoce;
-    d->tcp_gso_ = d->gso_fd_ >= 0 && tcp_gso;
+    d->tcp_gso_ = d->gso_fd_ >= 0 && steers_tcp(steer);
   }
   d->fd_ = xsk_socket__fd(x.xsk);
   if (const int r = xsk_socket__update_xskmap(x.xsk, xsks_fd); r != 0) {
@@ -299,7 +315,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   }
 
   // Attach last, through a BPF link: it is detached when the process exits, even on a crash.
-  if (!x.attach(prog, d->link_.ifindex, where, ifname, error)) return nullptr;
+  if (!x.attach(prog, d->link_.ifindex, d->skb_mode_, where, ifname, error)) return nullptr;
 
   NeighbourTable::Config nc;
   nc.answer_arp = false;  // ARP goes to the kernel, which answers for its address

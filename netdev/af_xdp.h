@@ -18,6 +18,11 @@
 // and ARP (IPv6: neighbour discovery) for `local`, an address no interface holds, and the frames
 // go whole through FramePort; the kernel never sees them, so it neither answers nor resets our
 // connections, and every other flow (TCP to the kernel's own addresses included) stays with it.
+// In copy mode with multi-buffer sockets the program then runs in generic (skb) mode: after the
+// kernel's GRO, with a veth's peer left free to pass super-segments (a native program on a veth
+// turns its peer's segmentation offloads off), so a TCP super-segment of up to 64 KiB reaches
+// the socket whole, in up to 17 chunks, instead of cut into segments the sender's softirq pays
+// for one by one.
 // Steering kTcpShared (an address the kernel holds too): the program takes only TCP to `local`
 // and to the ports steer_tcp_port marked.
 #pragma once
@@ -114,9 +119,11 @@ class AfXdpNetdev : public RawFramePortNetdev {
   int fd_ = -1;
   bool zero_copy_ = false;
   bool multi_buffer_ = false;
-  std::uint32_t max_frame_ = 0;              // bytes: one chunk, or three with multi-buffer
-  std::vector<std::uint8_t> rx_frame_;       // a multi-buffer frame being gathered
-  std::size_t rx_frame_len_ = 0;             // its bytes so far (beyond max_frame_: dropped)
+  bool skb_mode_ = false;  // the program runs in generic mode (a userspace TCP's super-segments)
+  std::uint32_t max_frame_ = 0;              // bytes sent: one chunk, or three with multi-buffer
+  std::vector<std::uint8_t> rx_frame_;       // a multi-buffer frame being gathered (max_frame_, or
+                                             // a 64 KiB super-segment in generic mode)
+  std::size_t rx_frame_len_ = 0;             // its bytes so far (beyond rx_frame_: dropped)
   std::mutex tx_mu_;                         // one TX ring: senders take turns
   std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)

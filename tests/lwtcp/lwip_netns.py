@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -650,15 +651,16 @@ def case_offload():
 
 
 def case_rx_join():
-    """Data segments that arrive one by one (on af_xdp the kernel cuts its super-segments before
-    a veth with an XDP program) join before lwIP takes them: ib_write_bw -R from kernel TCP into
-    lwIP on af_xdp has lwIP count joined segments and send under a quarter as many frames as it
-    receives (lwIP acknowledges every second segment it takes: about half, unjoined); rping of
-    60000 bytes the same way, every ping's data checked."""
+    """Data segments that arrive one by one (from a NIC without GRO; here the kernel side's veth
+    made to cut its super-segments, offloads off) join before lwIP takes them: ib_write_bw -R
+    from kernel TCP into lwIP on af_xdp has lwIP count joined segments and send under a quarter
+    as many frames as it receives (lwIP acknowledges every second segment it takes: about half,
+    unjoined); rping of 60000 bytes the same way, every ping's data checked."""
     global backend
     backend = "af_xdp"
 
     def run():
+        set_offloads("kernel", False)
         args = ["ib_write_bw", "-R", "-p", str(PORT), "-s", "65536", "-n", "2000", "-F"]
         _, sout = pair("rx_join: ib_write_bw into lwIP", "lwip", args, args + [ADDR["lwip"]],
                        opts=("--stats",))
@@ -671,6 +673,46 @@ def case_rx_join():
         joined = stats(sout).get("tcp_rx_joined_segments", 0)
         expect(joined > 0, f"rx_join: rping's segments joined ({joined})", sout)
     with_hosts(run)
+
+
+def case_xdp_rx_whole():
+    """Kernel TCP's super-segments reach lwIP on af_xdp whole (its XDP program runs in generic
+    mode, where a veth keeps its peer's segmentation offloads and the kernel's GRO comes first):
+    rping of 60000 bytes from kernel TCP, data checked, and lwIP's trace holds received data
+    segments longer than the MSS (the program in native mode gets every one cut to 1448 bytes);
+    then lwIP at both ends, where lwIP's own TCP GSO frames arrive whole the same way."""
+    if not tshark:
+        skip("tshark is not installed")
+    global backend
+    backend = "af_xdp"
+    tmp = f"/tmp/lwip_netns_{os.getpid()}_whole"
+    os.makedirs(tmp, exist_ok=True)
+
+    def longer_than_mss(to):
+        """Data segments to `to`, longer than the MSS, in the traces (one a process)."""
+        found = []
+        for f in os.listdir(tmp):
+            out = subprocess.run([tshark, "-n", "-r", os.path.join(tmp, f), "-Y",
+                                  f"ip.dst=={to} && tcp.len>1460", "-T", "fields", "-e",
+                                  "tcp.len"], capture_output=True, text=True).stdout
+            found += [int(x) for x in out.split()]
+            os.remove(os.path.join(tmp, f))
+        return found
+
+    def run():
+        trace = ("--pcap", f"{tmp}/%p.pcapng")
+        rping("lwip", opts=trace, count=20, size=60000)
+        big = longer_than_mss(ADDR["lwip"])
+        expect(len(big) > 0, f"xdp_rx_whole: {len(big)} received segments beyond the MSS, the "
+               f"longest {max(big, default=0)} bytes", "")
+        rping("lwip", opts=trace, client_side="lwip2", count=20, size=60000)
+        big = longer_than_mss(ADDR["lwip"])
+        expect(len(big) > 0, f"xdp_rx_whole: from lwIP, {len(big)} received segments beyond "
+               "the MSS", "")
+    try:
+        with_hosts(run)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def case_xdp_offload():
@@ -761,7 +803,8 @@ def case_jumbo():
     """On an MTU 9000 link the lwIP side's SYNs offer an MSS of 8960 (lwIP is built with 1460)
     and its connections take the smaller of both offers: lwIP against kernel TCP (as server and
     as client) on af_packet, and against lwIP on af_xdp; rping checks the data, the traces show
-    each lwIP side's offer and its data segments above 1460 bytes and none above 8960. (dpdk:
+    each lwIP side's offer and its data segments as sent above 1460 bytes and none above 8960.
+    (dpdk:
     the af_packet PMD's port keeps a 1500-byte MTU.)"""
     if not tshark:
         skip("tshark is not installed")
@@ -804,7 +847,10 @@ def case_jumbo():
                 offers = fields(f"{mine} && tcp.flags.syn==1", "tcp.options.mss_val")
                 expect(offers and all(m == 8960 for m in offers),
                        f"{what}: {side} offers 8960 ({offers})", "")
-                sizes = fields(f"{mine} && tcp.len>0", "tcp.len")
+                # As sent (outbound): on af_xdp the other side's trace holds them received
+                # whole, as the super-segments they left as.
+                sizes = fields(f"{mine} && tcp.len>0 && frame.packet_flags_direction==2",
+                               "tcp.len")
                 expect(sizes and max(sizes) == 8960,
                        f"{what}: {side}'s data segments up to 8960 bytes (longest "
                        f"{max(sizes, default=0)} of {len(sizes)})", "")
