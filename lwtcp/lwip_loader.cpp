@@ -95,9 +95,37 @@ SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_FORWARDER)
 // its own). lwIP calls it through its PLT, so this definition, which libibverbs.so.1 exports
 // (libibverbs.map), takes its place in every program linked with libibverbs: the same sum,
 // eight bytes at a time. Where it is not exported (the softrdma tool), lwIP's own runs.
+// A received segment lwtcp checked before lwIP (note_checked_segment): lwIP's check of it is
+// answered without a second pass over its bytes.
+namespace {
+struct CheckedSegment {
+  const void* at = nullptr;
+  int len = 0;
+  u16_t sum = 0;  // the segment's sum as the check needs it: the pseudo-header's complement
+};
+thread_local CheckedSegment t_checked;
+}  // namespace
+
 extern "C" u16_t lwip_standard_chksum(const void* dataptr, int len) {
+  if (dataptr == t_checked.at && len == t_checked.len) {
+    t_checked.at = nullptr;
+    return t_checked.sum;
+  }
   return len > 0 ? softrdma::wire::ones_sum_host(dataptr, static_cast<std::size_t>(len)) : 0;
 }
+
+namespace softrdma::lwtcp {
+
+void note_checked_segment(const void* segment, int len, std::uint16_t pseudo_sum) {
+  // lwIP adds the pseudo-header to this sum and expects all ones: its complement does that.
+  t_checked = {segment, len, static_cast<u16_t>(~pseudo_sum)};
+}
+
+void forget_checked_segment() {
+  t_checked.at = nullptr;
+}
+
+}  // namespace softrdma::lwtcp
 
 namespace softrdma::lwtcp {
 

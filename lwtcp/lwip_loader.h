@@ -4,6 +4,7 @@
 // have succeeded before any of them is called (open_stack calls it first).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 struct tcp_pcb;  // lwIP's (lwip/tcp.h)
@@ -17,6 +18,14 @@ inline constexpr const char* kLwipLibrary = "liblwip.so.0";
 // "softiwarp0's userspace TCP needs liblwip.so.0 (Debian's liblwip0): liblwip.so.0: cannot open
 // shared object file: No such file or directory".
 bool load_lwip(std::string& error);
+
+// lwIP checks the checksum of every TCP segment it takes, which lwtcp has checked already
+// (classify) or completed itself. Until forget_checked_segment(), the sum lwIP asks of exactly
+// the `len` bytes at `segment` (this thread, once) is not computed: the one returned makes the
+// check pass, given `pseudo_sum`, the segment's pseudo-header sum (tcp_pseudo). Effective where
+// lwip_standard_chksum is ours (libibverbs.so.1); elsewhere lwIP sums the segment itself.
+void note_checked_segment(const void* segment, int len, std::uint16_t pseudo_sum);
+void forget_checked_segment();
 
 // The library's list of connections in a synchronised state or closing (lwIP's tcp_active_pcbs),
 // once load_lwip() has succeeded.

@@ -217,10 +217,10 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     std::lock_guard lock(mu);
     begin_batch();  // what the acknowledgements let out leaves joined
     port_->recv_frames(
-        [this](const std::uint8_t* f, std::uint32_t len) {
+        [this](const std::uint8_t* f, std::uint32_t len, bool checksum_good) {
           trace(f, len, false);
           ++counts_.rx_frames;
-          const SegmentKind k = classify(f, len);
+          const SegmentKind k = classify(f, len, checksum_good);
           if (k == SegmentKind::kTcpRst) ++counts_.rx_rst;
           if (k == SegmentKind::kMalformed || len > 0xFFFF) {
             ++counts_.rx_malformed;  // lwIP would drop it too: counted here
@@ -244,7 +244,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
           } else {
             flush_rx_join();
           }
-          input(f, len);
+          input(f, len, k != SegmentKind::kOther);
         },
         kFramesPerPoll);
     flush_rx_join();
@@ -254,18 +254,27 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     end_batch();
   }
 
-  // One frame into lwIP (a copy in a pbuf of its own), mu held.
-  void input(const std::uint8_t* f, std::size_t len) {
+  // One frame into lwIP (a copy in a pbuf of its own), mu held. `checked`: a TCP segment whose
+  // checksum is known good (classify checked it, or it was completed here), which lwIP's own
+  // check then does not sum again.
+  void input(const std::uint8_t* f, std::size_t len, bool checked) {
     pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
     if (!p) {
       ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
       return;
     }
     pbuf_take(p, f, static_cast<u16_t>(len));
+    const std::size_t tcp = checked ? tcp_header_at(f, static_cast<std::uint32_t>(len)) : 0;
+    if (tcp != 0) {
+      const TcpPseudo ph = tcp_pseudo(f, tcp);
+      note_checked_segment(static_cast<std::uint8_t*>(p->payload) + tcp,
+                           static_cast<int>(ph.segment_len), ph.sum);
+    }
     if (netif_.input(p, &netif_) != ERR_OK) {
       ++counts_.rx_dropped;
       pbuf_free(p);
     }
+    forget_checked_segment();  // taken synchronously: unused by now, or never to be
   }
 
   // The data segments joined so far (each checked by classify) into lwIP as one: a segment
@@ -282,7 +291,7 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
       counts_.rx_joined += rx_join_.segments();
       rx_joined_now_ = true;
     }
-    input(f, len);
+    input(f, len, true);
     rx_join_.clear();
   }
 

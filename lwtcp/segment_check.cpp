@@ -1,8 +1,10 @@
 #include "lwtcp/segment_check.h"
 
+#include <array>
 #include <cstring>
 
 #include "wire/bytes.h"
+#include "wire/inet_sum.h"
 #include "wire/net.h"
 
 namespace softrdma::lwtcp {
@@ -18,7 +20,7 @@ SegmentKind kind_of(const wire::Tcp& tcp) {
   return SegmentKind::kTcp;
 }
 
-SegmentKind classify_ipv4(const wire::Bytes packet) {
+SegmentKind classify_ipv4(const wire::Bytes packet, bool checksum_good) {
   const auto ip = wire::parse_ipv4(packet);
   if (!ip || wire::ipv4_header_checksum(packet.first(ip->ihl_bytes)) != 0) {
     return SegmentKind::kMalformed;
@@ -27,19 +29,21 @@ SegmentKind classify_ipv4(const wire::Bytes packet) {
   if (ip->mf || ip->frag_offset != 0) return SegmentKind::kOther;  // lwIP reassembles first
   const wire::Bytes segment = packet.subspan(ip->ihl_bytes, ip->total_len - ip->ihl_bytes);
   const auto tcp = wire::parse_tcp(segment);
-  if (!tcp || wire::l4_checksum_ipv4(ip->src, ip->dst, kProtoTcp, segment) != 0) {
+  if (!tcp ||
+      (!checksum_good && wire::l4_checksum_ipv4(ip->src, ip->dst, kProtoTcp, segment) != 0)) {
     return SegmentKind::kMalformed;
   }
   return kind_of(*tcp);
 }
 
-SegmentKind classify_ipv6(const wire::Bytes packet) {
+SegmentKind classify_ipv6(const wire::Bytes packet, bool checksum_good) {
   const auto ip = wire::parse_ipv6(packet);
   if (!ip) return SegmentKind::kMalformed;
   if (ip->next_header != kProtoTcp) return SegmentKind::kOther;  // ND, extension headers: lwIP's
   const wire::Bytes segment = packet.subspan(wire::kIpv6Len, ip->payload_len);
   const auto tcp = wire::parse_tcp(segment);
-  if (!tcp || wire::l4_checksum_ipv6(ip->src, ip->dst, kProtoTcp, segment) != 0) {
+  if (!tcp ||
+      (!checksum_good && wire::l4_checksum_ipv6(ip->src, ip->dst, kProtoTcp, segment) != 0)) {
     return SegmentKind::kMalformed;
   }
   return kind_of(*tcp);
@@ -47,17 +51,38 @@ SegmentKind classify_ipv6(const wire::Bytes packet) {
 
 }  // namespace
 
-SegmentKind classify(const std::uint8_t* frame, std::uint32_t len) {
+SegmentKind classify(const std::uint8_t* frame, std::uint32_t len, bool checksum_good) {
   if (len < kIp) return SegmentKind::kOther;
   const wire::Bytes packet(frame + kIp, len - kIp);
   switch (wire::load16(frame + 12)) {
     case wire::kEthertypeIpv4:
-      return classify_ipv4(packet);
+      return classify_ipv4(packet, checksum_good);
     case wire::kEthertypeIpv6:
-      return classify_ipv6(packet);
+      return classify_ipv6(packet, checksum_good);
     default:
       return SegmentKind::kOther;
   }
+}
+
+TcpPseudo tcp_pseudo(const std::uint8_t* frame, std::size_t tcp) {
+  // Addresses, zero, protocol and the segment's length, as the checksum sums them (RFC 9293
+  // 3.1, RFC 8200 8.1); summed in one pass from a copy.
+  std::array<std::uint8_t, 36> b{};
+  TcpPseudo out;
+  std::size_t n = 0;
+  if (wire::load16(frame + 12) == wire::kEthertypeIpv4) {
+    out.segment_len = wire::load16(frame + kIp + 2) - static_cast<std::uint32_t>(tcp - kIp);
+    std::memcpy(b.data(), frame + kIp + 12, 8);
+    n = 8;
+  } else {
+    out.segment_len = wire::load16(frame + kIp + 4);
+    std::memcpy(b.data(), frame + kIp + 8, 32);
+    n = 32;
+  }
+  b[n + 1] = kProtoTcp;
+  wire::store16(b.data() + n + 2, static_cast<std::uint16_t>(out.segment_len));
+  out.sum = wire::ones_sum_host(b.data(), n + 4);
+  return out;
 }
 
 std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len) {

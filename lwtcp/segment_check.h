@@ -20,12 +20,23 @@ struct PeerKey {
 
 enum class SegmentKind : std::uint8_t { kOther, kTcp, kTcpSyn, kTcpRst, kMalformed };
 
-SegmentKind classify(const std::uint8_t* frame, std::uint32_t len);
+// `checksum_good`: the port completed the TCP checksum (FramePort::FrameSink), which is then not
+// summed again.
+SegmentKind classify(const std::uint8_t* frame, std::uint32_t len, bool checksum_good = false);
 
 // Where the TCP header of an untagged frame starts (a whole 20-byte header in the frame): after
 // IPv4 (not a fragment) or after IPv6 (TCP its first next header). 0 for any other frame.
 // Headers only, no checksums (classify() checks those).
 std::size_t tcp_header_at(const std::uint8_t* frame, std::uint32_t len);
+
+// The TCP segment of a frame classify() found TCP (any kind but kOther and kMalformed): its
+// length, and the one's-complement sum of its pseudo-header as wire::ones_sum_host reads bytes
+// (host order), which is how lwIP adds it. tcp_header_at() says where the segment starts.
+struct TcpPseudo {
+  std::uint32_t segment_len = 0;
+  std::uint16_t sum = 0;
+};
+TcpPseudo tcp_pseudo(const std::uint8_t* frame, std::size_t tcp);
 
 // The connection of a frame whose TCP header tcp_header_at() found at `tcp`: its peer is the
 // destination of a frame we send (`sent`), the source of one we receive.

@@ -389,13 +389,14 @@ std::size_t AfPacketNetdev::recv_frames(const FrameSink& sink, std::size_t max) 
     SlotFrame f;
     if (slot_frame(h, f)) {
       bool ok = true;
-      if (f.vnet.flags & kVnetNeedsCsum) {  // the kernel left the checksum partial
+      const bool partial = (f.vnet.flags & kVnetNeedsCsum) != 0;
+      if (partial) {  // the kernel left the checksum partial
         ok = complete_checksum(f.data, f.len, f.vnet.csum_start, f.vnet.csum_offset);
       }
       if (ok) {
         bump(counters_.rx_packets);
         bump(counters_.rx_bytes, f.len);
-        sink(f.data, f.len);
+        sink(f.data, f.len, partial);
         ++n;
       } else {
         bump(counters_.rx_malformed);  // bad offload offsets

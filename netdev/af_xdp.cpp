@@ -555,10 +555,10 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   // checksum partial, to be completed here as its own receive path would.
   return drain_rx(max, [&](std::uint8_t* frame, std::uint32_t len) {
     if (!untag(frame, len)) return;  // (the program passes only our VLAN's)
-    complete_partial_tcp(frame, len);
+    const bool completed = complete_partial_tcp(frame, len);
     bump(counters_.rx_packets);
     bump(counters_.rx_bytes, len);
-    sink(frame, len);
+    sink(frame, len, completed);
   });
 }
 

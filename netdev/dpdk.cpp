@@ -396,10 +396,10 @@ std::size_t DpdkNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
       std::uint32_t len = m->data_len;
       if (!untag(frame, len)) continue;  // (the receive thread keeps only our VLAN's)
       // A kernel TCP on this host (a vdev on a veth) leaves its checksum partial.
-      complete_partial_tcp(frame, len);
+      const bool completed = complete_partial_tcp(frame, len);
       bump(counters_.rx_packets);
       bump(counters_.rx_bytes, len);
-      sink(frame, len);
+      sink(frame, len, completed);
       ++n;
     }
     rte_pktmbuf_free_bulk(got.data(), k);

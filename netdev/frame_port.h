@@ -30,7 +30,11 @@ inline bool steers_tcp(Steering s) {
 
 class FramePort {
  public:
-  using FrameSink = std::function<void(const std::uint8_t* frame, std::uint32_t len)>;
+  // `checksum_good`: the port completed the frame's TCP checksum itself (a partial one, left by
+  // an offload on this host as the kernel hands it over), so it is right by construction and
+  // needs no check; false: the frame's checksums are as they came.
+  using FrameSink =
+      std::function<void(const std::uint8_t* frame, std::uint32_t len, bool checksum_good)>;
   virtual ~FramePort() = default;
   // Readable (EPOLLIN) when frames wait.
   virtual int frame_fd() const = 0;

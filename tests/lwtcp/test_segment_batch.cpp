@@ -8,9 +8,12 @@
 #include <random>
 #include <vector>
 
+#include "lwtcp/lwip_loader.h"
 #include "lwtcp/segment_batch.h"
+#include "lwtcp/segment_check.h"
 #include "netdev/frame_port.h"
 #include "wire/bytes.h"
+#include "wire/inet_sum.h"
 #include "wire/net.h"
 
 namespace softrdma::lwtcp {
@@ -363,6 +366,78 @@ TEST(SegmentBatch, ALargeIpv6SegmentIsCutAtTheWireMss) {
   bad[14 + 6] = 0;  // a hop-by-hop extension header first: not such a frame
   EXPECT_EQ(SegmentBatch::tcp_at(bad.data(), bad.size()), 0u);
   EXPECT_FALSE(b.append(bad.data(), bad.size(), 8940));
+}
+
+}  // namespace
+}  // namespace softrdma::lwtcp
+
+// lwIP's check of a segment lwtcp checked before (note_checked_segment): the sum answered
+// instead of summing makes the check pass exactly when the segment's own sum would.
+extern "C" std::uint16_t lwip_standard_chksum(const void* dataptr, int len);
+
+namespace softrdma::lwtcp {
+namespace {
+
+std::uint16_t fold_add(std::uint32_t a, std::uint32_t b) {
+  std::uint32_t s = a + b;
+  while (s > 0xFFFF) s = (s & 0xFFFF) + (s >> 16);
+  return static_cast<std::uint16_t>(s);
+}
+
+TEST(CheckedSegment, PseudoSumIsWhatTheSegmentsSumCompletes) {
+  for (const bool v6 : {false, true}) {
+    for (const std::size_t payload : {0, 1, 7, 1460, 1461, 8960, 65000}) {
+      Seg s;
+      s.payload = payload;
+      Frame f = build(s, static_cast<std::uint8_t>(payload), v6);
+      const std::size_t tcp = tcp_header_at(f.data(), static_cast<std::uint32_t>(f.size()));
+      ASSERT_NE(tcp, 0U);
+      const TcpPseudo ph = tcp_pseudo(f.data(), tcp);
+      EXPECT_EQ(ph.segment_len, f.size() - tcp) << v6 << " " << payload;
+      // A good checksum: the segment's sum and the pseudo-header's make all ones.
+      const std::uint16_t seg = wire::ones_sum_host(f.data() + tcp, f.size() - tcp);
+      EXPECT_EQ(fold_add(seg, ph.sum), 0xFFFF) << v6 << " " << payload;
+      // The answer given for it in place of summing completes the pseudo-header the same way.
+      note_checked_segment(f.data() + tcp, static_cast<int>(ph.segment_len), ph.sum);
+      EXPECT_EQ(
+          fold_add(lwip_standard_chksum(f.data() + tcp, static_cast<int>(ph.segment_len)), ph.sum),
+          0xFFFF);
+      // Answered once: a corrupted byte is then seen by the next sum.
+      f[tcp + 4] ^= 0x40;
+      EXPECT_NE(
+          fold_add(lwip_standard_chksum(f.data() + tcp, static_cast<int>(ph.segment_len)), ph.sum),
+          0xFFFF);
+    }
+  }
+}
+
+TEST(CheckedSegment, ClassifySumsUnlessThePortCompletedTheChecksum) {
+  for (const bool v6 : {false, true}) {
+    Seg s;
+    s.payload = 3000;
+    Frame f = build(s, 9, v6);
+    const auto len = static_cast<std::uint32_t>(f.size());
+    EXPECT_EQ(classify(f.data(), len), SegmentKind::kTcp);
+    f[f.size() - 5] ^= 0x01;
+    EXPECT_EQ(classify(f.data(), len), SegmentKind::kMalformed) << v6;
+    EXPECT_EQ(classify(f.data(), len, true), SegmentKind::kTcp) << v6;  // trusted, not summed
+  }
+}
+
+TEST(CheckedSegment, OnlyTheNotedBytesAndUntilForgotten) {
+  Seg s;
+  s.payload = 100;
+  Frame f = make(s);
+  const std::size_t tcp = tcp_header_at(f.data(), static_cast<std::uint32_t>(f.size()));
+  const TcpPseudo ph = tcp_pseudo(f.data(), tcp);
+  const int len = static_cast<int>(ph.segment_len);
+  const std::uint16_t real = wire::ones_sum_host(f.data() + tcp, ph.segment_len);
+  note_checked_segment(f.data() + tcp, len, static_cast<std::uint16_t>(ph.sum ^ 0x1234));
+  EXPECT_EQ(lwip_standard_chksum(f.data() + tcp, len - 2),
+            wire::ones_sum_host(f.data() + tcp, ph.segment_len - 2));  // other bytes: summed
+  EXPECT_EQ(lwip_standard_chksum(f.data(), len), wire::ones_sum_host(f.data(), ph.segment_len));
+  forget_checked_segment();
+  EXPECT_EQ(lwip_standard_chksum(f.data() + tcp, len), real);
 }
 
 }  // namespace
