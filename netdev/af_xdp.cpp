@@ -3,8 +3,12 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
+#include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
+#include <linux/sockios.h>
+#include <net/if.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -46,6 +50,20 @@ int quiet_bpf(enum libbpf_print_level, const char*, va_list) {
 }
 int quiet_xdp(enum libxdp_print_level, const char*, va_list) {
   return 0;
+}
+
+// The interface's driver (ETHTOOL_GDRVINFO), "" when the kernel does not say.
+std::string driver_of(const std::string& ifname) {
+  ethtool_drvinfo info{};
+  info.cmd = ETHTOOL_GDRVINFO;
+  ifreq ifr{};
+  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
+  ifr.ifr_data = reinterpret_cast<char*>(&info);
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return {};
+  const bool ok = ioctl(fd, SIOCETHTOOL, &ifr) == 0;
+  close(fd);
+  return ok ? std::string(info.driver, strnlen(info.driver, sizeof info.driver)) : std::string();
 }
 
 std::string why(int err) {
@@ -281,9 +299,11 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   const auto tag = static_cast<std::uint32_t>(vlan_tci ? wire::kVlanTagLen : 0);
   d->link_.mtu = std::min<std::uint32_t>(
       d->link_.mtu, d->max_frame_ - static_cast<std::uint32_t>(wire::kEthernetLen) - tag);
-  // A userspace TCP in copy mode with multi-buffer frames: the program runs in generic (skb)
-  // mode, after the kernel's GRO, so super-segments come whole (see the header).
-  d->skb_mode_ = steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_;
+  // A userspace TCP on a veth (copy mode) with multi-buffer frames: the program runs in generic
+  // (skb) mode, so super-segments come whole (see the header). A NIC keeps native mode: there
+  // generic mode would cost the kernel's own flows on the interface a copy of every GRO packet.
+  d->skb_mode_ =
+      steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_ && driver_of(ifname) == "veth";
   d->rx_frame_.resize(d->skb_mode_ ? kMaxSuperFrame : d->max_frame_);
   if (!d->zero_copy_) {
     // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:

@@ -18,11 +18,11 @@
 // and ARP (IPv6: neighbour discovery) for `local`, an address no interface holds, and the frames
 // go whole through FramePort; the kernel never sees them, so it neither answers nor resets our
 // connections, and every other flow (TCP to the kernel's own addresses included) stays with it.
-// In copy mode with multi-buffer sockets the program then runs in generic (skb) mode: after the
-// kernel's GRO, with a veth's peer left free to pass super-segments (a native program on a veth
-// turns its peer's segmentation offloads off), so a TCP super-segment of up to 64 KiB reaches
-// the socket whole, in up to 17 chunks, instead of cut into segments the sender's softirq pays
-// for one by one.
+// On a veth, with multi-buffer sockets, the program then runs in generic (skb) mode: a native
+// program on a veth turns its peer's segmentation offloads off and runs in the sender's softirq,
+// which then cut every super-segment and paid for each piece's XDP copy; in generic mode the
+// peer's super-segments stay whole, and one of up to 64 KiB reaches the socket in up to 17
+// chunks. A NIC keeps native mode (generic mode would copy the kernel's own GRO packets).
 // Steering kTcpShared (an address the kernel holds too): the program takes only TCP to `local`
 // and to the ports steer_tcp_port marked.
 #pragma once
