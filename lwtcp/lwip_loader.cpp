@@ -38,6 +38,9 @@
   X(void, netif_set_link_up, (struct netif * n), (n))                                             \
   X(void, netif_set_up, (struct netif * n), (n))                                                  \
   X(struct pbuf*, pbuf_alloc, (pbuf_layer l, u16_t len, pbuf_type t), (l, len, t))                \
+  X(struct pbuf*, pbuf_alloced_custom,                                                            \
+    (pbuf_layer l, u16_t len, pbuf_type t, struct pbuf_custom * p, void* m, u16_t n),             \
+    (l, len, t, p, m, n))                                                                         \
   X(void, pbuf_cat, (struct pbuf * h, struct pbuf * t), (h, t))                                   \
   X(u16_t, pbuf_copy_partial, (const struct pbuf* p, void* d, u16_t len, u16_t off),              \
     (p, d, len, off))                                                                             \

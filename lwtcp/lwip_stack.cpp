@@ -34,6 +34,7 @@
 #include "lwtcp/lwip_loader.h"
 #include "lwtcp/port_hold.h"
 #include "lwtcp/receive_window.h"
+#include "lwtcp/rx_pbufs.h"
 #include "lwtcp/segment_batch.h"
 #include "lwtcp/segment_check.h"
 #include "lwtcp/tcp_address.h"
@@ -254,16 +255,17 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     end_batch();
   }
 
-  // One frame into lwIP (a copy in a pbuf of its own), mu held. `checked`: a TCP segment whose
-  // checksum is known good (classify checked it, or it was completed here), which lwIP's own
-  // check then does not sum again.
+  // One frame into lwIP (a copy in a pbuf of its own; a long one in rx_pbufs.h), mu held.
+  // `checked`: a TCP segment whose checksum is known good (classify checked it, or it was completed
+  // here), which lwIP's own check then does not sum again.
   void input(const std::uint8_t* f, std::size_t len, bool checked) {
-    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
+    pbuf* p = len > kRxPbufSmall ? rx_pbuf(f, len)
+                                 : pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
     if (!p) {
       ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
       return;
     }
-    pbuf_take(p, f, static_cast<u16_t>(len));
+    if (len <= kRxPbufSmall) pbuf_take(p, f, static_cast<u16_t>(len));
     const std::size_t tcp = checked ? tcp_header_at(f, static_cast<std::uint32_t>(len)) : 0;
     if (tcp != 0) {
       const TcpPseudo ph = tcp_pseudo(f, tcp);
