@@ -3,12 +3,8 @@
 #include <arpa/inet.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
-#include <linux/ethtool.h>
 #include <linux/if_link.h>
 #include <linux/if_xdp.h>
-#include <linux/sockios.h>
-#include <net/if.h>
-#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -50,20 +46,6 @@ int quiet_bpf(enum libbpf_print_level, const char*, va_list) {
 }
 int quiet_xdp(enum libxdp_print_level, const char*, va_list) {
   return 0;
-}
-
-// The interface's driver (ETHTOOL_GDRVINFO), "" when the kernel does not say.
-std::string driver_of(const std::string& ifname) {
-  ethtool_drvinfo info{};
-  info.cmd = ETHTOOL_GDRVINFO;
-  ifreq ifr{};
-  std::strncpy(ifr.ifr_name, ifname.c_str(), IFNAMSIZ - 1);
-  ifr.ifr_data = reinterpret_cast<char*>(&info);
-  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  const bool ok = ioctl(fd, SIOCETHTOOL, &ifr) == 0;
-  close(fd);
-  return ok ? std::string(info.driver, strnlen(info.driver, sizeof info.driver)) : std::string();
 }
 
 std::string why(int err) {
@@ -302,9 +284,9 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   // A userspace TCP on a veth (copy mode) with multi-buffer frames: the program runs in generic
   // (skb) mode, so super-segments come whole (see the header). A NIC keeps native mode: there
   // generic mode would cost the kernel's own flows on the interface a copy of every GRO packet.
-  d->skb_mode_ =
-      steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_ && driver_of(ifname) == "veth";
-  d->rx_frame_.resize(d->skb_mode_ ? kMaxSuperFrame : d->max_frame_);
+  const bool skb_mode =
+      steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_ && d->link_.driver == "veth";
+  d->rx_frame_.resize(skb_mode ? kMaxSuperFrame : d->max_frame_);
   if (!d->zero_copy_) {
     // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:
     // RoCE's frames leave through a packet socket instead, runs of datagrams as UDP GSO frames;
@@ -335,7 +317,7 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   }
 
   // Attach last, through a BPF link: it is detached when the process exits, even on a crash.
-  if (!x.attach(prog, d->link_.ifindex, d->skb_mode_, where, ifname, error)) return nullptr;
+  if (!x.attach(prog, d->link_.ifindex, skb_mode, where, ifname, error)) return nullptr;
 
   NeighbourTable::Config nc;
   nc.answer_arp = false;  // ARP goes to the kernel, which answers for its address

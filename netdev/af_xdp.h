@@ -119,7 +119,6 @@ class AfXdpNetdev : public RawFramePortNetdev {
   int fd_ = -1;
   bool zero_copy_ = false;
   bool multi_buffer_ = false;
-  bool skb_mode_ = false;  // the program runs in generic mode (a userspace TCP's super-segments)
   std::uint32_t max_frame_ = 0;              // bytes sent: one chunk, or three with multi-buffer
   std::vector<std::uint8_t> rx_frame_;       // a multi-buffer frame being gathered (max_frame_, or
                                              // a 64 KiB super-segment in generic mode)

@@ -2,7 +2,9 @@
 
 #include <arpa/inet.h>
 #include <ifaddrs.h>
+#include <linux/ethtool.h>
 #include <linux/filter.h>
+#include <linux/sockios.h>
 #include <net/if.h>
 #include <netinet/in.h>
 #include <sys/ioctl.h>
@@ -125,6 +127,12 @@ bool read_link(const std::string& where, const std::string& ifname, RawLink& lin
     std::memcpy(link.mac.data(), ifr.ifr_hwaddr.sa_data, 6);
     if (ioctl(fd, SIOCGIFMTU, &ifr) == 0 && ifr.ifr_mtu > 0) {
       link.mtu = static_cast<std::uint32_t>(ifr.ifr_mtu);
+    }
+    ethtool_drvinfo info{};
+    info.cmd = ETHTOOL_GDRVINFO;
+    ifr.ifr_data = reinterpret_cast<char*>(&info);
+    if (ioctl(fd, SIOCETHTOOL, &ifr) == 0) {
+      link.driver.assign(info.driver, strnlen(info.driver, sizeof info.driver));
     }
   }
   close(fd);

@@ -26,6 +26,7 @@ struct RawLink {
   int ifindex = 0;
   wire::MacAddr mac{};
   std::uint32_t mtu = 1500;               // IP MTU
+  std::string driver;                     // its driver (ETHTOOL_GDRVINFO), "" when not said
   std::optional<std::uint16_t> vlan_tci;  // tag every frame we send with this 802.1Q TCI
 };
 
@@ -36,7 +37,7 @@ bool interface_ipv4(const std::string& where, const std::string& ifname, IpAddr&
 // The interface `ip` is configured on, or "" when it is on none (then the kernel does not answer
 // ARP or neighbour solicitations for it).
 std::string interface_with(const IpAddr& ip);
-// Fills the MAC, MTU and index of the Ethernet interface `ifname`; false with `error` set.
+// Fills the MAC, MTU, driver and index of the Ethernet interface `ifname`; false with `error` set.
 bool read_link(const std::string& where, const std::string& ifname, RawLink& link,
                std::string& error);
 
