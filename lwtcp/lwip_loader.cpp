@@ -93,13 +93,8 @@ SOFTRDMA_LWIP_FUNCTIONS(SOFTRDMA_LWIP_FORWARDER)
 #undef SOFTRDMA_LWIP_FORWARDER
 }
 
-// lwIP sums every segment it sends (as it copies it in) and every one it receives with
-// lwip_standard_chksum, which Debian's build leaves at lwIP's 16-bit loop (no LWIP_CHKSUM of
-// its own). lwIP calls it through its PLT, so this definition, which libibverbs.so.1 exports
-// (libibverbs.map), takes its place in every program linked with libibverbs: the same sum,
-// eight bytes at a time. Where it is not exported (the softrdma tool), lwIP's own runs.
-// A received segment lwtcp checked before lwIP (note_checked_segment): lwIP's check of it is
-// answered without a second pass over its bytes.
+// A received segment lwtcp checked before lwIP (note_checked_segment), whose sum lwIP's check of
+// it is answered with instead of a second pass over its bytes.
 namespace {
 struct CheckedSegment {
   const void* at = nullptr;
@@ -109,6 +104,12 @@ struct CheckedSegment {
 thread_local CheckedSegment t_checked;
 }  // namespace
 
+// lwIP sums every segment it sends (as it copies it in) and every one it receives with
+// lwip_standard_chksum, which Debian's build leaves at lwIP's 16-bit loop (no LWIP_CHKSUM of
+// its own). lwIP calls it through its PLT, so this definition, which libibverbs.so.1 exports
+// (libibverbs.map), takes its place in every program linked with libibverbs: the same sum,
+// eight bytes at a time (or the noted one). Where it is not exported (the softrdma tool),
+// lwIP's own runs.
 extern "C" u16_t lwip_standard_chksum(const void* dataptr, int len) {
   if (dataptr == t_checked.at && len == t_checked.len) {
     t_checked.at = nullptr;
@@ -127,10 +128,6 @@ void note_checked_segment(const void* segment, int len, std::uint16_t pseudo_sum
 void forget_checked_segment() {
   t_checked.at = nullptr;
 }
-
-}  // namespace softrdma::lwtcp
-
-namespace softrdma::lwtcp {
 
 bool load_lwip(std::string& error) {
   static std::once_flag once;

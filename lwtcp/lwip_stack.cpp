@@ -255,17 +255,15 @@ class LwipStack final : public Stack, public iwarp::UserTcp {
     end_batch();
   }
 
-  // One frame into lwIP (a copy in a pbuf of its own; a long one in rx_pbufs.h), mu held.
+  // One frame into lwIP (a copy in a pbuf of its own, rx_pbufs.h), mu held.
   // `checked`: a TCP segment whose checksum is known good (classify checked it, or it was completed
   // here), which lwIP's own check then does not sum again.
   void input(const std::uint8_t* f, std::size_t len, bool checked) {
-    pbuf* p = len > kRxPbufSmall ? rx_pbuf(f, len)
-                                 : pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
+    pbuf* p = rx_pbuf(f, len);
     if (!p) {
       ++counts_.rx_dropped;  // out of memory: lost, TCP sends it again
       return;
     }
-    if (len <= kRxPbufSmall) pbuf_take(p, f, static_cast<u16_t>(len));
     const std::size_t tcp = checked ? tcp_header_at(f, static_cast<std::uint32_t>(len)) : 0;
     if (tcp != 0) {
       const TcpPseudo ph = tcp_pseudo(f, tcp);

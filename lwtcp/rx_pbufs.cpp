@@ -61,6 +61,11 @@ void give_back(pbuf* p) {
 
 pbuf* rx_pbuf(const std::uint8_t* frame, std::size_t len) {
   if (len > 0xFFFF || len == 0) return nullptr;
+  if (len <= kRxPbufSmall) {
+    pbuf* p = pbuf_alloc(PBUF_RAW, static_cast<u16_t>(len), PBUF_RAM);
+    if (p) pbuf_take(p, frame, static_cast<u16_t>(len));
+    return p;
+  }
   const std::size_t cls = class_of(len);
   if (cls >= kClasses) return nullptr;
   Block* b = nullptr;

@@ -17,8 +17,9 @@ namespace softrdma::lwtcp {
 // Frames up to this long take a PBUF_RAM pbuf (small allocations are not trimmed).
 inline constexpr std::size_t kRxPbufSmall = 2048;
 
-// A pbuf of type PBUF_REF holding a copy of the `len` bytes at `frame` (kRxPbufSmall < len <=
-// 0xFFFF), freed back to the pool by pbuf_free; nullptr when out of memory.
+// A pbuf holding a copy of the `len` bytes at `frame` (0 < len <= 0xFFFF), freed by pbuf_free:
+// PBUF_RAM up to kRxPbufSmall bytes, else PBUF_REF in a block of the pool (given back to it);
+// nullptr when out of memory or for another length.
 pbuf* rx_pbuf(const std::uint8_t* frame, std::size_t len);
 
 // Blocks waiting for reuse now, over all classes (for tests).

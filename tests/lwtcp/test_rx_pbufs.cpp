@@ -1,5 +1,5 @@
 // lwtcp::rx_pbuf: a received frame's copy in a pbuf of softrdma's, its block reused once lwIP
-// frees it, and refused beyond 64 KiB.
+// frees it; a small one in a PBUF_RAM pbuf; refused beyond 64 KiB.
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -51,6 +51,19 @@ TEST_F(RxPbufs, HoldsTheFrameAndItsBlockIsReused) {
                                       static_cast<std::uint8_t*>(q->payload) + 8000),
             g);
   pbuf_free(q);
+}
+
+TEST_F(RxPbufs, ASmallFrameTakesAPbufOfItsOwn) {
+  const auto f = frame_of(kRxPbufSmall, 5);
+  pbuf* p = rx_pbuf(f.data(), f.size());
+  ASSERT_NE(p, nullptr);
+  EXPECT_EQ(p->tot_len, kRxPbufSmall);
+  EXPECT_EQ(std::vector<std::uint8_t>(static_cast<std::uint8_t*>(p->payload),
+                                      static_cast<std::uint8_t*>(p->payload) + kRxPbufSmall),
+            f);
+  const std::size_t kept = rx_pbufs_kept();
+  pbuf_free(p);
+  EXPECT_EQ(rx_pbufs_kept(), kept);  // malloc's, not the pool's
 }
 
 TEST_F(RxPbufs, LargestFrameAndBeyond) {
