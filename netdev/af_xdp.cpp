@@ -17,6 +17,7 @@
 #include <cstdarg>
 #include <cstring>
 
+#include "netdev/gso_frame.h"
 #include "netdev/xdp/roce_redirect_bpf.h"
 
 namespace softrdma::netdev {
@@ -281,11 +282,12 @@ std::unique_ptr<AfXdpNetdev> AfXdpNetdev::open(const std::string& ifname, IpAddr
   const auto tag = static_cast<std::uint32_t>(vlan_tci ? wire::kVlanTagLen : 0);
   d->link_.mtu = std::min<std::uint32_t>(
       d->link_.mtu, d->max_frame_ - static_cast<std::uint32_t>(wire::kEthernetLen) - tag);
-  // A userspace TCP on a veth (copy mode) with multi-buffer frames: the program runs in generic
-  // (skb) mode, so super-segments come whole (see the header). A NIC keeps native mode: there
-  // generic mode would cost the kernel's own flows on the interface a copy of every GRO packet.
-  const bool skb_mode =
-      steers_tcp(steer) && !d->zero_copy_ && d->multi_buffer_ && d->link_.driver == "veth";
+  // On a veth (copy mode) with multi-buffer frames the program runs in generic (skb) mode, so
+  // super-segments and UDP GSO frames come whole (see the header). A NIC keeps native mode:
+  // there generic mode would cost the kernel's own flows on the interface a copy of every GRO
+  // packet.
+  const bool skb_mode = !d->zero_copy_ && d->multi_buffer_ && d->link_.driver == "veth";
+  d->cut_whole_ = skb_mode && steer == Steering::kRoce;
   d->rx_frame_.resize(skb_mode ? kMaxSuperFrame : d->max_frame_);
   if (!d->zero_copy_) {
     // In copy mode the kernel allocates and copies an skb for every frame of the TX ring anyway:
@@ -505,10 +507,10 @@ void AfXdpNetdev::refill() {
 }
 
 std::size_t AfXdpNetdev::drain_rx(std::size_t max,
-                                  const std::function<void(std::uint8_t*, std::uint32_t)>& take) {
+                                  const std::function<bool(std::uint8_t*, std::uint32_t)>& take) {
   Xsk& x = *x_;
   std::uint32_t idx = 0;
-  const std::uint32_t got = xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(max), &idx);
+  std::uint32_t got = xsk_ring_cons__peek(&x.rx, static_cast<std::uint32_t>(max), &idx);
   std::size_t frames = 0;
   for (std::uint32_t i = 0; i < got; ++i) {
     const xdp_desc* desc = xsk_ring_cons__rx_desc(&x.rx, idx + i);
@@ -516,24 +518,31 @@ std::size_t AfXdpNetdev::drain_rx(std::size_t max,
     auto* data = static_cast<std::uint8_t*>(xsk_umem__get_data(x.umem_area, addr));
     fill_pending_.push_back(xsk_umem__extract_addr(desc->addr));  // reserved: no allocation
     const bool more = (desc->options & kXdpPktContd) != 0;
+    bool go_on = true;
     if (!more && rx_frame_len_ == 0) {  // a frame in one chunk: handed up where it lies
-      take(data, desc->len);
-      ++frames;
-      continue;
-    }
-    // A chunk of a multi-buffer frame, gathered (its last chunk may come in a later batch).
-    if (rx_frame_len_ + desc->len <= rx_frame_.size()) {
-      std::memcpy(rx_frame_.data() + rx_frame_len_, data, desc->len);
-    }
-    rx_frame_len_ += desc->len;
-    if (more) continue;
-    if (rx_frame_len_ <= rx_frame_.size()) {
-      take(rx_frame_.data(), static_cast<std::uint32_t>(rx_frame_len_));
+      go_on = take(data, desc->len);
       ++frames;
     } else {
-      bump(counters_.rx_malformed);  // larger than the MTU we offer: a peer's misconfiguration
+      // A chunk of a multi-buffer frame, gathered (its last chunk may come in a later batch).
+      if (rx_frame_len_ + desc->len <= rx_frame_.size()) {
+        std::memcpy(rx_frame_.data() + rx_frame_len_, data, desc->len);
+      }
+      rx_frame_len_ += desc->len;
+      if (!more) {
+        if (rx_frame_len_ <= rx_frame_.size()) {
+          go_on = take(rx_frame_.data(), static_cast<std::uint32_t>(rx_frame_len_));
+          ++frames;
+        } else {
+          bump(counters_.rx_malformed);  // beyond the MTU we offer: a peer's misconfiguration
+        }
+        rx_frame_len_ = 0;
+      }
     }
-    rx_frame_len_ = 0;
+    if (!go_on) {  // the rest stays in the ring for the next call
+      x.rx.cached_cons -= got - (i + 1);
+      got = i + 1;
+      break;
+    }
   }
   if (got > 0) xsk_ring_cons__release(&x.rx, got);
   if (!fill_pending_.empty()) refill();
@@ -543,11 +552,31 @@ std::size_t AfXdpNetdev::drain_rx(std::size_t max,
   return frames;
 }
 
+std::size_t AfXdpNetdev::take_datagrams(std::uint8_t* frame, std::uint32_t len,
+                                        std::span<Packet* const> pkts, std::size_t n) {
+  if (cut_len_ == 0) cut_size_ = cut_whole_ ? uncut_segment_size(frame, len, link_.mtu) : 0;
+  bool more = true;
+  while (more && n < pkts.size()) {
+    if (take_frame(frame, len, len, cut_size_, *pkts[n], more)) ++n;
+  }
+  if (!more) {
+    cut_len_ = 0;
+  } else if (cut_len_ == 0) {  // the rest of its segments wait for the next call
+    if (frame != rx_frame_.data()) std::memcpy(rx_frame_.data(), frame, len);
+    cut_len_ = len;
+  }
+  return n;
+}
+
 std::size_t AfXdpNetdev::recv_batch(std::span<Packet* const> pkts) {
   std::size_t n = 0;
-  drain_rx(pkts.size(), [&](std::uint8_t* frame, std::uint32_t len) {
-    bool more = false;
-    if (take_frame(frame, len, len, 0, *pkts[n], more)) ++n;
+  if (cut_len_ > 0) {
+    n = take_datagrams(rx_frame_.data(), cut_len_, pkts, 0);
+    if (cut_len_ > 0) return n;
+  }
+  drain_rx(pkts.size() - n, [&](std::uint8_t* frame, std::uint32_t len) {
+    n = take_datagrams(frame, len, pkts, n);
+    return n < pkts.size();
   });
   return n;
 }
@@ -556,11 +585,12 @@ std::size_t AfXdpNetdev::recv_frames(const FrameSink& sink, std::size_t max) {
   // Whole frames as the sender put them: a kernel TCP on this host (over veth) leaves its
   // checksum partial, to be completed here as its own receive path would.
   return drain_rx(max, [&](std::uint8_t* frame, std::uint32_t len) {
-    if (!untag(frame, len)) return;  // (the program passes only our VLAN's)
+    if (!untag(frame, len)) return true;  // (the program passes only our VLAN's)
     const bool completed = complete_partial_tcp(frame, len);
     bump(counters_.rx_packets);
     bump(counters_.rx_bytes, len);
     sink(frame, len, completed);
+    return true;
   });
 }
 

@@ -23,6 +23,9 @@
 // which then cut every super-segment and paid for each piece's XDP copy; in generic mode the
 // peer's super-segments stay whole, and one of up to 64 KiB reaches the socket in up to 17
 // chunks. A NIC keeps native mode (generic mode would copy the kernel's own GRO packets).
+// RoCE on a veth runs in generic mode the same way: a peer's UDP GSO frame then arrives whole,
+// without its segment size, which take_frame's caller finds from the datagrams themselves
+// (uncut_segment_size, netdev/gso_frame.h) and cuts as AF_PACKET cuts the frames it is told of.
 // Steering kTcpShared (an address the kernel holds too): the program takes only TCP to `local`
 // and to the ports steer_tcp_port marked.
 #pragma once
@@ -110,20 +113,28 @@ class AfXdpNetdev : public RawFramePortNetdev {
   // Gives received chunks back to the fill ring.
   void refill();
   // Hands the frames of up to `max` RX descriptors to `take` (frame, length; a multi-buffer
-  // frame gathered into rx_frame_ first), gives their chunks back and wakes the kernel when it
-  // waits for chunks; returns how many frames were taken.
+  // frame gathered into rx_frame_ first) until it returns false, gives their chunks back and
+  // wakes the kernel when it waits for chunks; returns how many frames were taken.
   std::size_t drain_rx(std::size_t max,
-                       const std::function<void(std::uint8_t*, std::uint32_t)>& take);
+                       const std::function<bool(std::uint8_t*, std::uint32_t)>& take);
+  // Turns a received frame into packets from pkts[n] on (a whole UDP GSO frame into one a
+  // segment); returns the new n. A frame whose segments outnumber the packets left waits in
+  // rx_frame_ (cut_len_) for the next recv_batch.
+  std::size_t take_datagrams(std::uint8_t* frame, std::uint32_t len, std::span<Packet* const> pkts,
+                             std::size_t n);
 
   std::unique_ptr<Xsk> x_;
   int fd_ = -1;
   bool zero_copy_ = false;
   bool multi_buffer_ = false;
-  std::uint32_t max_frame_ = 0;              // bytes sent: one chunk, or three with multi-buffer
-  std::vector<std::uint8_t> rx_frame_;       // a multi-buffer frame being gathered (max_frame_, or
-                                             // a 64 KiB super-segment in generic mode)
-  std::size_t rx_frame_len_ = 0;             // its bytes so far (beyond rx_frame_: dropped)
-  std::mutex tx_mu_;                         // one TX ring: senders take turns
+  std::uint32_t max_frame_ = 0;         // bytes sent: one chunk, or three with multi-buffer
+  std::vector<std::uint8_t> rx_frame_;  // a multi-buffer frame being gathered (max_frame_, or
+                                        // a 64 KiB super-segment in generic mode)
+  std::size_t rx_frame_len_ = 0;        // its bytes so far (beyond rx_frame_: dropped)
+  bool cut_whole_ = false;              // RoCE in generic mode: frames may be whole UDP GSO frames
+  std::uint32_t cut_len_ = 0;           // a whole frame in rx_frame_ with segments still to take
+  std::uint32_t cut_size_ = 0;          // and its segment size
+  std::mutex tx_mu_;                    // one TX ring: senders take turns
   std::vector<std::uint64_t> fill_pending_;  // received chunks not yet back in the fill ring
   std::vector<std::uint64_t> tx_free_;       // free TX chunks (addresses in the UMEM)
   std::uint32_t tx_outstanding_ = 0;         // submitted, not yet completed

@@ -84,6 +84,7 @@ Counters AtomicCounters::snapshot() const {
   c.tx_dropped = tx_dropped.load(r);
   c.tx_held = tx_held.load(r);
   c.rx_dropped = rx_dropped.load(r);
+  c.rx_gso_frames = rx_gso_frames.load(r);
   c.fault_dropped = fault_dropped.load(r);
   c.fault_duplicated = fault_duplicated.load(r);
   c.fault_reordered = fault_reordered.load(r);

@@ -112,6 +112,7 @@ struct Counters {
   std::uint64_t tx_dropped = 0;      // sent, but lost below us (no such host, full ring)
   std::uint64_t tx_held = 0;         // waited in the sender for room in a full host-local ring
   std::uint64_t rx_dropped = 0;      // arrived at a full receive queue
+  std::uint64_t rx_gso_frames = 0;   // raw backends: frames of several datagrams, cut (UDP GSO)
   std::uint64_t fault_dropped = 0, fault_duplicated = 0, fault_reordered = 0, fault_corrupted = 0,
                 fault_delayed = 0;
   // An emulated switch port in front of the receive path (netdev/switch_port.h): datagrams it
@@ -132,7 +133,7 @@ struct AtomicCounters {
   alignas(64) std::atomic<std::uint64_t> tx_packets{0}, tx_bytes{0}, tx_errors{0},
       tx_dropped{0}, tx_held{0};
   alignas(64) std::atomic<std::uint64_t> rx_packets{0}, rx_bytes{0}, rx_icrc_errors{0},
-      rx_malformed{0}, rx_not_ours{0}, rx_dropped{0};
+      rx_malformed{0}, rx_not_ours{0}, rx_dropped{0}, rx_gso_frames{0};
   alignas(64) std::atomic<std::uint64_t> fault_dropped{0}, fault_duplicated{0}, fault_reordered{0},
       fault_corrupted{0}, fault_delayed{0};
   Counters snapshot() const;

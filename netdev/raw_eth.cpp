@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "netdev/datagram_bounds.h"
+#include "netdev/gso_frame.h"
 #include "netdev/gso_run.h"
 #include "netdev/icrc_pseudo.h"
 #include "netdev/ip_header.h"
@@ -404,21 +405,14 @@ bool RawEthNetdev::take_frame(const std::uint8_t* frame, std::uint32_t len, std:
     return false;
   }
   const wire::FrameView& v = *parsed;
-  Packet view;
-  view.src = v.is_ipv6 ? IpAddr::v6(v.ipv6.src) : IpAddr::v4(v.ipv4.src);
-  view.dst = v.is_ipv6 ? IpAddr::v6(v.ipv6.dst) : IpAddr::v4(v.ipv4.dst);
-  view.src_port = v.udp->src_port;
-  view.dst_port = v.udp->dst_port;
-  view.traffic_class = v.is_ipv6 ? v.ipv6.traffic_class : v.ipv4.tos;
-  view.hop_limit = v.is_ipv6 ? v.ipv6.hop_limit : v.ipv4.ttl;
-  view.data = const_cast<std::uint8_t*>(v.payload.data());
-  view.len = static_cast<std::uint32_t>(v.payload.size());
+  Packet view = datagram_view(v);
   const bool segmented = gso_size > 0 && view.len > gso_size;
   // IPv4 ID and flags as the segment would carry them on a wire: segmentation numbers the
   // segments on from the frame's ID (inet_gso_segment; checked in tests/netdev/wire_gso_ids.py).
   wire::Ipv4IdFlags seen{v.ipv4.id, v.ipv4.df ? wire::Ipv4IdFlags::kDf : std::uint16_t{0}};
   if (segmented) {
     // One segment of a GSO frame: the headers on the wire would be ours with its length.
+    if (seg_next_ == 0) bump(counters_.rx_gso_frames);
     seen.id = static_cast<std::uint16_t>(seen.id + seg_next_ / gso_size);
     view.data += seg_next_;
     view.len = std::min(gso_size, view.len - seg_next_);

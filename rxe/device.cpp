@@ -269,6 +269,7 @@ std::vector<std::pair<std::string, std::uint64_t>> Device::hw_counters() const {
       {"netdev_tx_dropped", nd.tx_dropped},
       {"netdev_tx_held", nd.tx_held},
       {"netdev_rx_dropped", nd.rx_dropped},
+      {"netdev_rx_gso_frames", nd.rx_gso_frames},
       {"placed_sent", q.placed_sent},
       {"placed_rcvd", q.placed_received},
       {"placed_refused", placement_refused_.load()},
