@@ -539,7 +539,7 @@ std::size_t AfXdpNetdev::drain_rx(std::size_t max,
       }
     }
     if (!go_on) {  // the rest stays in the ring for the next call
-      x.rx.cached_cons -= got - (i + 1);
+      xsk_ring_cons__cancel(&x.rx, got - (i + 1));
       got = i + 1;
       break;
     }
