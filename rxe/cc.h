@@ -22,7 +22,7 @@ struct CcConfig {
   std::chrono::nanoseconds cnp_interval{50'000};
   // A UD datagram that finds no receive WQE waits this long for one (rxe/ud_hold.h; a deep hold
   // is congestion), then is dropped; `ud_hold_us=0` (and `none`) drop it at once.
-  std::chrono::microseconds ud_hold{10'000};
+  std::chrono::microseconds ud_hold{50'000};
 };
 
 // UC and UD react to every CNP: unlike mlx5 (and RC here) none is ignored for coming within the

@@ -194,7 +194,7 @@ TEST(CcSpec, UdHoldIsTenMillisecondsUnlessSetAndNoneWithoutCc) {
   CcConfig c;
   std::string error;
   ASSERT_TRUE(parse_cc("dcqcn", c, error)) << error;
-  EXPECT_EQ(c.ud_hold, std::chrono::milliseconds(10));
+  EXPECT_EQ(c.ud_hold, std::chrono::milliseconds(50));
   ASSERT_TRUE(parse_cc("dcqcn,ud_hold_us=250", c, error)) << error;
   EXPECT_EQ(c.ud_hold, std::chrono::microseconds(250));
   ASSERT_TRUE(parse_cc("dcqcn,ud_hold_us=0", c, error)) << error;

@@ -119,7 +119,8 @@ elif case in ("uc_unpaced", "ud_unpaced"):
     loss, s = run("dcqcn")  # the default: backlog marking on
     expect(s.get("np_cnp_sent", 0) > 0, f"{case}: the receiver sent CNPs")
     # UD: datagrams that find no receive WQE while perftest's thread is off its core wait for one
-    # (rxe/ud_hold.h); 0 lost in 23 runs on 2026-12-07, against 0.05-17% with --cc none.
+    # (rxe/ud_hold.h); 0 lost in 23 runs on 2026-12-07, against 0.05-17% with --cc none (a 10 ms
+    # hold, 50 ms since 2026-12-08: docs/congestion.md).
     expect(loss < 0.001, f"{case}: {100 * loss:.3f}% lost (< 0.1%)")
 elif case in ("switch_q4", "switch_pfc"):
     # One process pair, four QPs (16 writes of 64 KiB outstanding each: twice the buffer), into a

@@ -36,7 +36,7 @@ constexpr std::array kCommands = {
         "  --cc dcqcn|none      SOFTRDMA_CC: congestion control (ECN, CNPs, DCQCN pacing;\n"
         "                       dcqcn[,cnp_interval_us=N][,line_rate=RATE][,backlog=on|off]\n"
         "                       [,ud_hold_us=N]; default dcqcn, backlog marking on, UD\n"
-        "                       datagrams wait 10000 us for a receive WQE)\n"
+        "                       datagrams wait 50000 us for a receive WQE)\n"
         "  --switch SPEC        SOFTRDMA_SWITCH: an emulated switch port in front of receives:\n"
         "                       rate=RATE,buffer=BYTES,ecn=KMIN:KMAX:PMAX[,seed=N]\n"
         "                       [,pfc=XOFF:XON] (lossless: pause senders above XOFF)\n"
